@@ -1,0 +1,4 @@
+//! The ferry gateway: the HTTP API.
+
+mod delivery_name;
+mod range;

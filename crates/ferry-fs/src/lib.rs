@@ -1,1 +1,16 @@
 //! Confined file access for ferry (spec core C-PATH, C-NAME, C-ATOMIC).
+//!
+//! Nothing outside this crate opens a path under a workspace: callers hold a [`Dir`]
+//! and give it relative paths, which the kernel resolves beneath it.
+
+mod atomic;
+mod dir;
+mod error;
+mod name;
+mod path;
+
+pub use atomic::{AtomicWriter, TEMP_PREFIX, Written};
+pub use dir::{Dir, Entry, EntryKind, Follow, Metadata, is_temporary, set_openat2_enabled};
+pub use error::FsError;
+pub use name::{NAME_MAX_BYTES, safe_name};
+pub use path::{PATH_MAX_BYTES, check_relative};

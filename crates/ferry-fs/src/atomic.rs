@@ -1,0 +1,167 @@
+//! Atomic writes (spec core C-ATOMIC): a hidden temporary in the target's directory,
+//! fsynced, then renamed over the target. Dropping an uncommitted writer removes it.
+
+use std::fs::File;
+use std::io::Write;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use sha2::{Digest, Sha256};
+
+use crate::dir::{Dir, fchown};
+use crate::FsError;
+
+/// Every temporary's name starts with this; listings hide such names.
+pub const TEMP_PREFIX: &str = ".ferry-tmp-";
+
+/// What a committed write produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    pub size: u64,
+    pub sha256: [u8; 32],
+}
+
+impl Written {
+    /// The digest as lowercase hex.
+    pub fn sha256_hex(&self) -> String {
+        data_encoding::HEXLOWER.encode(&self.sha256)
+    }
+}
+
+/// A file being written; it appears at its name only on [`AtomicWriter::commit`].
+#[derive(Debug)]
+pub struct AtomicWriter {
+    dir: Dir,
+    temp_name: String,
+    target: String,
+    file: File,
+    hasher: Sha256,
+    size: u64,
+    max_bytes: Option<u64>,
+    owner: Option<(u32, u32)>,
+    committed: bool,
+}
+
+impl AtomicWriter {
+    /// Starts writing the file `name` (one component) in `dir`.
+    ///
+    /// Fails early, before any byte is accepted, when `name` is a symlink
+    /// ([`FsError::PathEscapes`]) or a directory.
+    pub fn create(dir: &Dir, name: &str) -> Result<AtomicWriter, FsError> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(FsError::UnsafeName(name.to_owned()));
+        }
+        crate::path::check_relative(name)?;
+        check_target(dir, name)?;
+        let dir = dir.try_clone()?;
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut attempts = 0;
+        let (temp_name, fd) = loop {
+            let temp_name = format!("{TEMP_PREFIX}{}", random_suffix());
+            match rustix::fs::openat(dir.fd(), temp_name.as_str(), flags, Mode::from_raw_mode(0o600)) {
+                Ok(fd) => break (temp_name, fd),
+                Err(rustix::io::Errno::EXIST) if attempts < 8 => attempts += 1,
+                Err(e) => return Err(FsError::from_errno(e)),
+            }
+        };
+        Ok(AtomicWriter {
+            dir,
+            temp_name,
+            target: name.to_owned(),
+            file: File::from(fd),
+            hasher: Sha256::new(),
+            size: 0,
+            max_bytes: None,
+            owner: None,
+            committed: false,
+        })
+    }
+
+    /// Refuses (with [`FsError::TooLarge`]) any write that would pass `max_bytes` in total.
+    pub fn limit(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = Some(max_bytes);
+        self
+    }
+
+    /// Gives the file to `uid:gid` (by descriptor) before it appears.
+    pub fn owner(mut self, owner: Option<(u32, u32)>) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// Bytes accepted so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Appends bytes; past the limit nothing more is written and the caller should drop
+    /// the writer (which removes the temporary).
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), FsError> {
+        let new_size = self.size + bytes.len() as u64;
+        if let Some(max) = self.max_bytes {
+            if new_size > max {
+                return Err(FsError::TooLarge(max));
+            }
+        }
+        self.file.write_all(bytes).map_err(FsError::Io)?;
+        self.hasher.update(bytes);
+        self.size = new_size;
+        Ok(())
+    }
+
+    /// Flushes the bytes to disk and renames the temporary over the target.
+    pub fn commit(mut self) -> Result<Written, FsError> {
+        if let Some((uid, gid)) = self.owner {
+            fchown(std::os::fd::AsFd::as_fd(&self.file), uid, gid)?;
+        }
+        self.file.sync_all().map_err(FsError::Io)?;
+        // Checked again: a link planted while the body streamed is refused, not replaced.
+        check_target(&self.dir, &self.target)?;
+        self.dir.rename(&self.temp_name, &self.target, true)?;
+        self.committed = true;
+        self.dir.sync()?;
+        Ok(Written {
+            size: self.size,
+            sha256: self.hasher.clone().finalize().into(),
+        })
+    }
+}
+
+impl Write for AtomicWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        AtomicWriter::write(self, buf).map_err(std::io::Error::other)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for AtomicWriter {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = rustix::fs::unlinkat(self.dir.fd(), self.temp_name.as_str(), AtFlags::empty());
+        }
+    }
+}
+
+/// The target may be absent or a regular file; a link or a directory is refused.
+fn check_target(dir: &Dir, name: &str) -> Result<(), FsError> {
+    match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile => Ok(()),
+            FileType::Symlink => Err(FsError::PathEscapes),
+            FileType::Directory => Err(FsError::IsDirectory),
+            _ => Err(FsError::NotRegular),
+        },
+        Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(e) => Err(FsError::from_errno(e)),
+    }
+}
+
+/// 16 base32 characters (80 random bits): unguessable temporaries.
+pub(crate) fn random_suffix() -> String {
+    let mut bytes = [0u8; 10];
+    getrandom::fill(&mut bytes).expect("the OS random source is available");
+    data_encoding::BASE32_NOPAD.encode(&bytes).to_ascii_lowercase()
+}

@@ -1,0 +1,388 @@
+//! Confined directory handles (spec core C-PATH).
+//!
+//! Every path below a handle is resolved by the kernel with `openat2`
+//! (`RESOLVE_BENEATH`, plus `RESOLVE_NO_SYMLINKS` for writes). Where `openat2` is
+//! unavailable (old kernels, seccomp filters answering ENOSYS or EPERM) the path is
+//! walked one component at a time with `O_NOFOLLOW`, which refuses every symlink: the
+//! fallback is stricter than the fast path, never looser.
+
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags};
+use rustix::io::Errno;
+
+use crate::FsError;
+use crate::path::{check_relative, split_parent};
+
+/// How symlinks met while resolving a path are treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Follow {
+    /// Any symlink at any component fails with [`FsError::PathEscapes`]. Every write uses this.
+    Never,
+    /// Symlinks are followed while they stay beneath the handle.
+    Beneath,
+}
+
+/// What kind of thing a directory entry is, seen without following links.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+/// Metadata of one entry, read with `AT_SYMLINK_NOFOLLOW`.
+#[derive(Clone, Debug)]
+pub struct Metadata {
+    pub kind: EntryKind,
+    pub size: u64,
+    pub mtime: SystemTime,
+    pub inode: u64,
+    pub mode: u32,
+}
+
+/// One entry of a directory listing.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub name: String,
+    pub meta: Metadata,
+}
+
+/// An open directory; every path given to it resolves beneath it.
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+}
+
+const OPENAT2_UNKNOWN: u8 = 0;
+const OPENAT2_YES: u8 = 1;
+const OPENAT2_NO: u8 = 2;
+static OPENAT2: AtomicU8 = AtomicU8::new(OPENAT2_UNKNOWN);
+
+/// Forces the component-by-component fallback (`false`) or lets `openat2` be tried again
+/// (`true`). Tests use it to run the same checks through both resolvers; operators can set
+/// `FERRY_FS_NO_OPENAT2=1` for the same effect.
+pub fn set_openat2_enabled(enabled: bool) {
+    let state = if enabled { OPENAT2_UNKNOWN } else { OPENAT2_NO };
+    OPENAT2.store(state, Ordering::Relaxed);
+}
+
+fn openat2_usable() -> bool {
+    match OPENAT2.load(Ordering::Relaxed) {
+        OPENAT2_YES => true,
+        OPENAT2_NO => false,
+        _ => {
+            let off = std::env::var_os("FERRY_FS_NO_OPENAT2").is_some_and(|v| v != "0");
+            if off {
+                OPENAT2.store(OPENAT2_NO, Ordering::Relaxed);
+            }
+            !off
+        }
+    }
+}
+
+impl Dir {
+    /// Opens a directory named by the operator (the site root). The only ambient open.
+    pub fn open_ambient(path: &Path) -> Result<Dir, FsError> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(FsError::from_errno)?;
+        Ok(Dir { fd })
+    }
+
+    /// A second handle to the same directory.
+    pub fn try_clone(&self) -> Result<Dir, FsError> {
+        let fd = self.fd.try_clone().map_err(FsError::Io)?;
+        Ok(Dir { fd })
+    }
+
+    /// Opens a directory beneath this one.
+    pub fn open_dir(&self, rel: &str, follow: Follow) -> Result<Dir, FsError> {
+        check_relative(rel)?;
+        let fd = self.resolve(
+            rel,
+            follow,
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )?;
+        Ok(Dir { fd })
+    }
+
+    /// Opens a regular file beneath this one for reading.
+    pub fn open_file(&self, rel: &str, follow: Follow) -> Result<File, FsError> {
+        check_relative(rel)?;
+        // O_NONBLOCK so that a FIFO planted at the name cannot hang the open.
+        let fd = self.resolve(
+            rel,
+            follow,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
+            Mode::empty(),
+        )?;
+        let stat = rustix::fs::fstat(&fd).map_err(FsError::from_errno)?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile => {}
+            FileType::Directory => return Err(FsError::IsDirectory),
+            _ => return Err(FsError::NotRegular),
+        }
+        rustix::fs::fcntl_setfl(&fd, OFlags::RDONLY).map_err(FsError::from_errno)?;
+        Ok(File::from(fd))
+    }
+
+    /// Metadata of the entry at `rel`, without following a symlink at its last component.
+    pub fn metadata(&self, rel: &str) -> Result<Metadata, FsError> {
+        check_relative(rel)?;
+        let (parent, name) = self.parent_of(rel)?;
+        let dir = parent.as_ref().unwrap_or(self);
+        let stat =
+            rustix::fs::statat(&dir.fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(FsError::from_errno)?;
+        Ok(Metadata::from_stat(&stat))
+    }
+
+    /// Metadata of this directory itself.
+    pub fn own_metadata(&self) -> Result<Metadata, FsError> {
+        let stat = rustix::fs::fstat(&self.fd).map_err(FsError::from_errno)?;
+        Ok(Metadata::from_stat(&stat))
+    }
+
+    /// Creates one directory; its parents must exist and no component may be a symlink.
+    pub fn create_dir(&self, rel: &str, mode: u32) -> Result<(), FsError> {
+        check_relative(rel)?;
+        let (parent, name) = self.parent_of(rel)?;
+        let dir = parent.as_ref().unwrap_or(self);
+        rustix::fs::mkdirat(&dir.fd, name, Mode::from_raw_mode(mode)).map_err(FsError::from_errno)
+    }
+
+    /// Creates `rel` and its missing parents (never through a symlink) and opens it.
+    pub fn create_dir_all(&self, rel: &str, mode: u32) -> Result<Dir, FsError> {
+        check_relative(rel)?;
+        let mut current = self.try_clone()?;
+        for component in components(rel) {
+            match rustix::fs::mkdirat(&current.fd, component, Mode::from_raw_mode(mode)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(FsError::from_errno(e)),
+            }
+            current = current.open_component(component)?;
+        }
+        Ok(current)
+    }
+
+    /// Lists this directory (without `.` and `..`), each entry's metadata read without
+    /// following links. Entries that vanish while listing are skipped.
+    pub fn entries(&self) -> Result<Vec<Entry>, FsError> {
+        let mut reader = rustix::fs::Dir::read_from(&self.fd).map_err(FsError::from_errno)?;
+        let mut out = Vec::new();
+        while let Some(entry) = reader.read() {
+            let entry = entry.map_err(FsError::from_errno)?;
+            let raw = entry.file_name().to_bytes();
+            if raw == b"." || raw == b".." {
+                continue;
+            }
+            let stat = match rustix::fs::statat(&self.fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) => stat,
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(FsError::from_errno(e)),
+            };
+            out.push(Entry {
+                name: String::from_utf8_lossy(raw).into_owned(),
+                meta: Metadata::from_stat(&stat),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Renames `from` to `to` (both beneath this handle). The last component of `from`
+    /// is moved as it is, link or not; no other component may be a symlink.
+    pub fn rename(&self, from: &str, to: &str, replace: bool) -> Result<(), FsError> {
+        self.rename_to(from, self, to, replace)
+    }
+
+    /// Renames `from` beneath this handle to `to` beneath `target`.
+    pub fn rename_to(&self, from: &str, target: &Dir, to: &str, replace: bool) -> Result<(), FsError> {
+        check_relative(from)?;
+        check_relative(to)?;
+        let (from_parent, from_name) = self.parent_of(from)?;
+        let (to_parent, to_name) = target.parent_of(to)?;
+        let flags = if replace { RenameFlags::empty() } else { RenameFlags::NOREPLACE };
+        rustix::fs::renameat_with(
+            &from_parent.as_ref().unwrap_or(self).fd,
+            from_name,
+            &to_parent.as_ref().unwrap_or(target).fd,
+            to_name,
+            flags,
+        )
+        .map_err(FsError::from_errno)
+    }
+
+    /// Removes a file, a symlink (not its target) or a whole directory tree.
+    pub fn remove(&self, rel: &str) -> Result<(), FsError> {
+        check_relative(rel)?;
+        let (parent, name) = self.parent_of(rel)?;
+        parent.as_ref().unwrap_or(self).remove_entry(name)
+    }
+
+    fn remove_entry(&self, name: &str) -> Result<(), FsError> {
+        let stat = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(FsError::from_errno)?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::Directory {
+            return match rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()) {
+                Ok(()) | Err(Errno::NOENT) => Ok(()),
+                Err(e) => Err(FsError::from_errno(e)),
+            };
+        }
+        let child = self.open_component(name)?;
+        for entry in child.entries()? {
+            child.remove_entry(&entry.name)?;
+        }
+        match rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(FsError::from_errno(e)),
+        }
+    }
+
+    /// Changes the owner of this directory through its descriptor.
+    pub fn chown(&self, uid: u32, gid: u32) -> Result<(), FsError> {
+        fchown(self.fd.as_fd(), uid, gid)
+    }
+
+    /// Flushes this directory's entries (a rename in it) to disk.
+    pub fn sync(&self) -> Result<(), FsError> {
+        rustix::fs::fsync(&self.fd).map_err(FsError::from_errno)
+    }
+
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Opens the parent directory of `rel` (never through a symlink) and returns it with the
+    /// last component. `None` means the parent is this handle itself.
+    fn parent_of<'a>(&self, rel: &'a str) -> Result<(Option<Dir>, &'a str), FsError> {
+        let (parent, name) = split_parent(rel)?;
+        match parent {
+            Some(parent) => Ok((Some(self.open_dir(parent, Follow::Never)?), name)),
+            None => Ok((None, name)),
+        }
+    }
+
+    /// Opens one child directory by name, refusing a symlink.
+    fn open_component(&self, name: &str) -> Result<Dir, FsError> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::openat(&self.fd, name, flags, Mode::empty()) {
+            Ok(fd) => Ok(Dir { fd }),
+            Err(e) => Err(self.classify_component_error(name, e)),
+        }
+    }
+
+    /// Turns the error of an `O_NOFOLLOW` open into the reason: a symlink is an escape.
+    fn classify_component_error(&self, name: &str, e: Errno) -> FsError {
+        if matches!(e, Errno::LOOP | Errno::NOTDIR) {
+            if let Ok(stat) = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
+                    return FsError::PathEscapes;
+                }
+            }
+        }
+        FsError::from_errno(e)
+    }
+
+    /// Opens `rel` (already checked) beneath this handle with `flags`.
+    pub(crate) fn resolve(
+        &self,
+        rel: &str,
+        follow: Follow,
+        flags: OFlags,
+        mode: Mode,
+    ) -> Result<OwnedFd, FsError> {
+        let flags = flags | OFlags::CLOEXEC;
+        if openat2_usable() {
+            let mut resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+            if follow == Follow::Never {
+                resolve |= ResolveFlags::NO_SYMLINKS;
+            }
+            // EAGAIN: the kernel saw a concurrent rename and asks for a retry.
+            for _ in 0..16 {
+                match rustix::fs::openat2(&self.fd, rel, flags, mode, resolve) {
+                    Ok(fd) => {
+                        OPENAT2.store(OPENAT2_YES, Ordering::Relaxed);
+                        return Ok(fd);
+                    }
+                    Err(Errno::AGAIN) => continue,
+                    Err(Errno::NOSYS | Errno::PERM) if OPENAT2.load(Ordering::Relaxed) != OPENAT2_YES => {
+                        OPENAT2.store(OPENAT2_NO, Ordering::Relaxed);
+                        return self.resolve_by_components(rel, flags, mode);
+                    }
+                    Err(Errno::LOOP) if follow == Follow::Never => return Err(FsError::PathEscapes),
+                    Err(e) => return Err(FsError::from_errno(e)),
+                }
+            }
+            return Err(FsError::Io(std::io::Error::other("path kept changing during resolution")));
+        }
+        self.resolve_by_components(rel, flags, mode)
+    }
+
+    fn resolve_by_components(&self, rel: &str, flags: OFlags, mode: Mode) -> Result<OwnedFd, FsError> {
+        let mut parts: Vec<&str> = components(rel).collect();
+        let last = parts.pop().unwrap_or(".");
+        let mut current: Option<Dir> = None;
+        for part in parts {
+            let dir = current.as_ref().unwrap_or(self);
+            current = Some(dir.open_component(part)?);
+        }
+        let dir = current.as_ref().unwrap_or(self);
+        rustix::fs::openat(&dir.fd, last, flags | OFlags::NOFOLLOW, mode)
+            .map_err(|e| dir.classify_component_error(last, e))
+    }
+}
+
+impl AsFd for Dir {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+pub(crate) fn fchown(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<(), FsError> {
+    // SAFETY-free: from_raw only wraps the number; the kernel checks it.
+    let uid = rustix::fs::Uid::from_raw(uid);
+    let gid = rustix::fs::Gid::from_raw(gid);
+    rustix::fs::fchown(fd, Some(uid), Some(gid)).map_err(FsError::from_errno)
+}
+
+/// The non-empty, non-`.` components of a checked relative path.
+fn components(rel: &str) -> impl Iterator<Item = &str> {
+    rel.split('/').filter(|c| !c.is_empty() && *c != ".")
+}
+
+impl Metadata {
+    fn from_stat(stat: &rustix::fs::Stat) -> Metadata {
+        let kind = match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile => EntryKind::File,
+            FileType::Directory => EntryKind::Dir,
+            FileType::Symlink => EntryKind::Symlink,
+            _ => EntryKind::Other,
+        };
+        let mtime = if stat.st_mtime >= 0 {
+            UNIX_EPOCH + Duration::new(stat.st_mtime as u64, stat.st_mtime_nsec as u32)
+        } else {
+            UNIX_EPOCH
+        };
+        Metadata {
+            kind,
+            size: stat.st_size as u64,
+            mtime,
+            inode: stat.st_ino,
+            mode: stat.st_mode & 0o7777,
+        }
+    }
+}
+
+/// Is `name` one of ours? Listings never show temporaries.
+pub fn is_temporary(name: &str) -> bool {
+    name.starts_with(crate::atomic::TEMP_PREFIX)
+}

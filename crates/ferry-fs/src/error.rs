@@ -1,0 +1,51 @@
+use rustix::io::Errno;
+
+/// Why a confined file operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    #[error("the path leads outside its folder or through a symbolic link")]
+    PathEscapes,
+    #[error("the path is empty")]
+    EmptyPath,
+    #[error("the path is longer than 4096 bytes")]
+    PathTooLong,
+    #[error("the path contains a NUL byte")]
+    NulByte,
+    #[error("the name {0:?} is not a safe file name")]
+    UnsafeName(String),
+    #[error("no such file or folder")]
+    NotFound,
+    #[error("something already exists at that path")]
+    Exists,
+    #[error("the path is a folder")]
+    IsDirectory,
+    #[error("a parent in the path is not a folder")]
+    NotADirectory,
+    #[error("the path is not a regular file")]
+    NotRegular,
+    #[error("the folder is not empty")]
+    NotEmpty,
+    #[error("the file is larger than the limit of {0} bytes")]
+    TooLarge(u64),
+    #[error("permission denied")]
+    PermissionDenied,
+    #[error(transparent)]
+    Io(std::io::Error),
+}
+
+impl FsError {
+    pub(crate) fn from_errno(e: Errno) -> FsError {
+        match e {
+            // EXDEV: RESOLVE_BENEATH saw an escape; ELOOP: a link where none may be.
+            Errno::XDEV | Errno::LOOP => FsError::PathEscapes,
+            Errno::NOENT => FsError::NotFound,
+            Errno::EXIST => FsError::Exists,
+            Errno::ISDIR => FsError::IsDirectory,
+            Errno::NOTDIR => FsError::NotADirectory,
+            Errno::NOTEMPTY => FsError::NotEmpty,
+            Errno::ACCESS | Errno::PERM => FsError::PermissionDenied,
+            Errno::NAMETOOLONG => FsError::PathTooLong,
+            other => FsError::Io(other.into()),
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Safe names for uploads and deliveries (spec core C-NAME).
+
+use unicode_normalization::UnicodeNormalization;
+
+use crate::FsError;
+
+/// The longest name, in bytes, that `safe_name` returns (the usual file-system limit).
+pub const NAME_MAX_BYTES: usize = 255;
+
+/// Turns an outside name (an upload's filename, a URL segment) into one safe file name.
+///
+/// Keeps the base name, NFC-normalizes it, folds every run of characters other than
+/// letters, digits, `.`, `_` and `-` into one `_`, drops leading dots, and shortens the
+/// stem to fit [`NAME_MAX_BYTES`]. Refuses with [`FsError::UnsafeName`] what is left empty,
+/// `.` or `..`.
+pub fn safe_name(input: &str) -> Result<String, FsError> {
+    let base = input.rsplit(['/', '\\']).next().unwrap_or("");
+    let mut folded = String::with_capacity(base.len());
+    let mut in_run = false;
+    for c in base.nfc() {
+        if c.is_alphanumeric() || matches!(c, '.' | '_' | '-') {
+            folded.push(c);
+            in_run = false;
+        } else if !in_run {
+            folded.push('_');
+            in_run = true;
+        }
+    }
+    let trimmed = folded.trim_start_matches('.');
+    let name = shorten(trimmed, NAME_MAX_BYTES);
+    if name.is_empty() || name == "." || name == ".." {
+        return Err(FsError::UnsafeName(input.to_owned()));
+    }
+    Ok(name)
+}
+
+/// Cuts the stem (never the extension) on a character boundary until the name fits.
+fn shorten(name: &str, max_bytes: usize) -> String {
+    if name.len() <= max_bytes {
+        return name.to_owned();
+    }
+    let (stem, ext) = match name.rfind('.') {
+        // An extension longer than the budget is not worth keeping whole.
+        Some(dot) if dot > 0 && name.len() - dot < max_bytes / 2 => name.split_at(dot),
+        _ => (name, ""),
+    };
+    let mut cut = max_bytes - ext.len();
+    while !stem.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{}", &stem[..cut], ext)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ok(input: &str) -> String {
+        safe_name(input).unwrap()
+    }
+
+    #[test]
+    fn spec_examples() {
+        assert_eq!(ok("../../etc/passwd"), "passwd");
+        assert_eq!(ok(r"C:\Users\a\Q2 report (final).pdf"), "Q2_report_final_.pdf");
+        assert_eq!(ok(".env.pdf"), "env.pdf");
+        assert_eq!(ok("relatório.pdf"), "relatório.pdf");
+        assert!(matches!(safe_name("..."), Err(FsError::UnsafeName(_))));
+        assert_eq!(ok("a\u{0000}b.txt"), "a_b.txt");
+    }
+
+    #[test]
+    fn refusals() {
+        for bad in ["", ".", "..", "a/", "dir\\", "/", "....", "../.."] {
+            assert!(safe_name(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn nfc_normalizes_decomposed_input() {
+        // "o" followed by a combining acute accent becomes the single code point.
+        assert_eq!(ok("relato\u{301}rio.pdf"), "relatório.pdf");
+    }
+
+    #[test]
+    fn runs_fold_to_one_underscore() {
+        assert_eq!(ok("a  \t$$b.txt"), "a_b.txt");
+        assert_eq!(ok("<script>.md"), "_script_.md");
+        assert_eq!(ok("a\nb"), "a_b");
+    }
+
+    #[test]
+    fn long_names_keep_their_extension() {
+        let at_limit = format!("{}.pdf", "a".repeat(NAME_MAX_BYTES - 4));
+        assert_eq!(ok(&at_limit), at_limit);
+        let over = format!("{}.pdf", "a".repeat(NAME_MAX_BYTES - 3));
+        let got = ok(&over);
+        assert_eq!(got.len(), NAME_MAX_BYTES);
+        assert!(got.ends_with(".pdf"));
+        let under = format!("{}.pdf", "a".repeat(NAME_MAX_BYTES - 5));
+        assert_eq!(ok(&under), under);
+    }
+
+    #[test]
+    fn shortening_respects_char_boundaries() {
+        let name = format!("{}.txt", "é".repeat(200));
+        let got = ok(&name);
+        assert!(got.len() <= NAME_MAX_BYTES);
+        assert!(got.ends_with(".txt"));
+    }
+
+    proptest! {
+        #[test]
+        fn result_is_always_one_safe_component(input in "\\PC{0,300}") {
+            if let Ok(name) = safe_name(&input) {
+                prop_assert!(!name.is_empty() && name.len() <= NAME_MAX_BYTES);
+                prop_assert!(!name.contains(['/', '\\', '\0']));
+                prop_assert!(!name.starts_with('.'));
+                prop_assert_eq!(safe_name(&name).unwrap(), name.clone());
+            }
+        }
+    }
+}

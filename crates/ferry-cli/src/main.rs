@@ -1,1 +1,273 @@
-fn main() {}
+//! The `ferry` command: parses arguments and calls the crates.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use ferry_site::{Config, DEFAULT_PERSON, Site, SiteMode, TokenKind};
+
+#[derive(Parser)]
+#[command(
+    name = "ferry",
+    version,
+    about = "The file plane for AI-agent platforms"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct SiteArgs {
+    /// The site's data directory.
+    #[arg(long, env = "FERRY_DATA", default_value = "ferry-data", global = true)]
+    data: PathBuf,
+    /// The configuration file [default: <data>/ferry.toml when it exists].
+    #[arg(long, env = "FERRY_CONFIG", global = true)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the gateway: the HTTP API on a site, created on first start.
+    Serve {
+        #[command(flatten)]
+        site: SiteArgs,
+        /// Address to listen on (overrides server.listen).
+        #[arg(long)]
+        listen: Option<String>,
+        /// Prints the effective configuration and exits.
+        #[arg(long)]
+        print_config: bool,
+    },
+    /// Manages people.
+    Person {
+        #[command(subcommand)]
+        command: PersonCommand,
+    },
+    /// Manages access tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Manages projects.
+    Project {
+        #[command(subcommand)]
+        command: ProjectCommand,
+    },
+    /// Checks agent documents.
+    Docs {
+        #[command(subcommand)]
+        command: DocsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PersonCommand {
+    /// Adds a person and prints their token (alone on the last line).
+    Add {
+        id: String,
+        #[command(flatten)]
+        site: SiteArgs,
+    },
+    /// Lists the people of the site.
+    List {
+        #[command(flatten)]
+        site: SiteArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Creates a token and prints it (alone on the last line).
+    Create {
+        person: String,
+        #[arg(long, default_value = "person", value_parser = ["person", "harness", "admin"])]
+        kind: String,
+        #[command(flatten)]
+        site: SiteArgs,
+    },
+    /// Revokes every token starting with PREFIX (at least 6 characters).
+    Revoke {
+        prefix: String,
+        #[command(flatten)]
+        site: SiteArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProjectCommand {
+    /// Adds a project to a person's workspace.
+    Add {
+        person: String,
+        id: String,
+        #[command(flatten)]
+        site: SiteArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum DocsCommand {
+    /// Checks every Markdown document under DIR against the file-delivery rules.
+    Check { dir: PathBuf },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ferry: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Serve {
+            site,
+            listen,
+            print_config,
+        } => {
+            let mut config = load_config(&site)?;
+            if let Some(listen) = listen {
+                config.server.listen = listen;
+            }
+            if print_config {
+                print!("{}", config.to_toml_string());
+                return Ok(ExitCode::SUCCESS);
+            }
+            serve(&site.data, config)?;
+        }
+        Command::Person { command } => match command {
+            PersonCommand::Add { id, site } => {
+                let site = open_site(&site)?;
+                site.add_person(&id)?;
+                let token = site.create_token(&id, TokenKind::Person)?;
+                println!("added person {id}; their token:");
+                println!("{token}");
+            }
+            PersonCommand::List { site } => {
+                for person in open_site(&site)?.persons()? {
+                    println!("{person}");
+                }
+            }
+        },
+        Command::Token { command } => match command {
+            TokenCommand::Create { person, kind, site } => {
+                let kind = TokenKind::parse(&kind).context("unknown token kind")?;
+                let token = open_site(&site)?.create_token(&person, kind)?;
+                println!("{} token for {person}:", kind.as_str());
+                println!("{token}");
+            }
+            TokenCommand::Revoke { prefix, site } => {
+                let n = open_site(&site)?.revoke_tokens(&prefix)?;
+                println!("revoked {n} token(s)");
+            }
+        },
+        Command::Project { command } => match command {
+            ProjectCommand::Add { person, id, site } => {
+                open_site(&site)?.add_project(&person, &id)?;
+                println!("added project {id} for {person}");
+            }
+        },
+        Command::Docs { command } => match command {
+            DocsCommand::Check { dir } => return docs_check(&dir),
+        },
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load_config(args: &SiteArgs) -> Result<Config> {
+    let default_file = args.data.join("ferry.toml");
+    let file = match &args.config {
+        Some(path) => Some(path.as_path()),
+        None if default_file.is_file() => Some(default_file.as_path()),
+        None => None,
+    };
+    Ok(Config::load(file, std::env::vars())?)
+}
+
+fn open_site(args: &SiteArgs) -> Result<Site> {
+    let config = load_config(args)?;
+    Site::open(&args.data, config)
+        .with_context(|| format!("opening the site at {}", args.data.display()))
+}
+
+fn serve(data: &Path, config: Config) -> Result<()> {
+    match config.site.mode {
+        SiteMode::Local => {}
+        SiteMode::Container if rustix::process::geteuid().is_root() => {}
+        SiteMode::Container => {
+            bail!("site.mode = \"container\" hands files to the agent's uid:gid and needs root")
+        }
+        SiteMode::Host => bail!(
+            "site.mode = \"host\" is not available in this version; use \"local\" or \"container\""
+        ),
+    }
+    let listen = config.server.listen.clone();
+    let header_timeout = Duration::from_secs(config.server.header_read_timeout_secs);
+    let site = Site::open(data, config)
+        .with_context(|| format!("opening the site at {}", data.display()))?;
+    let first_token = site.ensure_default_person()?;
+    for person in site.persons()? {
+        site.provision_person(&person)?;
+    }
+    let state = ferry_gateway::AppState::new(Arc::new(site))?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        let addr = listener.local_addr()?;
+        match first_token {
+            Some(token) => println!("http://{addr}/#token={token}"),
+            None => {
+                println!("http://{addr}/");
+                println!("(sign in with a token: ferry token create {DEFAULT_PERSON} --kind admin --data {})", data.display());
+            }
+        }
+        ferry_gateway::serve(listener, ferry_gateway::router(state), header_timeout, shutdown_signal()).await?;
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("signal handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
+}
+
+fn docs_check(dir: &Path) -> Result<ExitCode> {
+    let checked = ferry_site::docs::markdown_files(dir)
+        .with_context(|| format!("reading {}", dir.display()))?;
+    let violations = ferry_site::docs::check_dir(dir)?;
+    for v in &violations {
+        println!("{v}");
+    }
+    if violations.is_empty() {
+        println!("{} document(s) checked, no violations", checked.len());
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "{} violation(s) in {} document(s)",
+            violations.len(),
+            checked.len()
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}

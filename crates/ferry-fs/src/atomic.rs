@@ -7,8 +7,8 @@ use std::io::Write;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use sha2::{Digest, Sha256};
 
-use crate::dir::{Dir, fchown};
 use crate::FsError;
+use crate::dir::{Dir, fchown};
 
 /// Every temporary's name starts with this; listings hide such names.
 pub const TEMP_PREFIX: &str = ".ferry-tmp-";
@@ -32,6 +32,8 @@ impl Written {
 pub struct AtomicWriter {
     dir: Dir,
     temp_name: String,
+    /// Where the file appears on commit; `None` means beside the temporary.
+    target_dir: Option<Dir>,
     target: String,
     file: File,
     hasher: Sha256,
@@ -53,11 +55,17 @@ impl AtomicWriter {
         crate::path::check_relative(name)?;
         check_target(dir, name)?;
         let dir = dir.try_clone()?;
-        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut attempts = 0;
         let (temp_name, fd) = loop {
             let temp_name = format!("{TEMP_PREFIX}{}", random_suffix());
-            match rustix::fs::openat(dir.fd(), temp_name.as_str(), flags, Mode::from_raw_mode(0o600)) {
+            match rustix::fs::openat(
+                dir.fd(),
+                temp_name.as_str(),
+                flags,
+                Mode::from_raw_mode(0o600),
+            ) {
                 Ok(fd) => break (temp_name, fd),
                 Err(rustix::io::Errno::EXIST) if attempts < 8 => attempts += 1,
                 Err(e) => return Err(FsError::from_errno(e)),
@@ -66,6 +74,7 @@ impl AtomicWriter {
         Ok(AtomicWriter {
             dir,
             temp_name,
+            target_dir: None,
             target: name.to_owned(),
             file: File::from(fd),
             hasher: Sha256::new(),
@@ -88,6 +97,24 @@ impl AtomicWriter {
         self
     }
 
+    /// Sets the permission bits the file will have (0600 until then).
+    pub fn set_mode(&mut self, mode: u32) -> Result<(), FsError> {
+        rustix::fs::fchmod(&self.file, Mode::from_raw_mode(mode)).map_err(FsError::from_errno)
+    }
+
+    /// Makes the file appear as `name` in `dir` instead, which must be on the same file
+    /// system (for example, another folder of the same workspace).
+    pub fn retarget(&mut self, dir: &Dir, name: &str) -> Result<(), FsError> {
+        crate::path::check_relative(name)?;
+        if name.contains('/') || name == "." {
+            return Err(FsError::UnsafeName(name.to_owned()));
+        }
+        check_target(dir, name)?;
+        self.target_dir = Some(dir.try_clone()?);
+        self.target = name.to_owned();
+        Ok(())
+    }
+
     /// Bytes accepted so far.
     pub fn size(&self) -> u64 {
         self.size
@@ -97,10 +124,10 @@ impl AtomicWriter {
     /// the writer (which removes the temporary).
     pub fn write(&mut self, bytes: &[u8]) -> Result<(), FsError> {
         let new_size = self.size + bytes.len() as u64;
-        if let Some(max) = self.max_bytes {
-            if new_size > max {
-                return Err(FsError::TooLarge(max));
-            }
+        if let Some(max) = self.max_bytes
+            && new_size > max
+        {
+            return Err(FsError::TooLarge(max));
         }
         self.file.write_all(bytes).map_err(FsError::Io)?;
         self.hasher.update(bytes);
@@ -114,11 +141,13 @@ impl AtomicWriter {
             fchown(std::os::fd::AsFd::as_fd(&self.file), uid, gid)?;
         }
         self.file.sync_all().map_err(FsError::Io)?;
+        let target_dir = self.target_dir.as_ref().unwrap_or(&self.dir);
         // Checked again: a link planted while the body streamed is refused, not replaced.
-        check_target(&self.dir, &self.target)?;
-        self.dir.rename(&self.temp_name, &self.target, true)?;
+        check_target(target_dir, &self.target)?;
+        self.dir
+            .rename_to(&self.temp_name, target_dir, &self.target, true)?;
         self.committed = true;
-        self.dir.sync()?;
+        target_dir.sync()?;
         Ok(Written {
             size: self.size,
             sha256: self.hasher.clone().finalize().into(),
@@ -163,5 +192,7 @@ fn check_target(dir: &Dir, name: &str) -> Result<(), FsError> {
 pub(crate) fn random_suffix() -> String {
     let mut bytes = [0u8; 10];
     getrandom::fill(&mut bytes).expect("the OS random source is available");
-    data_encoding::BASE32_NOPAD.encode(&bytes).to_ascii_lowercase()
+    data_encoding::BASE32_NOPAD
+        .encode(&bytes)
+        .to_ascii_lowercase()
 }

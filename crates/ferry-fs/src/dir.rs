@@ -141,8 +141,8 @@ impl Dir {
         check_relative(rel)?;
         let (parent, name) = self.parent_of(rel)?;
         let dir = parent.as_ref().unwrap_or(self);
-        let stat =
-            rustix::fs::statat(&dir.fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(FsError::from_errno)?;
+        let stat = rustix::fs::statat(&dir.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(FsError::from_errno)?;
         Ok(Metadata::from_stat(&stat))
     }
 
@@ -185,11 +185,12 @@ impl Dir {
             if raw == b"." || raw == b".." {
                 continue;
             }
-            let stat = match rustix::fs::statat(&self.fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(stat) => stat,
-                Err(Errno::NOENT) => continue,
-                Err(e) => return Err(FsError::from_errno(e)),
-            };
+            let stat =
+                match rustix::fs::statat(&self.fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(stat) => stat,
+                    Err(Errno::NOENT) => continue,
+                    Err(e) => return Err(FsError::from_errno(e)),
+                };
             out.push(Entry {
                 name: String::from_utf8_lossy(raw).into_owned(),
                 meta: Metadata::from_stat(&stat),
@@ -205,12 +206,22 @@ impl Dir {
     }
 
     /// Renames `from` beneath this handle to `to` beneath `target`.
-    pub fn rename_to(&self, from: &str, target: &Dir, to: &str, replace: bool) -> Result<(), FsError> {
+    pub fn rename_to(
+        &self,
+        from: &str,
+        target: &Dir,
+        to: &str,
+        replace: bool,
+    ) -> Result<(), FsError> {
         check_relative(from)?;
         check_relative(to)?;
         let (from_parent, from_name) = self.parent_of(from)?;
         let (to_parent, to_name) = target.parent_of(to)?;
-        let flags = if replace { RenameFlags::empty() } else { RenameFlags::NOREPLACE };
+        let flags = if replace {
+            RenameFlags::empty()
+        } else {
+            RenameFlags::NOREPLACE
+        };
         rustix::fs::renameat_with(
             &from_parent.as_ref().unwrap_or(self).fd,
             from_name,
@@ -226,6 +237,14 @@ impl Dir {
         check_relative(rel)?;
         let (parent, name) = self.parent_of(rel)?;
         parent.as_ref().unwrap_or(self).remove_entry(name)
+    }
+
+    /// Removes an empty folder (`NotEmpty` otherwise).
+    pub fn remove_empty_dir(&self, rel: &str) -> Result<(), FsError> {
+        check_relative(rel)?;
+        let (parent, name) = self.parent_of(rel)?;
+        let dir = parent.as_ref().unwrap_or(self);
+        rustix::fs::unlinkat(&dir.fd, name, AtFlags::REMOVEDIR).map_err(FsError::from_errno)
     }
 
     fn remove_entry(&self, name: &str) -> Result<(), FsError> {
@@ -282,12 +301,11 @@ impl Dir {
 
     /// Turns the error of an `O_NOFOLLOW` open into the reason: a symlink is an escape.
     fn classify_component_error(&self, name: &str, e: Errno) -> FsError {
-        if matches!(e, Errno::LOOP | Errno::NOTDIR) {
-            if let Ok(stat) = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-                if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
-                    return FsError::PathEscapes;
-                }
-            }
+        if matches!(e, Errno::LOOP | Errno::NOTDIR)
+            && let Ok(stat) = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+            && FileType::from_raw_mode(stat.st_mode) == FileType::Symlink
+        {
+            return FsError::PathEscapes;
         }
         FsError::from_errno(e)
     }
@@ -314,20 +332,31 @@ impl Dir {
                         return Ok(fd);
                     }
                     Err(Errno::AGAIN) => continue,
-                    Err(Errno::NOSYS | Errno::PERM) if OPENAT2.load(Ordering::Relaxed) != OPENAT2_YES => {
+                    Err(Errno::NOSYS | Errno::PERM)
+                        if OPENAT2.load(Ordering::Relaxed) != OPENAT2_YES =>
+                    {
                         OPENAT2.store(OPENAT2_NO, Ordering::Relaxed);
                         return self.resolve_by_components(rel, flags, mode);
                     }
-                    Err(Errno::LOOP) if follow == Follow::Never => return Err(FsError::PathEscapes),
+                    Err(Errno::LOOP) if follow == Follow::Never => {
+                        return Err(FsError::PathEscapes);
+                    }
                     Err(e) => return Err(FsError::from_errno(e)),
                 }
             }
-            return Err(FsError::Io(std::io::Error::other("path kept changing during resolution")));
+            return Err(FsError::Io(std::io::Error::other(
+                "path kept changing during resolution",
+            )));
         }
         self.resolve_by_components(rel, flags, mode)
     }
 
-    fn resolve_by_components(&self, rel: &str, flags: OFlags, mode: Mode) -> Result<OwnedFd, FsError> {
+    fn resolve_by_components(
+        &self,
+        rel: &str,
+        flags: OFlags,
+        mode: Mode,
+    ) -> Result<OwnedFd, FsError> {
         let mut parts: Vec<&str> = components(rel).collect();
         let last = parts.pop().unwrap_or(".");
         let mut current: Option<Dir> = None;
@@ -360,6 +389,12 @@ fn components(rel: &str) -> impl Iterator<Item = &str> {
 }
 
 impl Metadata {
+    /// Metadata of an open file.
+    pub fn of_file(file: &File) -> Result<Metadata, FsError> {
+        let stat = rustix::fs::fstat(file).map_err(FsError::from_errno)?;
+        Ok(Metadata::from_stat(&stat))
+    }
+
     fn from_stat(stat: &rustix::fs::Stat) -> Metadata {
         let kind = match FileType::from_raw_mode(stat.st_mode) {
             FileType::RegularFile => EntryKind::File,

@@ -63,7 +63,10 @@ mod tests {
     #[test]
     fn spec_examples() {
         assert_eq!(ok("../../etc/passwd"), "passwd");
-        assert_eq!(ok(r"C:\Users\a\Q2 report (final).pdf"), "Q2_report_final_.pdf");
+        assert_eq!(
+            ok(r"C:\Users\a\Q2 report (final).pdf"),
+            "Q2_report_final_.pdf"
+        );
         assert_eq!(ok(".env.pdf"), "env.pdf");
         assert_eq!(ok("relatório.pdf"), "relatório.pdf");
         assert!(matches!(safe_name("..."), Err(FsError::UnsafeName(_))));

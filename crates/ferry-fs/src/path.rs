@@ -47,7 +47,10 @@ mod tests {
         assert!(matches!(check_relative(""), Err(FsError::EmptyPath)));
         assert!(matches!(check_relative("a\0b"), Err(FsError::NulByte)));
         assert!(matches!(check_relative("/etc"), Err(FsError::PathEscapes)));
-        assert!(matches!(check_relative("a/../b"), Err(FsError::PathEscapes)));
+        assert!(matches!(
+            check_relative("a/../b"),
+            Err(FsError::PathEscapes)
+        ));
         assert!(matches!(check_relative(".."), Err(FsError::PathEscapes)));
         assert!(check_relative("a/..b/c..").is_ok());
     }

@@ -38,12 +38,18 @@ fn tree() -> Tree {
     symlink("sub/inner.txt", root.join("in-file")).unwrap();
     symlink("sub", root.join("in-dir")).unwrap();
     symlink("../../outside/secret", root.join("sub/rel-escape")).unwrap();
-    Tree { _tmp: tmp, root, outside }
+    Tree {
+        _tmp: tmp,
+        root,
+        outside,
+    }
 }
 
 fn read(dir: &Dir, rel: &str, follow: Follow) -> Result<String, FsError> {
     let mut text = String::new();
-    dir.open_file(rel, follow)?.read_to_string(&mut text).unwrap();
+    dir.open_file(rel, follow)?
+        .read_to_string(&mut text)
+        .unwrap();
     Ok(text)
 }
 
@@ -52,10 +58,19 @@ fn reads_never_leave_the_handle() {
     each_resolver(|| {
         let t = tree();
         let dir = Dir::open_ambient(&t.root).unwrap();
-        for rel in ["out-file", "out-dir/secret", "sub/rel-escape", "../outside/secret", "/etc/passwd"] {
+        for rel in [
+            "out-file",
+            "out-dir/secret",
+            "sub/rel-escape",
+            "../outside/secret",
+            "/etc/passwd",
+        ] {
             for follow in [Follow::Never, Follow::Beneath] {
                 let got = read(&dir, rel, follow);
-                assert!(matches!(got, Err(FsError::PathEscapes)), "{rel} {follow:?}: {got:?}");
+                assert!(
+                    matches!(got, Err(FsError::PathEscapes)),
+                    "{rel} {follow:?}: {got:?}"
+                );
             }
         }
         assert_eq!(read(&dir, "sub/inner.txt", Follow::Never).unwrap(), "inner");
@@ -69,9 +84,18 @@ fn links_inside_follow_only_when_asked() {
     let t = tree();
     let dir = Dir::open_ambient(&t.root).unwrap();
     assert_eq!(read(&dir, "in-file", Follow::Beneath).unwrap(), "inner");
-    assert_eq!(read(&dir, "in-dir/inner.txt", Follow::Beneath).unwrap(), "inner");
-    assert!(matches!(read(&dir, "in-file", Follow::Never), Err(FsError::PathEscapes)));
-    assert!(matches!(read(&dir, "in-dir/inner.txt", Follow::Never), Err(FsError::PathEscapes)));
+    assert_eq!(
+        read(&dir, "in-dir/inner.txt", Follow::Beneath).unwrap(),
+        "inner"
+    );
+    assert!(matches!(
+        read(&dir, "in-file", Follow::Never),
+        Err(FsError::PathEscapes)
+    ));
+    assert!(matches!(
+        read(&dir, "in-dir/inner.txt", Follow::Never),
+        Err(FsError::PathEscapes)
+    ));
 }
 
 #[test]
@@ -80,14 +104,38 @@ fn writes_refuse_links_at_every_component() {
         let t = tree();
         let dir = Dir::open_ambient(&t.root).unwrap();
         // A link as the parent, inside or outside, and as the target name.
-        assert!(matches!(dir.open_dir("out-dir", Follow::Never), Err(FsError::PathEscapes)));
-        assert!(matches!(dir.open_dir("in-dir", Follow::Never), Err(FsError::PathEscapes)));
-        assert!(matches!(AtomicWriter::create(&dir, "out-file"), Err(FsError::PathEscapes)));
-        assert!(matches!(AtomicWriter::create(&dir, "in-file"), Err(FsError::PathEscapes)));
-        assert!(matches!(dir.create_dir("out-dir/new", 0o700), Err(FsError::PathEscapes)));
-        assert!(matches!(dir.create_dir_all("out-dir/a/b", 0o700), Err(FsError::PathEscapes)));
-        assert!(matches!(dir.rename("sub/inner.txt", "out-dir/stolen", false), Err(FsError::PathEscapes)));
-        assert_eq!(std::fs::read_to_string(t.outside.join("secret")).unwrap(), "secret");
+        assert!(matches!(
+            dir.open_dir("out-dir", Follow::Never),
+            Err(FsError::PathEscapes)
+        ));
+        assert!(matches!(
+            dir.open_dir("in-dir", Follow::Never),
+            Err(FsError::PathEscapes)
+        ));
+        assert!(matches!(
+            AtomicWriter::create(&dir, "out-file"),
+            Err(FsError::PathEscapes)
+        ));
+        assert!(matches!(
+            AtomicWriter::create(&dir, "in-file"),
+            Err(FsError::PathEscapes)
+        ));
+        assert!(matches!(
+            dir.create_dir("out-dir/new", 0o700),
+            Err(FsError::PathEscapes)
+        ));
+        assert!(matches!(
+            dir.create_dir_all("out-dir/a/b", 0o700),
+            Err(FsError::PathEscapes)
+        ));
+        assert!(matches!(
+            dir.rename("sub/inner.txt", "out-dir/stolen", false),
+            Err(FsError::PathEscapes)
+        ));
+        assert_eq!(
+            std::fs::read_to_string(t.outside.join("secret")).unwrap(),
+            "secret"
+        );
         assert_eq!(std::fs::read_dir(&t.outside).unwrap().count(), 1);
     });
 }
@@ -117,16 +165,25 @@ fn atomic_write_appears_whole_or_not_at_all() {
 
     let mut w = AtomicWriter::create(&dir, "doc.txt").unwrap();
     w.write(b"new contents").unwrap();
-    assert_eq!(std::fs::read_to_string(t.root.join("doc.txt")).unwrap(), "old");
+    assert_eq!(
+        std::fs::read_to_string(t.root.join("doc.txt")).unwrap(),
+        "old"
+    );
     drop(w);
-    assert_eq!(std::fs::read_to_string(t.root.join("doc.txt")).unwrap(), "old");
+    assert_eq!(
+        std::fs::read_to_string(t.root.join("doc.txt")).unwrap(),
+        "old"
+    );
     assert!(no_temporaries(&dir));
 
     let mut w = AtomicWriter::create(&dir, "doc.txt").unwrap().limit(4);
     w.write(b"1234").unwrap();
     assert!(matches!(w.write(b"5"), Err(FsError::TooLarge(4))));
     drop(w);
-    assert_eq!(std::fs::read_to_string(t.root.join("doc.txt")).unwrap(), "old");
+    assert_eq!(
+        std::fs::read_to_string(t.root.join("doc.txt")).unwrap(),
+        "old"
+    );
     assert!(no_temporaries(&dir));
 
     let mut w = AtomicWriter::create(&dir, "doc.txt").unwrap();
@@ -137,7 +194,10 @@ fn atomic_write_appears_whole_or_not_at_all() {
         written.sha256_hex(),
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     );
-    assert_eq!(std::fs::read_to_string(t.root.join("doc.txt")).unwrap(), "abc");
+    assert_eq!(
+        std::fs::read_to_string(t.root.join("doc.txt")).unwrap(),
+        "abc"
+    );
     assert!(no_temporaries(&dir));
 }
 
@@ -149,7 +209,10 @@ fn a_link_planted_during_a_write_is_refused_at_commit() {
     w.write(b"data").unwrap();
     symlink(t.outside.join("secret"), t.root.join("late.txt")).unwrap();
     assert!(matches!(w.commit(), Err(FsError::PathEscapes)));
-    assert_eq!(std::fs::read_to_string(t.outside.join("secret")).unwrap(), "secret");
+    assert_eq!(
+        std::fs::read_to_string(t.outside.join("secret")).unwrap(),
+        "secret"
+    );
     assert!(no_temporaries(&dir));
 }
 
@@ -159,7 +222,10 @@ fn listing_shows_links_as_links() {
     let dir = Dir::open_ambient(&t.root).unwrap();
     let mut entries = dir.entries().unwrap();
     entries.sort_by(|a, b| a.name.cmp(&b.name));
-    let kinds: Vec<_> = entries.iter().map(|e| (e.name.as_str(), e.meta.kind)).collect();
+    let kinds: Vec<_> = entries
+        .iter()
+        .map(|e| (e.name.as_str(), e.meta.kind))
+        .collect();
     assert_eq!(
         kinds,
         [
@@ -178,16 +244,25 @@ fn a_fifo_does_not_hang_an_open() {
     let dir = Dir::open_ambient(&t.root).unwrap();
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &t.root.join("pipe"),
+        t.root.join("pipe"),
         rustix::fs::FileType::Fifo,
         rustix::fs::Mode::from_raw_mode(0o600),
         0,
     )
     .unwrap();
-    assert!(matches!(dir.open_file("pipe", Follow::Never), Err(FsError::NotRegular)));
-    assert!(matches!(AtomicWriter::create(&dir, "pipe"), Err(FsError::NotRegular)));
+    assert!(matches!(
+        dir.open_file("pipe", Follow::Never),
+        Err(FsError::NotRegular)
+    ));
+    assert!(matches!(
+        AtomicWriter::create(&dir, "pipe"),
+        Err(FsError::NotRegular)
+    ));
 }
 
 fn no_temporaries(dir: &Dir) -> bool {
-    dir.entries().unwrap().iter().all(|e| !ferry_fs::is_temporary(&e.name))
+    dir.entries()
+        .unwrap()
+        .iter()
+        .all(|e| !ferry_fs::is_temporary(&e.name))
 }

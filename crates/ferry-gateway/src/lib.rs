@@ -1,4 +1,154 @@
-//! The ferry gateway: the HTTP API.
+//! The ferry gateway: the HTTP API (spec members.md).
+//!
+//! Handlers parse, authorize and map errors; every file operation is a `ferry-site`
+//! function run on a blocking thread.
 
+mod auth;
+mod body;
+mod deliveries;
 mod delivery_name;
+mod error;
+mod extract;
+mod files;
+mod projects;
 mod range;
+mod upload;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse};
+use axum::routing::{get, post};
+use ferry_site::Site;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tower_http::set_header::SetResponseHeaderLayer;
+
+pub use body::Pace;
+pub use error::ApiError;
+pub use upload::{MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES};
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub site: Arc<Site>,
+    http: reqwest::Client,
+    pace: Pace,
+}
+
+impl AppState {
+    /// Wraps an open site with the HTTP client deliveries use.
+    pub fn new(site: Arc<Site>) -> Result<AppState, reqwest::Error> {
+        let server = &site.config().server;
+        let pace = Pace {
+            idle: Duration::from_secs(server.body_idle_timeout_secs),
+            min_bytes_per_sec: server.body_min_bytes_per_sec,
+        };
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("ferry/", env!("CARGO_PKG_VERSION")))
+            .redirect(reqwest::redirect::Policy::limited(5))
+            .build()?;
+        Ok(AppState { site, http, pace })
+    }
+}
+
+/// Runs a site operation on a blocking thread.
+pub(crate) async fn blocking<T, E>(
+    f: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    E: Into<ApiError> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => result.map_err(Into::into),
+        Err(e) => Err(ApiError::internal("blocking task", e)),
+    }
+}
+
+/// Every route of the API.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/v1/media", post(upload::upload))
+        .route("/v1/files", get(files::list).delete(files::delete))
+        .route("/v1/files/content", get(files::download))
+        .route("/v1/files/mkdir", post(files::mkdir))
+        .route("/v1/files/move", post(files::move_entry))
+        .route("/v1/projects", get(projects::list).post(projects::create))
+        .route("/v1/deliveries", post(deliveries::deliver))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this route does not take that method",
+            )
+        })
+        .layer(SetResponseHeaderLayer::overriding(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        ))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Until the web client lands, `/` says what runs here.
+async fn index() -> impl IntoResponse {
+    Html(concat!(
+        "<!doctype html><meta charset=utf-8><title>ferry</title>",
+        "<p>ferry ",
+        env!("CARGO_PKG_VERSION"),
+        " is running. The HTTP API is under <code>/v1</code>.</p>"
+    ))
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then lets open requests finish.
+///
+/// hyper-util directly rather than `axum::serve`, for the header read timeout that keeps a
+/// client who never finishes its headers from holding a connection.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    header_read_timeout: Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                // Out of descriptors and the like: back off instead of spinning.
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+        let conn = graceful.watch(conn.into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("connection ended: {e}");
+            }
+        });
+    }
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(Duration::from_secs(10)) => tracing::warn!("closing with requests still open"),
+    }
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! Bearer-token authentication (spec members M-AUTH).
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use ferry_site::{Principal, TokenKind};
+
+use crate::{ApiError, AppState};
+
+/// A member: a `person` token, or an `admin` token acting for its own person.
+pub struct Member(pub Principal);
+
+/// The agent runtime of one person's workspace.
+pub struct Harness(pub Principal);
+
+async fn principal(parts: &Parts, state: &AppState) -> Result<Principal, ApiError> {
+    let header = parts
+        .headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(ApiError::unauthorized)?;
+    let token = header
+        .strip_prefix("Bearer ")
+        .or_else(|| header.strip_prefix("bearer "))
+        .map(str::trim)
+        .ok_or_else(ApiError::unauthorized)?
+        .to_owned();
+    let site = state.site.clone();
+    tokio::task::spawn_blocking(move || site.authenticate(&token))
+        .await
+        .map_err(|e| ApiError::internal("auth task", e))??
+        .ok_or_else(ApiError::unauthorized)
+}
+
+impl FromRequestParts<AppState> for Member {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let p = principal(parts, state).await?;
+        match p.kind {
+            TokenKind::Person | TokenKind::Admin => Ok(Member(p)),
+            TokenKind::Harness => Err(ApiError::unauthorized()),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Harness {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let p = principal(parts, state).await?;
+        match p.kind {
+            TokenKind::Harness => Ok(Harness(p)),
+            _ => Err(ApiError::unauthorized()),
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! `POST /v1/deliveries`: the harness hands the member a file by URL (spec M-DELIVER).
+//!
+//! The bytes are fetched once and copied into `public/attachments/`, never proxied later.
+//! The cap counts decoded bytes while they stream, so neither a missing Content-Length
+//! nor a compressed bomb gets past it, and nothing is kept when it is exceeded.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use ferry_site::SiteError;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Harness;
+use crate::body::{Sink, commit};
+use crate::delivery_name::{choose_name, fallback_name};
+use crate::extract::JsonBody;
+use crate::{ApiError, AppState, blocking};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryRequest {
+    url: String,
+    filename: Option<String>,
+    project: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct Delivered {
+    path: String,
+    size: u64,
+    sha256: String,
+    notice: String,
+}
+
+pub async fn deliver(
+    State(state): State<AppState>,
+    Harness(who): Harness,
+    JsonBody(request): JsonBody<DeliveryRequest>,
+) -> Result<(StatusCode, Json<Delivered>), ApiError> {
+    let url = reqwest::Url::parse(&request.url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "bad_url",
+                "the url must be an absolute http:// or https:// URL",
+            )
+        })?;
+    let (site, person, project) = (
+        state.site.clone(),
+        who.person.clone(),
+        request.project.clone(),
+    );
+    blocking(move || site.workspace(&person, project.as_deref()).map(|_| ())).await?;
+
+    let limits = &state.site.config().deliveries;
+    let timeout = Duration::from_secs(limits.timeout_secs);
+    match tokio::time::timeout(
+        timeout,
+        fetch(&state, &who.person, &request, url, limits.max_bytes),
+    )
+    .await
+    {
+        Ok(result) => result.map(|d| (StatusCode::CREATED, Json(d))),
+        Err(_) => Err(upstream_timeout(limits.timeout_secs)),
+    }
+}
+
+async fn fetch(
+    state: &AppState,
+    person: &str,
+    request: &DeliveryRequest,
+    url: reqwest::Url,
+    max_bytes: u64,
+) -> Result<Delivered, ApiError> {
+    let response = state
+        .http
+        .get(url.clone())
+        .send()
+        .await
+        .map_err(upstream_failure)?;
+    if !response.status().is_success() {
+        return Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            format!("the server of the url answered {}", response.status()),
+        ));
+    }
+    // reqwest drops Content-Length when it decodes, so a declared length is the real one.
+    if response.content_length().is_some_and(|len| len > max_bytes) {
+        return Err(ApiError::too_large(max_bytes));
+    }
+    let disposition = response
+        .headers()
+        .get(header::CONTENT_DISPOSITION)
+        .map(|v| v.as_bytes().to_vec());
+    let id = random_hex();
+    let name = choose_name(
+        request.filename.as_deref(),
+        disposition.as_deref(),
+        url.as_str(),
+        &id,
+    );
+
+    let (site, person, project) = (
+        state.site.clone(),
+        person.to_owned(),
+        request.project.clone(),
+    );
+    let (writer, path) = blocking(move || {
+        let workspace = site.workspace(&person, project.as_deref())?;
+        match workspace.delivery_writer(&name, max_bytes) {
+            // A name nothing can be made of (`..`) still delivers, under the fallback.
+            Err(SiteError::Fs(ferry_fs::FsError::UnsafeName(_))) => {
+                workspace.delivery_writer(&fallback_name(&id), max_bytes)
+            }
+            other => other,
+        }
+    })
+    .await?;
+
+    let sink = Sink::start(writer);
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(upstream_failure)?;
+        if !sink.send(chunk).await {
+            break;
+        }
+    }
+    let written = commit(sink.finish().await?).await?;
+    let name = path.rsplit('/').next().unwrap_or_default();
+    Ok(Delivered {
+        notice: format!("📎 {name} — {path}"),
+        size: written.size,
+        sha256: written.sha256_hex(),
+        path,
+    })
+}
+
+fn upstream_failure(err: reqwest::Error) -> ApiError {
+    if err.is_timeout() {
+        return upstream_timeout(0);
+    }
+    ApiError::new(
+        StatusCode::BAD_GATEWAY,
+        "upstream_error",
+        format!("fetching the url failed: {}", without_url(&err)),
+    )
+}
+
+fn upstream_timeout(secs: u64) -> ApiError {
+    let within = if secs > 0 {
+        format!(" within {secs} seconds")
+    } else {
+        String::new()
+    };
+    ApiError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "upstream_timeout",
+        format!("the url did not deliver the whole file{within}"),
+    )
+}
+
+/// reqwest's message, without the URL (which may carry credentials in its query).
+fn without_url(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    if let Some(url) = err.url() {
+        text = text
+            .replace(&format!(" ({url})"), "")
+            .replace(url.as_str(), "the url");
+    }
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn random_hex() -> String {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).expect("the OS random source is available");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

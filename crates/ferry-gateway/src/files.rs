@@ -1,0 +1,252 @@
+//! The Files panel routes (spec M-LIST, M-GET, M-MANAGE).
+
+use std::io::{Seek, SeekFrom};
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use ferry_fs::FsError;
+use ferry_site::{Listing, SiteError};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+use tokio_util::io::ReaderStream;
+
+use crate::auth::Member;
+use crate::extract::{JsonBody, QueryParams};
+use crate::range::{RangeRequest, etag_for, if_none_match_hits, if_range_allows, parse_range};
+use crate::{ApiError, AppState, blocking};
+
+/// Bytes read per chunk of a download.
+const DOWNLOAD_CHUNK_BYTES: usize = 64 * 1024;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectQuery {
+    project: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathQuery {
+    path: String,
+    project: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MkdirBody {
+    path: String,
+    project: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoveBody {
+    from: String,
+    to: String,
+    project: Option<String>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    Member(who): Member,
+    QueryParams(q): QueryParams<ProjectQuery>,
+) -> Result<Json<Listing>, ApiError> {
+    let site = state.site.clone();
+    let listing =
+        blocking(move || site.workspace(&who.person, q.project.as_deref())?.list()).await?;
+    Ok(Json(listing))
+}
+
+pub async fn mkdir(
+    State(state): State<AppState>,
+    Member(who): Member,
+    JsonBody(body): JsonBody<MkdirBody>,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    let site = state.site.clone();
+    let path = blocking(move || {
+        site.workspace(&who.person, body.project.as_deref())?
+            .mkdir(&body.path)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(json!({ "path": path }))))
+}
+
+pub async fn move_entry(
+    State(state): State<AppState>,
+    Member(who): Member,
+    JsonBody(body): JsonBody<MoveBody>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let site = state.site.clone();
+    let path = blocking(move || {
+        site.workspace(&who.person, body.project.as_deref())?
+            .move_entry(&body.from, &body.to)
+    })
+    .await?;
+    Ok(Json(json!({ "path": path })))
+}
+
+pub async fn delete(
+    State(state): State<AppState>,
+    Member(who): Member,
+    QueryParams(q): QueryParams<PathQuery>,
+) -> Result<StatusCode, ApiError> {
+    let site = state.site.clone();
+    blocking(move || {
+        site.workspace(&who.person, q.project.as_deref())?
+            .delete(&q.path)
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/files/content`: the bytes, never rendered by the browser, with ranges.
+pub async fn download(
+    State(state): State<AppState>,
+    Member(who): Member,
+    QueryParams(q): QueryParams<PathQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let site = state.site.clone();
+    let opened = blocking(move || {
+        let download = site
+            .workspace(&who.person, q.project.as_deref())?
+            .open_public_file(&q.path)?;
+        let mut file = download.file;
+        let content_type = sniff(&mut file)?;
+        Ok::<_, SiteError>((file, download.meta, download.name, content_type))
+    })
+    .await
+    .map_err(|e| match e.code {
+        // Whatever lies outside public/ does not exist for the member.
+        "path_escapes" => ApiError::not_found(),
+        _ => e,
+    })?;
+    let (file, meta, name, content_type) = opened;
+    let len = meta.size;
+    let mtime_nanos = meta
+        .mtime
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0);
+    let etag = etag_for(len, mtime_nanos, meta.inode);
+    let header_str = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+
+    let mut response = Response::builder()
+        .header(header::ETAG, &etag)
+        .header(header::LAST_MODIFIED, httpdate::fmt_http_date(meta.mtime))
+        .header(header::ACCEPT_RANGES, "bytes")
+        .header(header::CONTENT_DISPOSITION, content_disposition(&name))
+        .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
+        .header(header::CACHE_CONTROL, "private, no-cache");
+    if if_none_match_hits(header_str(header::IF_NONE_MATCH), &etag) {
+        return response
+            .status(StatusCode::NOT_MODIFIED)
+            .body(Body::empty())
+            .map_err(|e| ApiError::internal("response", e));
+    }
+    response = response.header(header::CONTENT_TYPE, content_type);
+    let range = if if_range_allows(header_str(header::IF_RANGE), &etag) {
+        parse_range(header_str(header::RANGE), len)
+    } else {
+        RangeRequest::Full
+    };
+    let (status, start, count) = match range {
+        RangeRequest::Full => (StatusCode::OK, 0, len),
+        RangeRequest::Partial {
+            start,
+            end_inclusive,
+        } => {
+            response = response.header(
+                header::CONTENT_RANGE,
+                format!("bytes {start}-{end_inclusive}/{len}"),
+            );
+            (
+                StatusCode::PARTIAL_CONTENT,
+                start,
+                end_inclusive - start + 1,
+            )
+        }
+        RangeRequest::Unsatisfiable => {
+            return response
+                .status(StatusCode::RANGE_NOT_SATISFIABLE)
+                .header(header::CONTENT_RANGE, format!("bytes */{len}"))
+                .body(Body::empty())
+                .map_err(|e| ApiError::internal("response", e));
+        }
+    };
+    let mut file = file;
+    file.seek(SeekFrom::Start(start))
+        .map_err(|e| ApiError::internal("seek", e))?;
+    let file = tokio::fs::File::from_std(file);
+    let stream = ReaderStream::with_capacity(file.take(count), DOWNLOAD_CHUNK_BYTES);
+    response
+        .status(status)
+        .header(header::CONTENT_LENGTH, count)
+        .body(Body::from_stream(stream))
+        .map_err(|e| ApiError::internal("response", e))
+}
+
+/// The media type read from the file's first bytes (not its name); the file is rewound.
+fn sniff(file: &mut std::fs::File) -> Result<String, SiteError> {
+    let format = file_format::FileFormat::from_reader(&mut *file).map_err(FsError::Io)?;
+    file.seek(SeekFrom::Start(0)).map_err(FsError::Io)?;
+    let media_type = format.media_type();
+    Ok(if media_type.starts_with("text/") {
+        format!("{media_type}; charset=utf-8")
+    } else {
+        media_type.to_owned()
+    })
+}
+
+/// `attachment; filename*=UTF-8''<percent-encoded name>`, with an ASCII fallback.
+fn content_disposition(name: &str) -> String {
+    const ATTR_CHAR: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'!')
+        .remove(b'#')
+        .remove(b'$')
+        .remove(b'&')
+        .remove(b'+')
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'^')
+        .remove(b'_')
+        .remove(b'`')
+        .remove(b'|')
+        .remove(b'~');
+    let ascii: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '"' && c != '\\' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!(
+        "attachment; filename=\"{ascii}\"; filename*=UTF-8''{}",
+        percent_encoding::utf8_percent_encode(name, ATTR_CHAR)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disposition_encodes_every_name() {
+        assert_eq!(
+            content_disposition("relatório final.pdf"),
+            "attachment; filename=\"relat_rio_final.pdf\"; filename*=UTF-8''relat%C3%B3rio%20final.pdf"
+        );
+        assert!(!content_disposition("a\"b\r\n.txt").contains(['\r', '\n']));
+    }
+}

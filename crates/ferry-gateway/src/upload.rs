@@ -1,0 +1,186 @@
+//! `POST /v1/media`: a member uploads one file into a workspace's public/ (spec M-UP).
+//!
+//! The body streams from the socket through multer into an atomic writer on a blocking
+//! thread; at no point is more than a few chunks of it in memory.
+
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use bytes::BytesMut;
+use ferry_fs::AtomicWriter;
+use multer::{Constraints, Multipart, SizeLimit};
+use serde::Serialize;
+
+use crate::auth::Member;
+use crate::body::{BodyError, Sink, commit, paced};
+use crate::{ApiError, AppState, blocking};
+
+/// Room for the multipart framing around the file's bytes (boundaries, part headers,
+/// the project field) when judging a declared `Content-Length`.
+pub const MULTIPART_ALLOWANCE_BYTES: u64 = 64 * 1024;
+/// The longest value the `project` field may have.
+pub const PROJECT_FIELD_MAX_BYTES: usize = 1024;
+
+#[derive(Serialize)]
+pub struct Uploaded {
+    path: String,
+    size: u64,
+    sha256: String,
+    project: Option<String>,
+}
+
+/// The file part, being written into the workspace it was opened in.
+struct Incoming {
+    writer: AtomicWriter,
+    name: String,
+    opened_in: Option<String>,
+}
+
+pub async fn upload(
+    State(state): State<AppState>,
+    Member(who): Member,
+    request: Request,
+) -> Result<(StatusCode, Json<Uploaded>), ApiError> {
+    let max = state.site.config().media.max_upload_bytes;
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > max + MULTIPART_ALLOWANCE_BYTES) {
+        return Err(ApiError::too_large(max));
+    }
+    let boundary = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ct| multer::parse_boundary(ct).ok())
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "bad_multipart",
+                "send multipart/form-data with a boundary, with the file in a part named 'file'",
+            )
+        })?;
+    let stream = paced(request.into_body(), state.pace);
+    let limits = SizeLimit::new().whole_stream(max + MULTIPART_ALLOWANCE_BYTES);
+    let mut multipart =
+        Multipart::with_constraints(stream, boundary, Constraints::new().size_limit(limits));
+
+    let mut project: Option<String> = None;
+    let mut incoming: Option<Incoming> = None;
+    while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
+        match field.name() {
+            Some("file") => {
+                if incoming.is_some() {
+                    return Err(ApiError::bad_request(
+                        "too_many_files",
+                        "send exactly one part named 'file'",
+                    ));
+                }
+                let raw_name = field.file_name().unwrap_or_default().to_owned();
+                let (site, person, in_project) =
+                    (state.site.clone(), who.person.clone(), project.clone());
+                let (writer, name) = blocking(move || {
+                    site.workspace(&person, in_project.as_deref())?
+                        .upload_writer(&raw_name)
+                })
+                .await?;
+                let sink = Sink::start(writer);
+                while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+                    if !sink.send(chunk).await {
+                        break;
+                    }
+                }
+                incoming = Some(Incoming {
+                    writer: sink.finish().await?,
+                    name,
+                    opened_in: project.clone(),
+                });
+            }
+            Some("project") => {
+                if project.is_some() {
+                    return Err(ApiError::bad_request(
+                        "duplicate_field",
+                        "send the 'project' field once",
+                    ));
+                }
+                let value = read_text_field(&mut field).await?;
+                let (site, person, id) = (state.site.clone(), who.person.clone(), value.clone());
+                blocking(move || site.workspace(&person, Some(&id)).map(|_| ())).await?;
+                project = Some(value);
+            }
+            other => {
+                return Err(ApiError::bad_request(
+                    "unexpected_field",
+                    format!(
+                        "unexpected form field {:?}: send only 'file' and, optionally, 'project'",
+                        other.unwrap_or("")
+                    ),
+                ));
+            }
+        }
+    }
+    let Incoming {
+        mut writer,
+        name,
+        opened_in,
+    } = incoming.ok_or_else(|| {
+        ApiError::bad_request("missing_file", "send the file in a part named 'file'")
+    })?;
+    if opened_in != project {
+        let (site, person, in_project, target) = (
+            state.site.clone(),
+            who.person.clone(),
+            project.clone(),
+            name.clone(),
+        );
+        writer = blocking(move || {
+            site.workspace(&person, in_project.as_deref())?
+                .adopt_upload(&mut writer, &target)
+                .map(|()| writer)
+        })
+        .await?;
+    }
+    let written = commit(writer).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(Uploaded {
+            path: format!("{}/{name}", ferry_site::PUBLIC_DIR_NAME),
+            size: written.size,
+            sha256: written.sha256_hex(),
+            project,
+        }),
+    ))
+}
+
+async fn read_text_field(field: &mut multer::Field<'_>) -> Result<String, ApiError> {
+    let mut value = BytesMut::new();
+    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+        if value.len() + chunk.len() > PROJECT_FIELD_MAX_BYTES {
+            return Err(ApiError::bad_request(
+                "field_too_large",
+                format!("the 'project' field is longer than {PROJECT_FIELD_MAX_BYTES} bytes"),
+            ));
+        }
+        value.extend_from_slice(&chunk);
+    }
+    String::from_utf8(value.to_vec()).map_err(|_| {
+        ApiError::bad_request("bad_multipart", "the 'project' field is not UTF-8 text")
+    })
+}
+
+fn multipart_error(err: multer::Error) -> ApiError {
+    match err {
+        multer::Error::StreamReadFailed(inner) => match inner.downcast::<BodyError>() {
+            Ok(body) => (*body).into(),
+            Err(other) => ApiError::bad_request("bad_body", other.to_string()),
+        },
+        multer::Error::StreamSizeExceeded { limit } => {
+            ApiError::too_large(limit.saturating_sub(MULTIPART_ALLOWANCE_BYTES))
+        }
+        other => ApiError::bad_request(
+            "bad_multipart",
+            format!("the multipart body is malformed: {other}"),
+        ),
+    }
+}

@@ -1,0 +1,65 @@
+//! The metadata database: people, projects and tokens, in SQLite on disk.
+//!
+//! The gateway and the administration commands open the same file at once, so the
+//! database runs in WAL mode with a busy timeout, and the gateway reads tokens from it
+//! on every request (a token made by `ferry token create` works at once).
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use crate::SiteError;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS persons (
+    id TEXT PRIMARY KEY,
+    created INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS projects (
+    person TEXT NOT NULL REFERENCES persons(id),
+    id TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    PRIMARY KEY (person, id)
+);
+CREATE TABLE IF NOT EXISTS tokens (
+    prefix TEXT PRIMARY KEY,
+    hash BLOB NOT NULL,
+    person TEXT NOT NULL REFERENCES persons(id),
+    kind TEXT NOT NULL,
+    created INTEGER NOT NULL
+);
+";
+
+/// One connection, shared behind a lock: every query here is a point lookup or a tiny write.
+pub(crate) struct Db {
+    conn: Mutex<Connection>,
+}
+
+impl Db {
+    pub(crate) fn open(path: &Path) -> Result<Db, SiteError> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Db {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves SQLite itself consistent; carry on.
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Seconds since the Unix epoch, for `created` columns.
+pub(crate) fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,34 @@
+use ferry_fs::FsError;
+
+/// Why a site operation failed; the gateway maps each to a status and a code.
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    #[error(
+        "{kind} id {id:?} is invalid: use 1 to 22 of a-z, 0-9, '_' and '-', starting with a letter or digit"
+    )]
+    InvalidId { kind: &'static str, id: String },
+    #[error("there is no person {0:?}")]
+    UnknownPerson(String),
+    #[error("there is no project {0:?}")]
+    UnknownProject(String),
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    #[error("the extension of {0:?} is not allowed for uploads")]
+    ExtensionNotAllowed(String),
+    #[error("public/attachments is managed by the system")]
+    ManagedBySystem,
+    #[error("{0} is managed by the system and cannot be moved or deleted")]
+    Reserved(&'static str),
+    #[error("the path must start with public/")]
+    OutsidePublic,
+    #[error("a folder cannot be moved into itself")]
+    MoveIntoItself,
+    #[error("no token starts with {0:?}")]
+    UnknownToken(String),
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error("metadata database: {0}")]
+    Db(#[from] rusqlite::Error),
+    #[error("site layout: {0}")]
+    Io(#[from] std::io::Error),
+}

@@ -1,0 +1,242 @@
+//! The site: one data directory (spec core C-SITE), its layout, people and projects.
+
+use std::path::{Path, PathBuf};
+
+use ferry_fs::{AtomicWriter, Dir, Follow};
+use rusqlite::OptionalExtension;
+
+use crate::config::{Config, SiteMode};
+use crate::db::{Db, now_secs};
+use crate::ids::check_id;
+use crate::{SiteError, TokenKind};
+
+/// Where the metadata, media and logs live; the service's own, never a person's.
+pub const SERVICE_DIR: &str = ".ferry";
+/// The SQLite file under [`SERVICE_DIR`].
+pub const DB_FILE: &str = "site.db";
+/// The person `ferry serve` creates on a new data dir.
+pub const DEFAULT_PERSON: &str = "me";
+/// Where a workspace keeps the documents provisioned for its agent.
+pub const MEMORY_DIR: &str = "memory";
+
+/// The folders of a new site, with their modes in local and container mode.
+const LAYOUT: &[(&str, u32)] = &[
+    (SERVICE_DIR, 0o700),
+    (".ferry/media", 0o700),
+    ("home", 0o755),
+    ("private", 0o755),
+    ("private/people", 0o755),
+    ("circles", 0o755),
+    ("shared", 0o755),
+    ("shared/public", 0o775),
+    ("shared/cache", 0o755),
+    ("shared/cache/dependencies", 0o775),
+    ("skills", 0o755),
+];
+
+/// An open site: the data directory's handle, its database and the effective configuration.
+pub struct Site {
+    root_path: PathBuf,
+    root: Dir,
+    pub(crate) db: Db,
+    config: Config,
+}
+
+/// A project of one person (spec members M-PROJ).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Project {
+    pub id: String,
+    pub created: i64,
+}
+
+impl Site {
+    /// Opens the site at `data`, creating the directory, its layout and database on first use.
+    pub fn open(data: &Path, config: Config) -> Result<Site, SiteError> {
+        std::fs::create_dir_all(data)?;
+        let root = Dir::open_ambient(data)?;
+        for (rel, mode) in LAYOUT {
+            match root.create_dir(rel, *mode) {
+                Ok(()) | Err(ferry_fs::FsError::Exists) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // The service dir must be ours: refuse a link planted in its place.
+        root.open_dir(SERVICE_DIR, Follow::Never)?;
+        let db = Db::open(&data.join(SERVICE_DIR).join(DB_FILE))?;
+        Ok(Site {
+            root_path: data.to_path_buf(),
+            root,
+            db,
+            config,
+        })
+    }
+
+    /// The data directory as the operator named it.
+    pub fn path(&self) -> &Path {
+        &self.root_path
+    }
+
+    /// The effective configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub(crate) fn root(&self) -> &Dir {
+        &self.root
+    }
+
+    /// On a site without people, creates [`DEFAULT_PERSON`] and returns its admin token.
+    pub fn ensure_default_person(&self) -> Result<Option<String>, SiteError> {
+        let count: i64 = self
+            .db
+            .conn()
+            .query_row("SELECT COUNT(*) FROM persons", [], |r| r.get(0))?;
+        if count > 0 {
+            return Ok(None);
+        }
+        self.add_person(DEFAULT_PERSON)?;
+        self.create_token(DEFAULT_PERSON, TokenKind::Admin)
+            .map(Some)
+    }
+
+    /// Adds a person and provisions their workspace.
+    pub fn add_person(&self, id: &str) -> Result<(), SiteError> {
+        check_id("person", id)?;
+        let inserted = self.db.conn().execute(
+            "INSERT OR IGNORE INTO persons (id, created) VALUES (?1, ?2)",
+            rusqlite::params![id, now_secs()],
+        )?;
+        if inserted == 0 {
+            return Err(SiteError::AlreadyExists(format!("person {id:?}")));
+        }
+        self.provision_person(id)
+    }
+
+    /// Every person, sorted.
+    pub fn persons(&self) -> Result<Vec<String>, SiteError> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare("SELECT id FROM persons ORDER BY id")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Creates what a person's workspace needs, and refreshes the shipped documents.
+    /// Safe to repeat: nothing of the person's is removed.
+    pub fn provision_person(&self, id: &str) -> Result<(), SiteError> {
+        check_id("person", id)?;
+        let owner = self.config.agent_ids(id);
+        let home = self.make_dir(&format!("home/{id}"), 0o700, owner)?;
+        let private = self
+            .root
+            .create_dir_all(&format!("private/people/{id}"), 0o700)?;
+        for sub in ["tmp", "artifacts"] {
+            let dir = private.create_dir_all(sub, 0o700)?;
+            if let Some((uid, gid)) = owner {
+                dir.chown(uid, gid)?;
+            }
+        }
+        if let Some((uid, gid)) = owner {
+            private.chown(uid, gid)?;
+        }
+        // The memory folder stays the service's, so the agent can read but not rewrite it.
+        let memory = home.create_dir_all(MEMORY_DIR, 0o755)?;
+        provision_document(&memory, "FILE_DELIVERY.md", crate::docs::FILE_DELIVERY_MD)?;
+        Ok(())
+    }
+
+    /// Adds a project to a person's workspace.
+    pub fn add_project(&self, person: &str, id: &str) -> Result<Project, SiteError> {
+        self.require_person(person)?;
+        check_id("project", id)?;
+        let created = now_secs();
+        let inserted = self.db.conn().execute(
+            "INSERT OR IGNORE INTO projects (person, id, created) VALUES (?1, ?2, ?3)",
+            rusqlite::params![person, id, created],
+        )?;
+        if inserted == 0 {
+            return Err(SiteError::AlreadyExists(format!("project {id:?}")));
+        }
+        self.workspace(person, Some(id))?.public()?;
+        Ok(Project {
+            id: id.to_owned(),
+            created,
+        })
+    }
+
+    /// A person's projects, sorted by id.
+    pub fn projects(&self, person: &str) -> Result<Vec<Project>, SiteError> {
+        let conn = self.db.conn();
+        let mut stmt =
+            conn.prepare("SELECT id, created FROM projects WHERE person = ?1 ORDER BY id")?;
+        let rows = stmt.query_map([person], |r| {
+            Ok(Project {
+                id: r.get(0)?,
+                created: r.get(1)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    pub(crate) fn require_person(&self, person: &str) -> Result<(), SiteError> {
+        let found: Option<i64> = self
+            .db
+            .conn()
+            .query_row("SELECT 1 FROM persons WHERE id = ?1", [person], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        found
+            .map(|_| ())
+            .ok_or_else(|| SiteError::UnknownPerson(person.to_owned()))
+    }
+
+    pub(crate) fn require_project(&self, person: &str, project: &str) -> Result<(), SiteError> {
+        check_id("project", project).map_err(|_| SiteError::UnknownProject(project.to_owned()))?;
+        let found: Option<i64> = self
+            .db
+            .conn()
+            .query_row(
+                "SELECT 1 FROM projects WHERE person = ?1 AND id = ?2",
+                [person, project],
+                |r| r.get(0),
+            )
+            .optional()?;
+        found
+            .map(|_| ())
+            .ok_or_else(|| SiteError::UnknownProject(project.to_owned()))
+    }
+
+    /// Creates a folder (and its parents) beneath the site, owned as `owner` when given.
+    pub(crate) fn make_dir(
+        &self,
+        rel: &str,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    ) -> Result<Dir, SiteError> {
+        let dir = self.root.create_dir_all(rel, mode)?;
+        if let Some((uid, gid)) = owner {
+            dir.chown(uid, gid)?;
+        }
+        Ok(dir)
+    }
+
+    /// Whether files written into workspaces are handed to an agent uid:gid.
+    pub fn mode(&self) -> SiteMode {
+        self.config.site.mode
+    }
+}
+
+/// Writes a shipped document read-only, replacing an older copy; unchanged copies are left.
+fn provision_document(dir: &Dir, name: &str, text: &str) -> Result<(), SiteError> {
+    if let Ok(mut current) = dir.open_file(name, Follow::Never) {
+        let mut existing = String::new();
+        if std::io::Read::read_to_string(&mut current, &mut existing).is_ok() && existing == text {
+            return Ok(());
+        }
+    }
+    let mut writer = AtomicWriter::create(dir, name)?;
+    writer.write(text.as_bytes())?;
+    writer.set_mode(0o444)?;
+    writer.commit()?;
+    Ok(())
+}

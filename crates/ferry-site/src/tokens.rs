@@ -1,0 +1,134 @@
+//! Bearer tokens (spec members M-AUTH): random, stored hashed, compared in constant time.
+
+use rusqlite::OptionalExtension;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::db::now_secs;
+use crate::{Site, SiteError};
+
+/// Every token starts with this, so a leaked one is easy to recognize in a scan.
+const TOKEN_TAG: &str = "fy_";
+/// Random bytes per token: 160 bits.
+const TOKEN_RANDOM_BYTES: usize = 20;
+/// Characters of a token kept in clear as its public handle (for lookup and revocation).
+const TOKEN_PREFIX_CHARS: usize = 12;
+
+/// What a token may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenKind {
+    /// A member: their own workspace and projects.
+    Person,
+    /// The agent runtime of one person's workspace: deliveries and the chat stream.
+    Harness,
+    /// Site administration, and everything a person token of the same person may do.
+    Admin,
+}
+
+impl TokenKind {
+    /// The name used on the command line and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenKind::Person => "person",
+            TokenKind::Harness => "harness",
+            TokenKind::Admin => "admin",
+        }
+    }
+
+    /// Parses `person`, `harness` or `admin`.
+    pub fn parse(s: &str) -> Option<TokenKind> {
+        match s {
+            "person" => Some(TokenKind::Person),
+            "harness" => Some(TokenKind::Harness),
+            "admin" => Some(TokenKind::Admin),
+            _ => None,
+        }
+    }
+}
+
+/// Who a request is: the person a valid token belongs to, and the token's kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    pub person: String,
+    pub kind: TokenKind,
+}
+
+fn hash(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+impl Site {
+    /// Makes a new token for `person` and returns it; only its hash is kept.
+    pub fn create_token(&self, person: &str, kind: TokenKind) -> Result<String, SiteError> {
+        self.require_person(person)?;
+        let mut random = [0u8; TOKEN_RANDOM_BYTES];
+        getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let token = format!(
+            "{TOKEN_TAG}{}",
+            data_encoding::BASE32_NOPAD
+                .encode(&random)
+                .to_ascii_lowercase()
+        );
+        self.db.conn().execute(
+            "INSERT INTO tokens (prefix, hash, person, kind, created) VALUES (?1, ?2, ?3, ?4, ?5)",
+            rusqlite::params![
+                &token[..TOKEN_PREFIX_CHARS],
+                hash(&token).as_slice(),
+                person,
+                kind.as_str(),
+                now_secs()
+            ],
+        )?;
+        Ok(token)
+    }
+
+    /// Revokes every token whose clear prefix starts with `prefix` (at least 6 characters,
+    /// so that one keystroke cannot revoke them all); returns how many.
+    pub fn revoke_tokens(&self, prefix: &str) -> Result<usize, SiteError> {
+        let prefix = prefix
+            .get(..TOKEN_PREFIX_CHARS.min(prefix.len()))
+            .unwrap_or(prefix);
+        if prefix.len() < 6
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(SiteError::UnknownToken(prefix.to_owned()));
+        }
+        let pattern = format!("{prefix}%");
+        let n = self
+            .db
+            .conn()
+            .execute("DELETE FROM tokens WHERE prefix LIKE ?1", [pattern])?;
+        if n == 0 {
+            return Err(SiteError::UnknownToken(prefix.to_owned()));
+        }
+        Ok(n)
+    }
+
+    /// The principal behind a presented token, or `None` for an unknown or malformed one.
+    pub fn authenticate(&self, token: &str) -> Result<Option<Principal>, SiteError> {
+        let Some(prefix) = token.get(..TOKEN_PREFIX_CHARS) else {
+            return Ok(None);
+        };
+        if !token.starts_with(TOKEN_TAG) || token.len() > 128 {
+            return Ok(None);
+        }
+        let row: Option<(Vec<u8>, String, String)> = self
+            .db
+            .conn()
+            .query_row(
+                "SELECT hash, person, kind FROM tokens WHERE prefix = ?1",
+                [prefix],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?;
+        let Some((stored, person, kind)) = row else {
+            return Ok(None);
+        };
+        if !bool::from(stored.as_slice().ct_eq(hash(token).as_slice())) {
+            return Ok(None);
+        }
+        Ok(TokenKind::parse(&kind).map(|kind| Principal { person, kind }))
+    }
+}

@@ -1,0 +1,342 @@
+//! Shared harness for the end-to-end tests: a real `ferry serve` process on loopback,
+//! a fresh data directory per server, the real CLI, and a small scripted HTTP peer.
+#![allow(dead_code)] // each test file uses a different part of the harness
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The `ferry` binary cargo built for these tests.
+pub fn ferry_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ferry"))
+}
+
+/// How to start a server.
+#[derive(Default, Clone)]
+pub struct Options {
+    /// Written to `<data>/ferry.toml` before start.
+    pub config_toml: Option<String>,
+    /// Extra environment (`FERRY_SECTION__KEY` overrides and the like).
+    pub env: Vec<(String, String)>,
+}
+
+/// A running gateway on a fresh site; killed on drop.
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub addr: String,
+    /// The admin token of the default person `me`, as printed at first start.
+    pub token: String,
+    pub data: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl Server {
+    pub fn start() -> Server {
+        Server::start_with(Options::default())
+    }
+
+    pub fn start_with(options: Options) -> Server {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("site");
+        std::fs::create_dir_all(&data).unwrap();
+        if let Some(toml) = &options.config_toml {
+            std::fs::write(data.join("ferry.toml"), toml).unwrap();
+        }
+        let stderr = std::fs::File::create(tmp.path().join("server.log")).unwrap();
+        let mut cmd = Command::new(ferry_bin());
+        cmd.arg("serve")
+            .arg("--data")
+            .arg(&data)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .stdin(Stdio::null());
+        clear_ferry_env(&mut cmd);
+        cmd.envs(options.env.iter().map(|(k, v)| (k, v)));
+        let mut child = cmd.spawn().expect("ferry serve starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let line = line.trim();
+        assert!(
+            line.starts_with("http://127.0.0.1:"),
+            "ferry serve printed {line:?}; log: {}",
+            std::fs::read_to_string(tmp.path().join("server.log")).unwrap_or_default()
+        );
+        let (base, token) = line.split_once("/#token=").expect("first start prints a token");
+        let addr = base.trim_start_matches("http://").to_owned();
+        Server {
+            child,
+            base: base.to_owned(),
+            addr,
+            token: token.to_owned(),
+            data,
+            _tmp: tmp,
+        }
+    }
+
+    /// `<base><path>`
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Runs the `ferry` CLI on this server's data dir.
+    pub fn ferry(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(ferry_bin());
+        clear_ferry_env(&mut cmd);
+        cmd.args(args).env("FERRY_DATA", &self.data).output().unwrap()
+    }
+
+    /// Adds a person with the CLI and returns their token (the last line it prints).
+    pub fn add_person(&self, id: &str) -> String {
+        last_line(&self.ferry(&["person", "add", id]))
+    }
+
+    /// Creates a token of `kind` for `person` with the CLI.
+    pub fn create_token(&self, person: &str, kind: &str) -> String {
+        last_line(&self.ferry(&["token", "create", person, "--kind", kind]))
+    }
+
+    /// Where a person's workspace lives on disk.
+    pub fn home(&self, person: &str) -> PathBuf {
+        self.data.join("home").join(person)
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data.parent().unwrap().join("server.log")).unwrap_or_default()
+    }
+
+    /// The server process id (for RSS checks and the like).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn clear_ferry_env(cmd: &mut Command) {
+    for (key, _) in std::env::vars() {
+        if key.starts_with("FERRY_") {
+            cmd.env_remove(key);
+        }
+    }
+}
+
+/// The last non-empty line of a command's standard output; panics if it failed.
+pub fn last_line(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "command failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+/// A blocking HTTP client with a generous timeout.
+pub fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// The `error.code` of a JSON error body.
+pub fn error_code(body: &serde_json::Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or("<no error code>")
+}
+
+/// Sends raw bytes on a fresh connection and returns everything the server answered
+/// (until it closes or `read_timeout` passes with nothing new).
+pub fn raw_request(addr: &str, request: &[u8], read_timeout: Duration) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(read_timeout)).unwrap();
+    let _ = stream.write_all(request);
+    read_response(&mut stream)
+}
+
+/// Reads what the server sent until close or a read timeout.
+pub fn read_response(stream: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The status code of a raw HTTP response.
+pub fn status_of(raw: &str) -> u16 {
+    raw.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// A multipart body with the given parts: `(name, Some(filename), bytes)`.
+pub fn multipart(boundary: &str, parts: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (name, filename, bytes) in parts {
+        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        match filename {
+            Some(f) => body.extend_from_slice(
+                format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{f}\"\r\n\r\n").as_bytes(),
+            ),
+            None => body.extend_from_slice(format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes()),
+        }
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    body
+}
+
+/// One scripted answer of [`Peer`].
+#[derive(Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    /// The body in chunks; each chunk is written after `chunk_delay`.
+    pub chunks: Vec<Vec<u8>>,
+    pub chunk_delay: Duration,
+    /// Send `Content-Length` (else the body is delimited by closing the connection).
+    pub content_length: bool,
+}
+
+impl Reply {
+    pub fn ok(body: impl Into<Vec<u8>>) -> Reply {
+        Reply {
+            status: 200,
+            headers: Vec::new(),
+            chunks: vec![body.into()],
+            chunk_delay: Duration::ZERO,
+            content_length: true,
+        }
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+}
+
+/// A tiny HTTP/1.1 server on loopback that answers every request with a script chosen by
+/// the request path. Stops when dropped.
+pub struct Peer {
+    pub base: String,
+    stop: Arc<AtomicBool>,
+}
+
+impl Peer {
+    pub fn start(script: impl Fn(&str) -> Reply + Send + Sync + 'static) -> Peer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let script = Arc::new(script);
+        let stopping = stop.clone();
+        std::thread::spawn(move || {
+            while !stopping.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let script = script.clone();
+                        std::thread::spawn(move || serve_one(stream, &*script));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Peer { base, stop }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn serve_one(mut stream: TcpStream, script: &dyn Fn(&str) -> Reply) {
+    stream.set_nonblocking(false).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).is_err() {
+        return;
+    }
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+    }
+    let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+    let reply = script(&path);
+    let mut head = format!("HTTP/1.1 {} X\r\nConnection: close\r\n", reply.status);
+    for (k, v) in &reply.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if reply.content_length {
+        let len: usize = reply.chunks.iter().map(Vec::len).sum();
+        head.push_str(&format!("Content-Length: {len}\r\n"));
+    }
+    head.push_str("\r\n");
+    if stream.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    for chunk in &reply.chunks {
+        if !reply.chunk_delay.is_zero() {
+            std::thread::sleep(reply.chunk_delay);
+        }
+        if stream.write_all(chunk).is_err() {
+            return;
+        }
+    }
+    let _ = stream.flush();
+}
+
+/// Every file below `dir` (relative paths), sorted; for "nothing written outside" checks.
+pub fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            out.push(path.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                walk(root, &path, out);
+            }
+        }
+    }
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}

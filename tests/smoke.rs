@@ -8,8 +8,10 @@ use support::{Server, client};
 fn upload_list_download() {
     let server = Server::start();
     let http = client();
-    let form = reqwest::blocking::multipart::Form::new()
-        .part("file", reqwest::blocking::multipart::Part::bytes(b"hello".to_vec()).file_name("hello.txt"));
+    let form = reqwest::blocking::multipart::Form::new().part(
+        "file",
+        reqwest::blocking::multipart::Part::bytes(b"hello".to_vec()).file_name("hello.txt"),
+    );
     let response = http
         .post(server.url("/v1/media"))
         .bearer_auth(&server.token)

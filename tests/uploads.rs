@@ -1,3 +1,1346 @@
-//! (being written)
+//! `POST /v1/media` end to end (spec members M-UP, M-AUTH; core C-PATH, C-NAME,
+//! C-ATOMIC, C-LIMIT): a real `ferry serve`, real sockets, and what lands on disk.
 
 mod support;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use support::{Options, Server, error_code, multipart};
+
+/// The boundary of every hand-made multipart body here.
+const BOUNDARY: &str = "ferry-test-boundary-7c1e";
+/// The small upload cap most limit tests configure.
+const CAP: usize = 4096;
+/// Room the gateway gives the multipart framing when judging a declared length.
+const MULTIPART_ALLOWANCE: usize = ferry_gateway::MULTIPART_ALLOWANCE_BYTES as usize;
+/// The longest any raw exchange waits for an answer: a broken server fails, never hangs.
+const RAW_READ_TIMEOUT: Duration = Duration::from_secs(15);
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+fn start_with_env(env: &[(&str, &str)]) -> Server {
+    Server::start_with(Options {
+        config_toml: None,
+        env: env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    })
+}
+
+fn start_with_cap() -> Server {
+    start_with_env(&[("FERRY_MEDIA__MAX_UPLOAD_BYTES", &CAP.to_string())])
+}
+
+fn http() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn content_type() -> String {
+    format!("multipart/form-data; boundary={BOUNDARY}")
+}
+
+/// One `file` part named `filename`, holding `bytes`.
+fn file_body(filename: &str, bytes: &[u8]) -> Vec<u8> {
+    multipart(BOUNDARY, &[("file", Some(filename), bytes)])
+}
+
+/// Posts a hand-made multipart body with the admin token of `me`; status and JSON body.
+fn post_body(server: &Server, body: Vec<u8>) -> (u16, Value) {
+    let response = http()
+        .post(server.url("/v1/media"))
+        .bearer_auth(&server.token)
+        .header("Content-Type", content_type())
+        .body(body)
+        .send()
+        .unwrap();
+    let status = response.status().as_u16();
+    let json = response.json().unwrap_or(Value::Null);
+    (status, json)
+}
+
+/// Uploads `bytes` as `filename` into the main workspace.
+fn upload(server: &Server, filename: &str, bytes: &[u8]) -> (u16, Value) {
+    post_body(server, file_body(filename, bytes))
+}
+
+fn public_dir(server: &Server) -> PathBuf {
+    server.home("me").join("public")
+}
+
+fn project_public(server: &Server, project: &str) -> PathBuf {
+    server
+        .home("me")
+        .join("projects")
+        .join(project)
+        .join("public")
+}
+
+/// Every regular file and link under the data dir, outside the service's `.ferry/`, with
+/// its size: what "nothing was written" compares.
+fn workspace_files(data: &Path) -> Vec<(String, u64)> {
+    support::tree(data)
+        .into_iter()
+        .filter(|rel| !rel.starts_with(".ferry"))
+        .filter_map(|rel| {
+            let meta = std::fs::symlink_metadata(data.join(&rel)).ok()?;
+            (!meta.is_dir()).then_some((rel, meta.len()))
+        })
+        .collect()
+}
+
+/// Every `.ferry-tmp-*` temporary anywhere below `dir`.
+fn temporaries(dir: &Path) -> Vec<String> {
+    support::tree(dir)
+        .into_iter()
+        .filter(|rel| {
+            Path::new(rel)
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".ferry-tmp-"))
+        })
+        .collect()
+}
+
+fn assert_no_temporaries(server: &Server) {
+    let temps = temporaries(&server.data);
+    assert!(temps.is_empty(), "temporaries left behind: {temps:?}");
+}
+
+/// The server still runs and answers.
+fn assert_still_serving(server: &mut Server) {
+    assert!(
+        server.is_running(),
+        "the server died; log:\n{}",
+        server.log()
+    );
+    let response = http().get(server.url("/healthz")).send().unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().unwrap(), "ok");
+}
+
+fn create_project(server: &Server, id: &str) {
+    let response = http()
+        .post(server.url("/v1/projects"))
+        .bearer_auth(&server.token)
+        .json(&serde_json::json!({ "id": id }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 201, "creating project {id}");
+}
+
+fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str) {
+    assert_eq!(
+        (status, error_code(body)),
+        (want_status, want_code),
+        "body: {body}"
+    );
+}
+
+/// The request head of an upload sent by hand; `length` is a `Content-Length` or, when
+/// `None`, `Transfer-Encoding: chunked`.
+fn head(server: &Server, token: &str, length: Option<usize>) -> Vec<u8> {
+    let framing = match length {
+        Some(n) => format!("Content-Length: {n}\r\n"),
+        None => "Transfer-Encoding: chunked\r\n".to_owned(),
+    };
+    format!(
+        "POST /v1/media HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: {}\r\n{framing}\r\n",
+        server.addr,
+        content_type()
+    )
+    .into_bytes()
+}
+
+/// `body` in HTTP/1.1 chunked framing, `size` bytes a chunk, with the final empty chunk.
+fn chunked(body: &[u8], size: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for chunk in body.chunks(size) {
+        out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        out.extend_from_slice(chunk);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
+/// What a raw client does, in order.
+enum Step {
+    Send(Vec<u8>),
+    Pause(Duration),
+}
+
+/// One answer read off a raw socket.
+struct RawReply {
+    status: u16,
+    body: Value,
+    text: String,
+}
+
+impl RawReply {
+    fn code(&self) -> &str {
+        error_code(&self.body)
+    }
+}
+
+/// Plays `steps` on a fresh connection from a writer thread while this thread reads the
+/// first response; stops writing as soon as it has arrived. Write errors (the server
+/// closed early) are expected and ignored. Bounded by socket timeouts.
+fn exchange(addr: &str, steps: Vec<Step>) -> RawReply {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_nodelay(true).unwrap();
+    stream.set_read_timeout(Some(RAW_READ_TIMEOUT)).unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writer_stream = stream.try_clone().unwrap();
+    let stopping = stop.clone();
+    let writer = std::thread::spawn(move || {
+        for step in steps {
+            match step {
+                Step::Send(bytes) => {
+                    if stopping.load(Ordering::Relaxed) || writer_stream.write_all(&bytes).is_err()
+                    {
+                        return;
+                    }
+                }
+                Step::Pause(pause) => {
+                    let mut left = pause;
+                    while !left.is_zero() {
+                        if stopping.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let nap = left.min(Duration::from_millis(20));
+                        std::thread::sleep(nap);
+                        left -= nap;
+                    }
+                }
+            }
+        }
+    });
+    let text = read_one_response(&mut stream);
+    stop.store(true, Ordering::Relaxed);
+    let _ = stream.shutdown(Shutdown::Both);
+    writer.join().unwrap();
+    let status = support::status_of(&text);
+    let body = text
+        .split_once("\r\n\r\n")
+        .and_then(|(_, body)| serde_json::from_str(body).ok())
+        .unwrap_or(Value::Null);
+    RawReply { status, body, text }
+}
+
+/// Reads one HTTP/1.1 response (head and `Content-Length` body), or what arrived before
+/// the connection closed or the read timed out.
+fn read_one_response(stream: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        if let Some(end) = find(&out, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&out[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if out.len() >= end + 4 + length {
+                out.truncate(end + 4 + length);
+                break;
+            }
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+// ---------------------------------------------------------------------------------------
+// The happy path and projects
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn upload_answers_201_with_path_size_sha256_and_writes_into_public() {
+    let mut server = Server::start();
+    let bytes = b"quarterly numbers\n".repeat(100);
+    let form = reqwest::blocking::multipart::Form::new().part(
+        "file",
+        reqwest::blocking::multipart::Part::bytes(bytes.clone()).file_name("report.txt"),
+    );
+    let response = http()
+        .post(server.url("/v1/media"))
+        .bearer_auth(&server.token)
+        .multipart(form)
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "path": "public/report.txt",
+            "size": bytes.len(),
+            "sha256": sha256_hex(&bytes),
+            "project": null,
+        })
+    );
+    let on_disk = std::fs::read(public_dir(&server).join("report.txt")).unwrap();
+    assert_eq!(on_disk, bytes);
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn project_field_before_the_file_lands_in_the_project() {
+    let mut server = Server::start();
+    create_project(&server, "q2");
+    let body = multipart(
+        BOUNDARY,
+        &[
+            ("project", None, b"q2"),
+            ("file", Some("plan.md"), b"# plan"),
+        ],
+    );
+    let (status, json) = post_body(&server, body);
+    assert_eq!(status, 201, "{json}");
+    assert_eq!(json["path"], "public/plan.md");
+    assert_eq!(json["project"], "q2");
+    assert_eq!(json["size"], 6);
+    assert_eq!(json["sha256"], sha256_hex(b"# plan"));
+    assert_eq!(
+        std::fs::read(project_public(&server, "q2").join("plan.md")).unwrap(),
+        b"# plan"
+    );
+    assert!(!public_dir(&server).join("plan.md").exists());
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn project_field_after_the_file_lands_in_the_project() {
+    let mut server = Server::start();
+    // The CLI creates projects too, also while the gateway runs.
+    support::last_line(&server.ferry(&["project", "add", "me", "q2"]));
+    let body = multipart(
+        BOUNDARY,
+        &[
+            ("file", Some("plan.md"), b"# plan, later"),
+            ("project", None, b"q2"),
+        ],
+    );
+    let (status, json) = post_body(&server, body);
+    assert_eq!(status, 201, "{json}");
+    assert_eq!(json["path"], "public/plan.md");
+    assert_eq!(json["project"], "q2");
+    assert_eq!(
+        std::fs::read(project_public(&server, "q2").join("plan.md")).unwrap(),
+        b"# plan, later"
+    );
+    assert!(!public_dir(&server).join("plan.md").exists());
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+/// Uploads with `project` before and after the file; each must be a 404 with `code` and
+/// leave the workspace files exactly as they were.
+fn assert_project_refused_in_both_orders(server: &Server, project: &[u8], code: &str) {
+    let before = workspace_files(&server.data);
+    let orders = [
+        multipart(
+            BOUNDARY,
+            &[
+                ("project", None, project),
+                ("file", Some("notes.txt"), b"secret"),
+            ],
+        ),
+        multipart(
+            BOUNDARY,
+            &[
+                ("file", Some("notes.txt"), b"secret"),
+                ("project", None, project),
+            ],
+        ),
+    ];
+    for body in orders {
+        let (status, json) = post_body(server, body);
+        assert_error(status, &json, 404, code);
+        assert_eq!(workspace_files(&server.data), before);
+        assert_no_temporaries(server);
+    }
+}
+
+#[test]
+fn unknown_project_is_404_in_both_orders_and_writes_nothing() {
+    let mut server = Server::start();
+    create_project(&server, "q2");
+    assert_project_refused_in_both_orders(&server, b"nope", "unknown_project");
+    assert!(!server.home("me").join("projects").join("nope").exists());
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn another_persons_project_is_unknown_project() {
+    let mut server = Server::start();
+    let bob = server.add_person("bob");
+    let response = http()
+        .post(server.url("/v1/projects"))
+        .bearer_auth(&bob)
+        .json(&serde_json::json!({ "id": "bobs" }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    assert_project_refused_in_both_orders(&server, b"bobs", "unknown_project");
+    assert!(
+        !server
+            .home("bob")
+            .join("projects/bobs/public/notes.txt")
+            .exists()
+    );
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn project_id_with_a_slash_is_unknown_project() {
+    let mut server = Server::start();
+    create_project(&server, "q2");
+    for id in [&b"q2/../.."[..], b"../me", b"q2/public", b"/etc"] {
+        assert_project_refused_in_both_orders(&server, id, "unknown_project");
+    }
+    assert_still_serving(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// The cap (C-LIMIT media.max_upload_bytes)
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn cap_admits_limit_minus_one_and_limit_bytes() {
+    let mut server = start_with_cap();
+    for (name, size) in [("under.txt", CAP - 1), ("exact.txt", CAP)] {
+        let bytes = vec![b'a'; size];
+        let (status, json) = upload(&server, name, &bytes);
+        assert_eq!(status, 201, "{size} bytes: {json}");
+        assert_eq!(json["size"], size);
+        assert_eq!(json["sha256"], sha256_hex(&bytes));
+        let on_disk = std::fs::metadata(public_dir(&server).join(name)).unwrap();
+        assert_eq!(on_disk.len(), size as u64);
+    }
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn cap_refuses_limit_plus_one_with_413_and_keeps_the_previous_file() {
+    let mut server = start_with_cap();
+    let (status, _) = upload(&server, "big.txt", b"previous");
+    assert_eq!(status, 201);
+    let (status, json) = upload(&server, "big.txt", &vec![b'a'; CAP + 1]);
+    assert_error(status, &json, 413, "too_large");
+    assert_eq!(
+        std::fs::read(public_dir(&server).join("big.txt")).unwrap(),
+        b"previous"
+    );
+    let (status, json) = upload(&server, "new.txt", &vec![b'a'; CAP + 1]);
+    assert_error(status, &json, 413, "too_large");
+    assert!(!public_dir(&server).join("new.txt").exists());
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn honest_content_length_over_cap_is_413_before_the_body_is_sent() {
+    let mut server = start_with_env(&[
+        ("FERRY_MEDIA__MAX_UPLOAD_BYTES", &CAP.to_string()),
+        ("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "2"),
+    ]);
+    let declared = CAP + MULTIPART_ALLOWANCE + 1024 * 1024;
+    // Only the head goes out: the answer must come without a single body byte.
+    let reply = exchange(
+        &server.addr,
+        vec![Step::Send(head(&server, &server.token, Some(declared)))],
+    );
+    assert_eq!(
+        (reply.status, reply.code()),
+        (413, "too_large"),
+        "{}",
+        reply.text
+    );
+    assert!(
+        workspace_files(&server.data)
+            .iter()
+            .all(|(f, _)| !f.starts_with("home/me/public"))
+    );
+    assert_no_temporaries(&server);
+
+    // A client that asks first (Expect: 100-continue) gets the 413 instead of a 100.
+    let mut asking = head(&server, &server.token, Some(declared));
+    asking.truncate(asking.len() - 2);
+    asking.extend_from_slice(b"Expect: 100-continue\r\n\r\n");
+    let reply = exchange(&server.addr, vec![Step::Send(asking)]);
+    assert_eq!(
+        (reply.status, reply.code()),
+        (413, "too_large"),
+        "{}",
+        reply.text
+    );
+
+    // Just over cap + allowance is enough to be refused up front...
+    let reply = exchange(
+        &server.addr,
+        vec![Step::Send(head(
+            &server,
+            &server.token,
+            Some(CAP + MULTIPART_ALLOWANCE + 1),
+        ))],
+    );
+    assert_eq!(
+        (reply.status, reply.code()),
+        (413, "too_large"),
+        "{}",
+        reply.text
+    );
+    // ...while exactly cap + allowance is admitted and its body awaited (which never
+    // comes here, so it ends as a body timeout, not as a 413).
+    let reply = exchange(
+        &server.addr,
+        vec![
+            Step::Send(head(
+                &server,
+                &server.token,
+                Some(CAP + MULTIPART_ALLOWANCE),
+            )),
+            Step::Pause(RAW_READ_TIMEOUT),
+        ],
+    );
+    assert_eq!(
+        (reply.status, reply.code()),
+        (408, "body_timeout"),
+        "{}",
+        reply.text
+    );
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn chunked_body_under_the_cap_is_accepted() {
+    let mut server = start_with_cap();
+    let bytes = vec![b'c'; CAP];
+    let body = chunked(&file_body("chunked.txt", &bytes), 1000);
+    let mut request = head(&server, &server.token, None);
+    request.extend_from_slice(&body);
+    let reply = exchange(&server.addr, vec![Step::Send(request)]);
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    assert_eq!(reply.body["size"], CAP);
+    assert_eq!(reply.body["sha256"], sha256_hex(&bytes));
+    assert_eq!(
+        std::fs::read(public_dir(&server).join("chunked.txt")).unwrap(),
+        bytes
+    );
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn chunked_body_over_the_cap_is_413_while_streaming_and_leaves_nothing() {
+    let mut server = start_with_cap();
+    let (status, _) = upload(&server, "stream.txt", b"previous");
+    assert_eq!(status, 201);
+    // 64 KiB of file bytes in 1 KiB chunks; the server must stop at CAP + 1.
+    let body = chunked(&file_body("stream.txt", &vec![b'z'; 64 * 1024]), 1024);
+    let mut steps = vec![Step::Send(head(&server, &server.token, None))];
+    steps.extend(body.chunks(1024 + 8).map(|c| Step::Send(c.to_vec())));
+    let reply = exchange(&server.addr, steps);
+    assert_eq!(
+        (reply.status, reply.code()),
+        (413, "too_large"),
+        "{}",
+        reply.text
+    );
+    assert_eq!(
+        std::fs::read(public_dir(&server).join("stream.txt")).unwrap(),
+        b"previous"
+    );
+
+    let body = chunked(&file_body("fresh.txt", &vec![b'z'; 64 * 1024]), 4096);
+    let mut request = head(&server, &server.token, None);
+    request.extend_from_slice(&body);
+    let reply = exchange(&server.addr, vec![Step::Send(request)]);
+    assert_eq!(
+        (reply.status, reply.code()),
+        (413, "too_large"),
+        "{}",
+        reply.text
+    );
+    assert!(!public_dir(&server).join("fresh.txt").exists());
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn lying_content_length_never_produces_a_file_over_the_cap() {
+    let mut server = start_with_cap();
+    // Declares 1000 bytes, sends a 16 KiB file: the server reads 1000 and the multipart
+    // is cut short.
+    let body = file_body("liar.txt", &vec![b'l'; 16 * 1024]);
+    let mut request = head(&server, &server.token, Some(1000));
+    request.extend_from_slice(&body);
+    let reply = exchange(&server.addr, vec![Step::Send(request)]);
+    assert_eq!(
+        (reply.status, reply.code()),
+        (400, "bad_multipart"),
+        "{}",
+        reply.text
+    );
+    assert!(!public_dir(&server).join("liar.txt").exists());
+
+    // Declares exactly one small, complete upload, then keeps sending: only the declared
+    // upload is taken, and the rest is never appended to it.
+    let small = file_body("liar2.txt", b"small");
+    let mut request = head(&server, &server.token, Some(small.len()));
+    request.extend_from_slice(&small);
+    request.extend_from_slice(&vec![b'x'; 16 * 1024]);
+    let reply = exchange(&server.addr, vec![Step::Send(request)]);
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    assert_eq!(reply.body["size"], 5);
+    assert_eq!(
+        std::fs::read(public_dir(&server).join("liar2.txt")).unwrap(),
+        b"small"
+    );
+    for (file, size) in workspace_files(&server.data) {
+        assert!(size <= CAP as u64, "{file} is {size} bytes, over the cap");
+    }
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// Extensions
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn extension_not_allowed_is_400_and_writes_nothing() {
+    let mut server = Server::start();
+    for name in [
+        "x.exe",
+        "noext",
+        "archive.tar.gz",
+        "script.sh",
+        "trailingdot.",
+    ] {
+        let (status, json) = upload(&server, name, b"MZ");
+        assert_error(status, &json, 400, "extension_not_allowed");
+    }
+    assert!(
+        workspace_files(&server.data)
+            .iter()
+            .all(|(f, _)| !f.starts_with("home/me/public")),
+        "{:?}",
+        workspace_files(&server.data)
+    );
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn extension_check_is_case_insensitive_and_keeps_the_name() {
+    let mut server = Server::start();
+    for name in ["A.PDF", "Photo.JpEg", "notes.Md"] {
+        let (status, json) = upload(&server, name, b"%PDF-1.7");
+        assert_eq!(status, 201, "{name}: {json}");
+        assert_eq!(json["path"], format!("public/{name}"));
+        assert!(public_dir(&server).join(name).is_file());
+    }
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn configured_allowed_extensions_replace_the_default_list() {
+    let mut server = start_with_env(&[("FERRY_MEDIA__ALLOWED_EXTENSIONS", r#"["log","txt"]"#)]);
+    for name in ["server.log", "SERVER2.LOG", "a.txt"] {
+        let (status, json) = upload(&server, name, b"line\n");
+        assert_eq!(status, 201, "{name}: {json}");
+        assert!(public_dir(&server).join(name).is_file());
+    }
+    // pdf is in the default list, not in the configured one.
+    for name in ["report.pdf", "x.exe"] {
+        let (status, json) = upload(&server, name, b"%PDF");
+        assert_error(status, &json, 400, "extension_not_allowed");
+        assert!(!public_dir(&server).join(name).exists());
+    }
+    assert_still_serving(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// Safe names (C-NAME) through HTTP
+// ---------------------------------------------------------------------------------------
+
+/// Uploads `raw` and expects it to land as `public/<safe>` and nowhere else.
+fn assert_lands_as(server: &Server, raw: &str, safe: &str) {
+    let (status, json) = upload(server, raw, b"content");
+    assert_eq!(status, 201, "{raw:?}: {json}");
+    assert_eq!(json["path"], format!("public/{safe}"), "{raw:?}");
+    assert_eq!(
+        std::fs::read(public_dir(server).join(safe)).unwrap(),
+        b"content",
+        "{raw:?}"
+    );
+    let public_files: Vec<_> = workspace_files(&server.data)
+        .into_iter()
+        .filter(|(f, _)| !f.starts_with("home/me/memory/"))
+        .map(|(f, _)| f)
+        .collect();
+    assert_eq!(
+        public_files,
+        vec![format!("home/me/public/{safe}")],
+        "{raw:?}"
+    );
+}
+
+#[test]
+fn traversal_name_without_extension_is_extension_not_allowed() {
+    let mut server = Server::start();
+    let before = workspace_files(&server.data);
+    let (status, json) = upload(&server, "../../etc/passwd", b"root:x:0:0");
+    assert_error(status, &json, 400, "extension_not_allowed");
+    assert_eq!(workspace_files(&server.data), before);
+    assert!(!server.data.join("etc").exists());
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn traversal_name_keeps_only_the_base_name() {
+    let mut server = Server::start();
+    assert_lands_as(&server, "../../etc/passwd.txt", "passwd.txt");
+    assert!(!server.data.join("etc").exists());
+    assert!(!server.home("etc").exists());
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn windows_path_name_is_folded_to_a_safe_name() {
+    let mut server = Server::start();
+    assert_lands_as(
+        &server,
+        r"C:\Users\a\Q2 report (final).pdf",
+        "Q2_report_final_.pdf",
+    );
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn leading_dot_is_dropped() {
+    let mut server = Server::start();
+    assert_lands_as(&server, ".env.pdf", "env.pdf");
+    assert!(!public_dir(&server).join(".env.pdf").exists());
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn unicode_name_is_kept_nfc() {
+    let mut server = Server::start();
+    assert_lands_as(&server, "relatório.pdf", "relatório.pdf");
+    // The decomposed spelling lands on the same (NFC) name, replacing it.
+    let (status, json) = upload(&server, "relato\u{301}rio.pdf", b"decomposed");
+    assert_eq!(status, 201, "{json}");
+    assert_eq!(json["path"], "public/relatório.pdf");
+    assert_eq!(
+        std::fs::read(public_dir(&server).join("relatório.pdf")).unwrap(),
+        b"decomposed"
+    );
+    assert_eq!(std::fs::read_dir(public_dir(&server)).unwrap().count(), 2); // + attachments
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn long_name_is_shortened_keeping_the_extension() {
+    let mut server = Server::start();
+    let raw = format!("{}.pdf", "é".repeat(200));
+    let (status, json) = upload(&server, &raw, b"long");
+    assert_eq!(status, 201, "{json}");
+    let path = json["path"].as_str().unwrap();
+    let name = path.strip_prefix("public/").unwrap();
+    assert!(name.len() <= 255, "{} bytes", name.len());
+    assert!(name.ends_with(".pdf") && name.starts_with("éé"), "{name}");
+    assert_eq!(
+        std::fs::read(public_dir(&server).join(name)).unwrap(),
+        b"long"
+    );
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn dots_only_name_is_unsafe_name() {
+    let mut server = Server::start();
+    let before = workspace_files(&server.data);
+    for name in ["...", ".", "..", "a/..", r"a\.."] {
+        let (status, json) = upload(&server, name, b"x");
+        assert_error(status, &json, 400, "unsafe_name");
+    }
+    assert_eq!(workspace_files(&server.data), before);
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn empty_filename_is_unsafe_name() {
+    let mut server = Server::start();
+    let before = workspace_files(&server.data);
+    for name in ["", "dir/", "a/b/"] {
+        let (status, json) = upload(&server, name, b"x");
+        assert_error(status, &json, 400, "unsafe_name");
+    }
+    assert_eq!(workspace_files(&server.data), before);
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// Replacement (C-ATOMIC)
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn reupload_of_the_same_name_replaces_the_file() {
+    let mut server = Server::start();
+    let (status, first) = upload(&server, "same.txt", b"first version, longer");
+    assert_eq!(status, 201);
+    let (status, second) = upload(&server, "same.txt", b"second");
+    assert_eq!(status, 201);
+    assert_eq!(second["path"], "public/same.txt");
+    assert_eq!(second["size"], 6);
+    assert_eq!(second["sha256"], sha256_hex(b"second"));
+    assert_ne!(first["sha256"], second["sha256"]);
+    assert_eq!(
+        std::fs::read(public_dir(&server).join("same.txt")).unwrap(),
+        b"second"
+    );
+    let names: Vec<String> = std::fs::read_dir(public_dir(&server))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names.iter().filter(|n| n.contains("same")).count(),
+        1,
+        "{names:?}"
+    );
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// Symlinks (C-PATH)
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn symlinked_public_dir_is_path_escapes_and_nothing_lands_outside() {
+    let mut server = Server::start();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("keep.txt"), b"outside").unwrap();
+    let public = public_dir(&server);
+    assert!(!public.exists(), "public/ is created on first access");
+    std::os::unix::fs::symlink(outside.path(), &public).unwrap();
+    let before = support::tree(outside.path());
+
+    let (status, json) = upload(&server, "x.txt", b"escaped");
+    assert_error(status, &json, 400, "path_escapes");
+    assert_eq!(support::tree(outside.path()), before);
+    assert_eq!(
+        std::fs::read(outside.path().join("keep.txt")).unwrap(),
+        b"outside"
+    );
+    assert_eq!(
+        std::fs::read_link(&public).unwrap(),
+        outside.path(),
+        "the link is left alone"
+    );
+    assert_no_temporaries(&server);
+    assert!(temporaries(outside.path()).is_empty());
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn symlink_at_the_target_name_pointing_outside_is_path_escapes() {
+    let mut server = Server::start();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim.txt");
+    std::fs::write(&victim, b"original").unwrap();
+    // The first listing creates public/.
+    let listing = http()
+        .get(server.url("/v1/files"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    assert_eq!(listing.status(), 200);
+    let link = public_dir(&server).join("x.txt");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let before = support::tree(outside.path());
+
+    let (status, json) = upload(&server, "x.txt", b"overwritten?");
+    assert_error(status, &json, 400, "path_escapes");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"original");
+    assert_eq!(support::tree(outside.path()), before);
+    assert_eq!(std::fs::read_link(&link).unwrap(), victim);
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn symlink_at_the_target_name_pointing_inside_the_workspace_is_path_escapes() {
+    let mut server = Server::start();
+    let inside = server.home("me").join("notes.txt");
+    std::fs::write(&inside, b"agent notes").unwrap();
+    std::fs::create_dir_all(public_dir(&server)).unwrap();
+    let link = public_dir(&server).join("x.txt");
+    std::os::unix::fs::symlink("../notes.txt", &link).unwrap();
+
+    let (status, json) = upload(&server, "x.txt", b"overwritten?");
+    assert_error(status, &json, 400, "path_escapes");
+    assert_eq!(std::fs::read(&inside).unwrap(), b"agent notes");
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        Path::new("../notes.txt")
+    );
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn symlinked_project_public_dir_is_path_escapes_in_both_orders() {
+    let mut server = Server::start();
+    create_project(&server, "q2");
+    let outside = tempfile::tempdir().unwrap();
+    let public = project_public(&server, "q2");
+    std::fs::remove_dir_all(&public).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &public).unwrap();
+    for parts in [
+        [
+            ("project", None, &b"q2"[..]),
+            ("file", Some("x.txt"), &b"escaped"[..]),
+        ],
+        [
+            ("file", Some("x.txt"), &b"escaped"[..]),
+            ("project", None, &b"q2"[..]),
+        ],
+    ] {
+        let (status, json) = post_body(&server, multipart(BOUNDARY, &parts));
+        assert_error(status, &json, 400, "path_escapes");
+        assert!(support::tree(outside.path()).is_empty());
+        assert!(!public_dir(&server).join("x.txt").exists());
+    }
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn project_field_over_the_limit_is_field_too_large_without_buffering() {
+    // A short idle timeout: a server that waited for the whole field would answer 408
+    // (or nothing) instead of 400, and the test would still end quickly.
+    let mut server = start_with_env(&[("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "5")]);
+    let field_len = 1024 * 1024 + 1;
+    let part_head =
+        format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"project\"\r\n\r\n");
+    let tail = format!(
+        "\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; \
+         filename=\"a.txt\"\r\n\r\nhello\r\n--{BOUNDARY}--\r\n"
+    );
+    let declared = part_head.len() + field_len + tail.len();
+    // Honest length, but only the first 4 KiB of the field is ever sent.
+    let mut request = head(&server, &server.token, Some(declared));
+    request.extend_from_slice(part_head.as_bytes());
+    request.extend_from_slice(&vec![b'p'; 4096]);
+    let reply = exchange(&server.addr, vec![Step::Send(request)]);
+    assert_eq!(
+        (reply.status, reply.code()),
+        (400, "field_too_large"),
+        "{}",
+        reply.text
+    );
+    assert!(!public_dir(&server).join("a.txt").exists());
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn unexpected_field_is_400() {
+    let mut server = Server::start();
+    for parts in [
+        vec![
+            ("extra", None, &b"x"[..]),
+            ("file", Some("a.txt"), b"hello"),
+        ],
+        vec![
+            ("file", Some("a.txt"), &b"hello"[..]),
+            ("extra", None, b"x"),
+        ],
+        vec![("upload", Some("a.txt"), &b"hello"[..])],
+    ] {
+        let (status, json) = post_body(&server, multipart(BOUNDARY, &parts));
+        assert_error(status, &json, 400, "unexpected_field");
+    }
+    assert!(!public_dir(&server).join("a.txt").exists());
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn duplicate_project_field_is_400() {
+    let mut server = Server::start();
+    create_project(&server, "q2");
+    let body = multipart(
+        BOUNDARY,
+        &[
+            ("project", None, b"q2"),
+            ("project", None, b"q2"),
+            ("file", Some("a.txt"), b"hello"),
+        ],
+    );
+    let (status, json) = post_body(&server, body);
+    assert_error(status, &json, 400, "duplicate_field");
+    assert!(!project_public(&server, "q2").join("a.txt").exists());
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn truncated_multipart_is_400_and_leaves_nothing() {
+    let mut server = Server::start();
+    let full = file_body("cut.txt", &vec![b't'; 10_000]);
+    // Cut inside the file's bytes, inside the closing boundary, right after the closing
+    // boundary but before its `--` (the file's bytes are all there, the body is not), and
+    // inside a part head.
+    for cut in [
+        full.len() / 2,
+        full.len() - 5,
+        full.len() - 4,
+        full.len() - 3,
+        20,
+    ] {
+        let (status, json) = post_body(&server, full[..cut].to_vec());
+        assert_error(status, &json, 400, "bad_multipart");
+        assert!(!public_dir(&server).join("cut.txt").exists());
+        assert_no_temporaries(&server);
+    }
+    // Garbage that never mentions the boundary.
+    let (status, json) = post_body(&server, b"this is not multipart at all".to_vec());
+    assert_eq!(status, 400, "{json}");
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn no_token_unknown_token_and_harness_token_are_401() {
+    let mut server = Server::start();
+    let harness = server.create_token("me", "harness");
+    let bogus = "f".repeat(server.token.len());
+    for token in [None, Some(bogus.as_str()), Some(harness.as_str())] {
+        let mut request = http()
+            .post(server.url("/v1/media"))
+            .header("Content-Type", content_type())
+            .body(file_body("a.txt", b"hello"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().unwrap();
+        let status = response.status().as_u16();
+        let json: Value = response.json().unwrap_or(Value::Null);
+        assert_error(status, &json, 401, "unauthorized");
+    }
+    assert!(!public_dir(&server).join("a.txt").exists());
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn unauthorized_oversized_upload_is_401_not_read() {
+    let mut server = start_with_cap();
+    let harness = server.create_token("me", "harness");
+    // A stranger's huge declared body is turned away on its head alone.
+    let reply = exchange(
+        &server.addr,
+        vec![Step::Send(head(&server, &harness, Some(100 * 1024 * 1024)))],
+    );
+    assert_eq!(
+        (reply.status, reply.code()),
+        (401, "unauthorized"),
+        "{}",
+        reply.text
+    );
+    assert_still_serving(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// Slow clients
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn stalled_body_is_408_body_timeout_and_leaves_no_temporary() {
+    let mut server = start_with_env(&[
+        ("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "2"),
+        ("FERRY_MEDIA__MAX_UPLOAD_BYTES", &CAP.to_string()),
+    ]);
+    let (status, _) = upload(&server, "stall.txt", b"previous");
+    assert_eq!(status, 201);
+    let body = file_body("stall.txt", &vec![b's'; 2000]);
+    // The head, the part head and some file bytes, then silence (the declared rest never
+    // comes): the temporary exists by then, and must be gone after the 408.
+    let mut request = head(&server, &server.token, Some(body.len()));
+    request.extend_from_slice(&body[..body.len() / 2]);
+    let reply = exchange(
+        &server.addr,
+        vec![Step::Send(request), Step::Pause(RAW_READ_TIMEOUT)],
+    );
+    assert_eq!(
+        (reply.status, reply.code()),
+        (408, "body_timeout"),
+        "{}",
+        reply.text
+    );
+    assert_eq!(
+        std::fs::read(public_dir(&server).join("stall.txt")).unwrap(),
+        b"previous"
+    );
+    assert_no_temporaries(&server);
+
+    // Headers only, no body byte at all.
+    let reply = exchange(
+        &server.addr,
+        vec![
+            Step::Send(head(&server, &server.token, Some(body.len()))),
+            Step::Pause(RAW_READ_TIMEOUT),
+        ],
+    );
+    assert_eq!(
+        (reply.status, reply.code()),
+        (408, "body_timeout"),
+        "{}",
+        reply.text
+    );
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn trickled_body_is_cut_off_past_the_idle_grace() {
+    let mut server = start_with_env(&[
+        ("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "2"),
+        ("FERRY_SERVER__BODY_MIN_BYTES_PER_SEC", "100"),
+    ]);
+    let body = file_body("trickle.txt", &vec![b't'; 2000]);
+    // The part head arrives at once (so the temporary exists), then one byte a second:
+    // never silent for the idle timeout, but far below 100 bytes a second.
+    let start = find(&body, b"\r\n\r\n").unwrap() + 4;
+    let mut request = head(&server, &server.token, Some(body.len()));
+    request.extend_from_slice(&body[..start]);
+    let mut steps = vec![Step::Send(request)];
+    for byte in &body[start..start + 30] {
+        steps.push(Step::Pause(Duration::from_secs(1)));
+        steps.push(Step::Send(vec![*byte]));
+    }
+    let reply = exchange(&server.addr, steps);
+    assert_eq!(
+        (reply.status, reply.code()),
+        (408, "body_timeout"),
+        "{}",
+        reply.text
+    );
+    assert!(!public_dir(&server).join("trickle.txt").exists());
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+/// Waits (bounded) until `done` holds; whether it did.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    for _ in 0..500 {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    done()
+}
+
+#[test]
+fn temporary_of_an_upload_in_progress_is_hidden_and_removed_when_the_client_leaves() {
+    let mut server = start_with_env(&[("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "30")]);
+    let (status, _) = upload(&server, "wip.txt", b"previous");
+    assert_eq!(status, 201);
+    let body = file_body("wip.txt", &vec![b'w'; 100_000]);
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    stream.set_read_timeout(Some(RAW_READ_TIMEOUT)).unwrap();
+    stream
+        .write_all(&head(&server, &server.token, Some(body.len())))
+        .unwrap();
+    stream.write_all(&body[..body.len() / 2]).unwrap();
+    let public = public_dir(&server);
+    assert!(
+        eventually(|| !temporaries(&public).is_empty()),
+        "the upload in progress has a temporary beside its target"
+    );
+    let listing = http()
+        .get(server.url("/v1/files"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(!listing.contains(".ferry-tmp-"), "{listing}");
+    assert!(listing.contains("public/wip.txt"), "{listing}");
+
+    // The client goes away mid-body.
+    drop(stream);
+    assert!(
+        eventually(|| temporaries(&server.data).is_empty()),
+        "temporaries left behind: {:?}",
+        temporaries(&server.data)
+    );
+    assert_eq!(std::fs::read(public.join("wip.txt")).unwrap(), b"previous");
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn concurrent_uploads_of_one_name_leave_one_whole_file() {
+    let mut server = Server::start();
+    let contents: Vec<Vec<u8>> = (0..8u8).map(|i| vec![b'a' + i; 200_000]).collect();
+    let handles: Vec<_> = contents
+        .iter()
+        .cloned()
+        .map(|bytes| {
+            let (url, token) = (server.url("/v1/media"), server.token.clone());
+            std::thread::spawn(move || {
+                http()
+                    .post(url)
+                    .bearer_auth(token)
+                    .header("Content-Type", content_type())
+                    .body(file_body("race.txt", &bytes))
+                    .send()
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            })
+        })
+        .collect();
+    for handle in handles {
+        assert_eq!(handle.join().unwrap(), 201);
+    }
+    let on_disk = std::fs::read(public_dir(&server).join("race.txt")).unwrap();
+    assert!(contents.contains(&on_disk), "the file is one upload, whole");
+    let names: Vec<String> = std::fs::read_dir(public_dir(&server))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "race.txt and attachments: {names:?}");
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn project_field_that_is_not_utf8_is_400() {
+    let mut server = Server::start();
+    for parts in [
+        [
+            ("project", None, &[0xff, 0xfe][..]),
+            ("file", Some("a.txt"), &b"x"[..]),
+        ],
+        [
+            ("file", Some("a.txt"), &b"x"[..]),
+            ("project", None, &[0xff, 0xfe][..]),
+        ],
+    ] {
+        let (status, json) = post_body(&server, multipart(BOUNDARY, &parts));
+        assert_eq!(status, 400, "{json}");
+        assert!(!public_dir(&server).join("a.txt").exists());
+    }
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// All of it against one server
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn server_survives_every_abuse_in_a_row() {
+    let mut server = start_with_env(&[
+        ("FERRY_MEDIA__MAX_UPLOAD_BYTES", &CAP.to_string()),
+        ("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "2"),
+    ]);
+    let token = server.token.clone();
+    let mut requests: Vec<Vec<Step>> = Vec::new();
+    // Over cap by declaration, by chunked streaming, by a lying length; a stall.
+    requests.push(vec![Step::Send(head(
+        &server,
+        &token,
+        Some(usize::MAX / 2),
+    ))]);
+    let mut over = head(&server, &token, None);
+    over.extend_from_slice(&chunked(&file_body("a.txt", &vec![b'a'; 3 * CAP]), 512));
+    requests.push(vec![Step::Send(over)]);
+    let mut liar = head(&server, &token, Some(10));
+    liar.extend_from_slice(&file_body("a.txt", &vec![b'a'; 3 * CAP]));
+    requests.push(vec![Step::Send(liar)]);
+    requests.push(vec![
+        Step::Send(head(&server, &token, Some(500))),
+        Step::Pause(RAW_READ_TIMEOUT),
+    ]);
+    // Garbage framing: a bad chunk size, a bad header, an absurd part header.
+    let mut bad_chunk = head(&server, &token, None);
+    bad_chunk.extend_from_slice(b"zzzz\r\nhello\r\n0\r\n\r\n");
+    requests.push(vec![Step::Send(bad_chunk)]);
+    let mut huge_part_head = head(&server, &token, None);
+    let mut part =
+        format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"")
+            .into_bytes();
+    part.extend_from_slice(&vec![b'n'; 100_000]);
+    part.extend_from_slice(b".txt\"\r\n\r\nx\r\n");
+    part.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
+    huge_part_head.extend_from_slice(&chunked(&part, 4096));
+    requests.push(vec![Step::Send(huge_part_head)]);
+    for steps in requests {
+        let reply = exchange(&server.addr, steps);
+        assert!(
+            (400..500).contains(&reply.status),
+            "expected a 4xx, got: {}",
+            reply.text
+        );
+        assert!(server.is_running(), "log:\n{}", server.log());
+    }
+    for (name, bytes) in [
+        ("", &b""[..]),
+        ("...", b"x"),
+        ("x.exe", b"x"),
+        ("\u{202e}fdp.exe", b"x"),
+    ] {
+        let (status, _) = upload(&server, name, bytes);
+        assert_eq!(status, 400);
+    }
+    for (file, size) in workspace_files(&server.data) {
+        assert!(size <= CAP as u64, "{file} is {size} bytes");
+    }
+    assert_no_temporaries(&server);
+    // And it still does its job.
+    let (status, json) = upload(&server, "after.txt", b"still here");
+    assert_eq!(status, 201, "{json}");
+    assert_still_serving(&mut server);
+}

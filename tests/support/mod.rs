@@ -69,7 +69,9 @@ impl Server {
             "ferry serve printed {line:?}; log: {}",
             std::fs::read_to_string(tmp.path().join("server.log")).unwrap_or_default()
         );
-        let (base, token) = line.split_once("/#token=").expect("first start prints a token");
+        let (base, token) = line
+            .split_once("/#token=")
+            .expect("first start prints a token");
         let addr = base.trim_start_matches("http://").to_owned();
         Server {
             child,
@@ -90,7 +92,10 @@ impl Server {
     pub fn ferry(&self, args: &[&str]) -> Output {
         let mut cmd = Command::new(ferry_bin());
         clear_ferry_env(&mut cmd);
-        cmd.args(args).env("FERRY_DATA", &self.data).output().unwrap()
+        cmd.args(args)
+            .env("FERRY_DATA", &self.data)
+            .output()
+            .unwrap()
     }
 
     /// Adds a person with the CLI and returns their token (the last line it prints).
@@ -195,7 +200,10 @@ pub fn read_response(stream: &mut TcpStream) -> String {
 
 /// The status code of a raw HTTP response.
 pub fn status_of(raw: &str) -> u16 {
-    raw.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+    raw.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A multipart body with the given parts: `(name, Some(filename), bytes)`.
@@ -205,9 +213,14 @@ pub fn multipart(boundary: &str, parts: &[(&str, Option<&str>, &[u8])]) -> Vec<u
         body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
         match filename {
             Some(f) => body.extend_from_slice(
-                format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{f}\"\r\n\r\n").as_bytes(),
+                format!(
+                    "Content-Disposition: form-data; name=\"{name}\"; filename=\"{f}\"\r\n\r\n"
+                )
+                .as_bytes(),
             ),
-            None => body.extend_from_slice(format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes()),
+            None => body.extend_from_slice(
+                format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes(),
+            ),
         }
         body.extend_from_slice(bytes);
         body.extend_from_slice(b"\r\n");
@@ -298,7 +311,11 @@ fn serve_one(mut stream: TcpStream, script: &dyn Fn(&str) -> Reply) {
             break;
         }
     }
-    let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+    let path = request_line
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("/")
+        .to_owned();
     let reply = script(&path);
     let mut head = format!("HTTP/1.1 {} X\r\nConnection: close\r\n", reply.status);
     for (k, v) in &reply.headers {
@@ -327,10 +344,17 @@ fn serve_one(mut stream: TcpStream, script: &dyn Fn(&str) -> Reply) {
 pub fn tree(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
-            out.push(path.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            out.push(
+                path.strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
+            );
             if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
                 walk(root, &path, out);
             }

@@ -49,11 +49,16 @@ impl AtomicWriter {
     /// Fails early, before any byte is accepted, when `name` is a symlink
     /// ([`FsError::PathEscapes`]) or a directory.
     pub fn create(dir: &Dir, name: &str) -> Result<AtomicWriter, FsError> {
-        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-            return Err(FsError::UnsafeName(name.to_owned()));
-        }
-        crate::path::check_relative(name)?;
+        check_name(name)?;
         check_target(dir, name)?;
+        let mut writer = AtomicWriter::create_unplaced(dir)?;
+        writer.target = name.to_owned();
+        Ok(writer)
+    }
+
+    /// Starts writing a file whose place is not known yet: a hidden temporary in `dir`
+    /// that [`AtomicWriter::retarget`] must place before [`AtomicWriter::commit`].
+    pub fn create_unplaced(dir: &Dir) -> Result<AtomicWriter, FsError> {
         let dir = dir.try_clone()?;
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -75,7 +80,7 @@ impl AtomicWriter {
             dir,
             temp_name,
             target_dir: None,
-            target: name.to_owned(),
+            target: String::new(),
             file: File::from(fd),
             hasher: Sha256::new(),
             size: 0,
@@ -105,10 +110,7 @@ impl AtomicWriter {
     /// Makes the file appear as `name` in `dir` instead, which must be on the same file
     /// system (for example, another folder of the same workspace).
     pub fn retarget(&mut self, dir: &Dir, name: &str) -> Result<(), FsError> {
-        crate::path::check_relative(name)?;
-        if name.contains('/') || name == "." {
-            return Err(FsError::UnsafeName(name.to_owned()));
-        }
+        check_name(name)?;
         check_target(dir, name)?;
         self.target_dir = Some(dir.try_clone()?);
         self.target = name.to_owned();
@@ -141,6 +143,9 @@ impl AtomicWriter {
             fchown(std::os::fd::AsFd::as_fd(&self.file), uid, gid)?;
         }
         self.file.sync_all().map_err(FsError::Io)?;
+        if self.target.is_empty() {
+            return Err(FsError::EmptyPath);
+        }
         let target_dir = self.target_dir.as_ref().unwrap_or(&self.dir);
         // Checked again: a link planted while the body streamed is refused, not replaced.
         check_target(target_dir, &self.target)?;
@@ -172,6 +177,15 @@ impl Drop for AtomicWriter {
             let _ = rustix::fs::unlinkat(self.dir.fd(), self.temp_name.as_str(), AtFlags::empty());
         }
     }
+}
+
+/// A target is one plain component.
+fn check_name(name: &str) -> Result<(), FsError> {
+    crate::path::check_relative(name)?;
+    if name.contains('/') || name == "." {
+        return Err(FsError::UnsafeName(name.to_owned()));
+    }
+    Ok(())
 }
 
 /// The target may be absent or a regular file; a link or a directory is refused.

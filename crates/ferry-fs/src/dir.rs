@@ -3,8 +3,9 @@
 //! Every path below a handle is resolved by the kernel with `openat2`
 //! (`RESOLVE_BENEATH`, plus `RESOLVE_NO_SYMLINKS` for writes). Where `openat2` is
 //! unavailable (old kernels, seccomp filters answering ENOSYS or EPERM) the path is
-//! walked one component at a time with `O_NOFOLLOW`, which refuses every symlink: the
-//! fallback is stricter than the fast path, never looser.
+//! walked one component at a time: with `O_NOFOLLOW` at every step when no symlink may be
+//! followed, and by cap-std (which resolves each link itself, beneath the handle) when
+//! links inside may be followed.
 
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -336,7 +337,7 @@ impl Dir {
                         if OPENAT2.load(Ordering::Relaxed) != OPENAT2_YES =>
                     {
                         OPENAT2.store(OPENAT2_NO, Ordering::Relaxed);
-                        return self.resolve_by_components(rel, flags, mode);
+                        return self.resolve_by_components(rel, follow, flags, mode);
                     }
                     Err(Errno::LOOP) if follow == Follow::Never => {
                         return Err(FsError::PathEscapes);
@@ -348,15 +349,19 @@ impl Dir {
                 "path kept changing during resolution",
             )));
         }
-        self.resolve_by_components(rel, flags, mode)
+        self.resolve_by_components(rel, follow, flags, mode)
     }
 
     fn resolve_by_components(
         &self,
         rel: &str,
+        follow: Follow,
         flags: OFlags,
         mode: Mode,
     ) -> Result<OwnedFd, FsError> {
+        if follow == Follow::Beneath {
+            return self.resolve_with_cap_std(rel, flags);
+        }
         let mut parts: Vec<&str> = components(rel).collect();
         let last = parts.pop().unwrap_or(".");
         let mut current: Option<Dir> = None;
@@ -367,6 +372,31 @@ impl Dir {
         let dir = current.as_ref().unwrap_or(self);
         rustix::fs::openat(&dir.fd, last, flags | OFlags::NOFOLLOW, mode)
             .map_err(|e| dir.classify_component_error(last, e))
+    }
+}
+
+impl Dir {
+    /// Opens `rel` for reading through cap-std, which follows links only beneath the handle.
+    fn resolve_with_cap_std(&self, rel: &str, flags: OFlags) -> Result<OwnedFd, FsError> {
+        use cap_std::fs::OpenOptionsExt;
+        let base =
+            cap_std::fs::Dir::from_std_file(File::from(self.fd.try_clone().map_err(FsError::Io)?));
+        let opened = if flags.contains(OFlags::DIRECTORY) {
+            base.open_dir(rel).map(|d| OwnedFd::from(d.into_std_file()))
+        } else {
+            let mut options = cap_std::fs::OpenOptions::new();
+            options
+                .read(true)
+                .custom_flags((flags & !OFlags::RDONLY).bits() as i32);
+            base.open_with(rel, &options)
+                .map(|f| OwnedFd::from(f.into_std()))
+        };
+        opened.map_err(|e| match e.raw_os_error() {
+            Some(code) => FsError::from_errno(Errno::from_raw_os_error(code)),
+            // cap-std reports an escape without an errno.
+            None if e.kind() == std::io::ErrorKind::PermissionDenied => FsError::PathEscapes,
+            None => FsError::Io(e),
+        })
     }
 }
 

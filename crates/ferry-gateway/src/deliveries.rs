@@ -12,6 +12,7 @@ use axum::http::{StatusCode, header};
 use ferry_site::SiteError;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
+use tokio::time::{Instant, timeout_at};
 
 use crate::auth::Harness;
 use crate::body::{Sink, commit};
@@ -57,16 +58,19 @@ pub async fn deliver(
     blocking(move || site.workspace(&person, project.as_deref()).map(|_| ())).await?;
 
     let limits = &state.site.config().deliveries;
-    let timeout = Duration::from_secs(limits.timeout_secs);
-    match tokio::time::timeout(
-        timeout,
-        fetch(&state, &who.person, &request, url, limits.max_bytes),
+    let deadline = Instant::now() + Duration::from_secs(limits.timeout_secs);
+    let timed_out = || upstream_timeout(limits.timeout_secs);
+    fetch(
+        &state,
+        &who.person,
+        &request,
+        url,
+        limits.max_bytes,
+        deadline,
+        timed_out,
     )
     .await
-    {
-        Ok(result) => result.map(|d| (StatusCode::CREATED, Json(d))),
-        Err(_) => Err(upstream_timeout(limits.timeout_secs)),
-    }
+    .map(|d| (StatusCode::CREATED, Json(d)))
 }
 
 async fn fetch(
@@ -75,12 +79,12 @@ async fn fetch(
     request: &DeliveryRequest,
     url: reqwest::Url,
     max_bytes: u64,
+    deadline: Instant,
+    timed_out: impl Fn() -> ApiError,
 ) -> Result<Delivered, ApiError> {
-    let response = state
-        .http
-        .get(url.clone())
-        .send()
+    let response = timeout_at(deadline, state.http.get(url.clone()).send())
         .await
+        .map_err(|_| timed_out())?
         .map_err(upstream_failure)?;
     if !response.status().is_success() {
         return Err(ApiError::new(
@@ -123,12 +127,15 @@ async fn fetch(
     .await?;
 
     let sink = Sink::start(writer);
-    let mut body = response.bytes_stream();
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(upstream_failure)?;
-        if !sink.send(chunk).await {
-            break;
-        }
+    let streamed = match timeout_at(deadline, stream_into(&sink, response)).await {
+        Ok(result) => result,
+        Err(_) => Err(timed_out()),
+    };
+    if let Err(err) = streamed {
+        // Wait for the writer to be dropped (which removes its temporary) before answering,
+        // so that "nothing is kept" already holds when the client hears of the failure.
+        drop(sink.finish().await);
+        return Err(err);
     }
     let written = commit(sink.finish().await?).await?;
     let name = path.rsplit('/').next().unwrap_or_default();
@@ -138,6 +145,19 @@ async fn fetch(
         sha256: written.sha256_hex(),
         path,
     })
+}
+
+/// Streams the response body into `sink`; stops early when the writer refuses (over the
+/// cap), which [`Sink::finish`] then reports.
+async fn stream_into(sink: &Sink, response: reqwest::Response) -> Result<(), ApiError> {
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(upstream_failure)?;
+        if !sink.send(chunk).await {
+            break;
+        }
+    }
+    Ok(())
 }
 
 fn upstream_failure(err: reqwest::Error) -> ApiError {

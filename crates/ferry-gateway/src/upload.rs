@@ -29,11 +29,12 @@ pub struct Uploaded {
     project: Option<String>,
 }
 
-/// The file part, being written into the workspace it was opened in.
+/// The file part, written either straight into its workspace or staged until the
+/// project is known.
 struct Incoming {
     writer: AtomicWriter,
     name: String,
-    opened_in: Option<String>,
+    staged: bool,
 }
 
 pub async fn upload(
@@ -80,21 +81,32 @@ pub async fn upload(
                 let raw_name = field.file_name().unwrap_or_default().to_owned();
                 let (site, person, in_project) =
                     (state.site.clone(), who.person.clone(), project.clone());
-                let (writer, name) = blocking(move || {
-                    site.workspace(&person, in_project.as_deref())?
-                        .upload_writer(&raw_name)
+                // Before the project is known the file is staged, and placed at the end.
+                let (writer, name) = blocking(move || match in_project {
+                    Some(p) => site.workspace(&person, Some(&p))?.upload_writer(&raw_name),
+                    None => site
+                        .workspace(&person, None)?
+                        .staged_upload_writer(&raw_name),
                 })
                 .await?;
                 let sink = Sink::start(writer);
-                while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-                    if !sink.send(chunk).await {
-                        break;
+                let streamed = async {
+                    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+                        if !sink.send(chunk).await {
+                            break;
+                        }
                     }
+                    Ok::<(), ApiError>(())
                 }
+                .await;
+                // Waited for even when the body failed, so that the writer (and with it the
+                // temporary) is gone before the answer goes out, not some time after.
+                let finished = sink.finish().await;
+                streamed?;
                 incoming = Some(Incoming {
-                    writer: sink.finish().await?,
+                    writer: finished?,
                     name,
-                    opened_in: project.clone(),
+                    staged: project.is_none(),
                 });
             }
             Some("project") => {
@@ -123,11 +135,11 @@ pub async fn upload(
     let Incoming {
         mut writer,
         name,
-        opened_in,
+        staged,
     } = incoming.ok_or_else(|| {
         ApiError::bad_request("missing_file", "send the file in a part named 'file'")
     })?;
-    if opened_in != project {
+    if staged {
         let (site, person, in_project, target) = (
             state.site.clone(),
             who.person.clone(),

@@ -206,23 +206,44 @@ impl Site {
             .ok_or_else(|| SiteError::UnknownProject(project.to_owned()))
     }
 
-    /// Creates a folder (and its parents) beneath the site, owned as `owner` when given.
+    /// Creates `rel` and its missing parents beneath the site; every folder it creates
+    /// (not one that existed) is handed to `owner`, so an agent can walk its whole workspace.
     pub(crate) fn make_dir(
         &self,
         rel: &str,
         mode: u32,
         owner: Option<(u32, u32)>,
     ) -> Result<Dir, SiteError> {
-        let dir = self.root.create_dir_all(rel, mode)?;
-        if let Some((uid, gid)) = owner {
-            dir.chown(uid, gid)?;
+        let mut current = self.root.try_clone()?;
+        for part in rel.split('/') {
+            current = ensure_dir(&current, part, mode, owner)?;
         }
-        Ok(dir)
+        Ok(current)
     }
 
     /// Whether files written into workspaces are handed to an agent uid:gid.
     pub fn mode(&self) -> SiteMode {
         self.config.site.mode
+    }
+}
+
+/// Opens the folder `name` in `parent`, creating it (owned by `owner`) when missing.
+pub(crate) fn ensure_dir(
+    parent: &Dir,
+    name: &str,
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> Result<Dir, SiteError> {
+    match parent.create_dir(name, mode) {
+        Ok(()) => {
+            let dir = parent.open_dir(name, Follow::Never)?;
+            if let Some((uid, gid)) = owner {
+                dir.chown(uid, gid)?;
+            }
+            Ok(dir)
+        }
+        Err(ferry_fs::FsError::Exists) => Ok(parent.open_dir(name, Follow::Never)?),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -171,35 +171,60 @@ impl Workspace<'_> {
     /// The single accessor for `public/`: migrates a legacy folder first, then makes sure
     /// `public/` and `public/attachments/` exist.
     pub fn public(&self) -> Result<Dir, SiteError> {
-        let rel = self.container_rel();
-        let container = match self.site.root().open_dir(&rel, Follow::Never) {
-            Ok(dir) => dir,
-            Err(FsError::NotFound) => self.site.make_dir(&rel, 0o700, self.owner)?,
-            Err(e) => return Err(e.into()),
-        };
+        let container = self.container()?;
         migrate_legacy_public(&container)?;
         let public = self.ensure_dir(&container, PUBLIC_DIR_NAME)?;
-        self.ensure_dir(&public, ATTACHMENTS_DIR_NAME)?;
+        // A missing attachments/ is made again. Something else at its name (a link or a
+        // file the agent put there) is left as it is and listed as such, rather than failing
+        // every access to public/; deliveries still refuse to write through it.
+        match self.ensure_dir(&public, ATTACHMENTS_DIR_NAME) {
+            Ok(_) | Err(SiteError::Fs(FsError::PathEscapes | FsError::NotADirectory)) => {}
+            Err(e) => return Err(e),
+        }
         Ok(public)
     }
 
-    fn ensure_dir(&self, parent: &Dir, name: &str) -> Result<Dir, SiteError> {
-        match parent.create_dir(name, 0o700) {
-            Ok(()) => {
-                let dir = parent.open_dir(name, Follow::Never)?;
-                if let Some((uid, gid)) = self.owner {
-                    dir.chown(uid, gid)?;
-                }
-                Ok(dir)
-            }
-            Err(FsError::Exists) => Ok(parent.open_dir(name, Follow::Never)?),
+    /// The folder holding `public/`, made on first use.
+    fn container(&self) -> Result<Dir, SiteError> {
+        let rel = self.container_rel();
+        match self.site.root().open_dir(&rel, Follow::Never) {
+            Ok(dir) => Ok(dir),
+            Err(FsError::NotFound) => self.site.make_dir(&rel, 0o700, self.owner),
             Err(e) => Err(e.into()),
         }
+    }
+
+    fn ensure_dir(&self, parent: &Dir, name: &str) -> Result<Dir, SiteError> {
+        crate::site::ensure_dir(parent, name, 0o700, self.owner)
     }
 
     /// Starts an upload (M-UP): the name made safe and its extension allowed. Returns the
     /// writer and the safe name; the file appears at `public/<name>` on commit.
     pub fn upload_writer(&self, raw_name: &str) -> Result<(AtomicWriter, String), SiteError> {
+        let name = self.upload_name(raw_name)?;
+        let public = self.public()?;
+        let writer = AtomicWriter::create(&public, &name)?
+            .limit(self.site.config().media.max_upload_bytes)
+            .owner(self.owner);
+        Ok((writer, name))
+    }
+
+    /// Starts an upload whose workspace is not known yet (the project form field may
+    /// follow the file): the bytes go to a hidden temporary beside this workspace's
+    /// `public/`, and [`Workspace::adopt_upload`] places them.
+    pub fn staged_upload_writer(
+        &self,
+        raw_name: &str,
+    ) -> Result<(AtomicWriter, String), SiteError> {
+        let name = self.upload_name(raw_name)?;
+        let writer = AtomicWriter::create_unplaced(&self.container()?)?
+            .limit(self.site.config().media.max_upload_bytes)
+            .owner(self.owner);
+        Ok((writer, name))
+    }
+
+    /// The safe name of an upload, refused unless its extension is allowed.
+    fn upload_name(&self, raw_name: &str) -> Result<String, SiteError> {
         let name = safe_name(raw_name)?;
         let media = &self.site.config().media;
         let extension = name
@@ -211,15 +236,11 @@ impl Workspace<'_> {
         if !allowed {
             return Err(SiteError::ExtensionNotAllowed(name));
         }
-        let public = self.public()?;
-        let writer = AtomicWriter::create(&public, &name)?
-            .limit(media.max_upload_bytes)
-            .owner(self.owner);
-        Ok((writer, name))
+        Ok(name)
     }
 
-    /// Points an upload started in another workspace of the same person (the project form
-    /// field may follow the file) at this workspace's `public/<name>`.
+    /// Places a staged upload (see [`Workspace::staged_upload_writer`]) of the same person
+    /// at this workspace's `public/<name>`.
     pub fn adopt_upload(&self, writer: &mut AtomicWriter, name: &str) -> Result<(), SiteError> {
         let public = self.public()?;
         writer.retarget(&public, name)?;
@@ -285,9 +306,25 @@ impl Workspace<'_> {
         Ok(path.display())
     }
 
+    /// Opens the parents of a new folder, making the missing ones; a parent the member
+    /// makes must have a safe name like the folder itself (existing ones may be anything).
     fn make_parents(&self, public: &Dir, rel: &str) -> Result<Dir, SiteError> {
         let mut current = public.try_clone()?;
-        for part in rel.split('/') {
+        let mut parts = rel.split('/').peekable();
+        while let Some(part) = parts.peek() {
+            match current.open_dir(part, Follow::Never) {
+                Ok(dir) => current = dir,
+                Err(FsError::NotFound) => break,
+                Err(e) => return Err(e.into()),
+            }
+            parts.next();
+        }
+        // Every missing name is checked before the first one is made.
+        let missing: Vec<&str> = parts.collect();
+        for part in &missing {
+            check_member_name(part)?;
+        }
+        for part in missing {
             current = self.ensure_dir(&current, part)?;
         }
         Ok(current)

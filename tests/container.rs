@@ -207,3 +207,263 @@ fn container_project_folders_and_files_are_owned_by_the_agent() {
     assert_eq!(status, 201, "{body}");
     assert_owned(&project.join("public/attachments/out.txt"), AGENT);
 }
+
+#[test]
+fn container_projects_folder_is_owned_by_the_agent() {
+    let server = start();
+    let (status, body) = post(&server, &server.token, "/v1/projects", json!({"id": "q2"}));
+    assert_eq!(status, 201, "{body}");
+    // projects/ itself too: a root-owned 0700 folder here would lock the agent out of
+    // every project below it.
+    let projects = server.home("me").join("projects");
+    assert_owned(&projects, AGENT);
+    let mode = std::fs::symlink_metadata(&projects).unwrap().mode();
+    assert_eq!(
+        mode & 0o700,
+        0o700,
+        "the owner may enter projects/: {mode:o}"
+    );
+    assert_owned(&projects.join("q2"), AGENT);
+    assert_owned(&projects.join("q2/public"), AGENT);
+    assert_owned(&projects.join("q2/public/attachments"), AGENT);
+
+    // A second project (from the command line) leaves projects/ with the agent.
+    support::last_line(&server.ferry(&["project", "add", "me", "q3"]));
+    assert_owned(&projects, AGENT);
+    assert_owned(&projects.join("q3"), AGENT);
+    assert_owned(&projects.join("q3/public"), AGENT);
+    assert_owned(&projects.join("q3/public/attachments"), AGENT);
+}
+
+#[test]
+fn container_per_person_agent_ids_override_the_site_ones() {
+    let server = start_with(&format!(
+        "{CONTAINER_TOML}\n[site.agents.bob]\nuid = 5151\ngid = 5252\n"
+    ));
+    let bob = server.add_person("bob");
+    let (status, body) = upload(&server, &bob, "bob.txt", b"bob's", None);
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = upload(&server, &server.token, "me.txt", b"mine", None);
+    assert_eq!(status, 201, "{body}");
+
+    let bobs = public(&server, "bob");
+    assert_owned(&bobs.join("bob.txt"), BOB);
+    assert_owned(&server.home("bob"), BOB);
+    assert_owned(&bobs, BOB);
+    assert_owned(&bobs.join("attachments"), BOB);
+    assert_eq!(tree(&bobs), vec!["attachments", "bob.txt"]);
+
+    let mine = public(&server, "me");
+    assert_owned(&mine.join("me.txt"), AGENT);
+    assert_owned(&server.home("me"), AGENT);
+    assert_owned(&mine, AGENT);
+    assert_owned(&mine.join("attachments"), AGENT);
+    assert_eq!(tree(&mine), vec!["attachments", "me.txt"]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Links are never followed, so nothing outside is ever chowned (C-PATH)
+// ---------------------------------------------------------------------------------------
+
+fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str) {
+    assert_eq!(
+        (status, error_code(body)),
+        (want_status, want_code),
+        "body: {body}"
+    );
+}
+
+/// The root-owned folder and file of [`outside_root_owned`] are exactly as they were made.
+fn assert_outside_untouched(dir: &Path, file: &Path) {
+    assert_owned(dir, ROOT);
+    assert_owned(file, ROOT);
+    assert_eq!(std::fs::read_to_string(file).unwrap(), "root's");
+    assert_eq!(tree(dir), vec!["secret.txt"]);
+}
+
+fn assert_link_to(link: &Path, target: &Path) {
+    assert!(
+        std::fs::symlink_metadata(link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "{} is no longer a link",
+        link.display()
+    );
+    assert_eq!(std::fs::read_link(link).unwrap(), target);
+}
+
+/// No `.ferry-tmp-*` temporary is left anywhere in the site.
+fn assert_no_temporaries(server: &Server) {
+    let temps: Vec<String> = tree(&server.data)
+        .into_iter()
+        .filter(|rel| rel.rsplit('/').next().unwrap().starts_with(".ferry-tmp-"))
+        .collect();
+    assert!(temps.is_empty(), "temporaries left behind: {temps:?}");
+}
+
+/// Makes `public/` and `public/attachments/` exist (they are created on first access).
+fn touch_public(server: &Server) {
+    let response = client()
+        .get(server.url("/v1/files"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_owned(&public(server, "me").join("attachments"), AGENT);
+}
+
+#[test]
+fn container_upload_onto_a_link_is_refused_and_chowns_nothing() {
+    let server = start();
+    touch_public(&server);
+    let (outside, secret) = outside_root_owned();
+    let link = public(&server, "me").join("x.txt");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+
+    let (status, body) = upload(&server, &server.token, "x.txt", b"agent's now?", None);
+    assert_error(status, &body, 400, "path_escapes");
+    assert_outside_untouched(outside.path(), &secret);
+    assert_link_to(&link, &secret);
+    assert_eq!(tree(&public(&server, "me")), vec!["attachments", "x.txt"]);
+    assert_no_temporaries(&server);
+}
+
+#[test]
+fn container_delivery_onto_a_link_is_refused_and_chowns_nothing() {
+    let server = start();
+    touch_public(&server);
+    let (outside, secret) = outside_root_owned();
+    let attachments = public(&server, "me").join("attachments");
+    let link = attachments.join("report.pdf");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+
+    let harness = server.create_token("me", "harness");
+    let peer = Peer::start(|_| Reply::ok("agent's now?"));
+    let (status, body) = post(
+        &server,
+        &harness,
+        "/v1/deliveries",
+        json!({"url": peer.url("/report.pdf")}),
+    );
+    assert_error(status, &body, 400, "path_escapes");
+    assert_outside_untouched(outside.path(), &secret);
+    assert_link_to(&link, &secret);
+    assert_eq!(tree(&attachments), vec!["report.pdf"]);
+    assert_no_temporaries(&server);
+}
+
+#[test]
+fn container_delivery_into_attachments_linked_outside_is_refused_and_chowns_nothing() {
+    let server = start();
+    touch_public(&server);
+    let (outside, secret) = outside_root_owned();
+    let attachments = public(&server, "me").join("attachments");
+    std::fs::remove_dir(&attachments).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &attachments).unwrap();
+
+    let harness = server.create_token("me", "harness");
+    let peer = Peer::start(|_| Reply::ok("agent's now?"));
+    let (status, body) = post(
+        &server,
+        &harness,
+        "/v1/deliveries",
+        json!({"url": peer.url("/report.pdf")}),
+    );
+    assert_error(status, &body, 400, "path_escapes");
+    assert_outside_untouched(outside.path(), &secret);
+    assert_link_to(&attachments, outside.path());
+}
+
+#[test]
+fn container_mkdir_below_a_link_is_refused_and_chowns_nothing() {
+    let server = start();
+    touch_public(&server);
+    let (outside, secret) = outside_root_owned();
+    let reports = public(&server, "me").join("reports");
+    std::os::unix::fs::symlink(outside.path(), &reports).unwrap();
+
+    let (status, body) = post(
+        &server,
+        &server.token,
+        "/v1/files/mkdir",
+        json!({"path": "public/reports/x"}),
+    );
+    assert_error(status, &body, 400, "path_escapes");
+    assert_outside_untouched(outside.path(), &secret);
+    assert!(!outside.path().join("x").exists());
+    assert_link_to(&reports, outside.path());
+}
+
+// ---------------------------------------------------------------------------------------
+// Start-up
+// ---------------------------------------------------------------------------------------
+
+/// Runs `ferry serve` on a fresh data dir holding `toml` as its ferry.toml, and returns
+/// what it printed once it exited, with what the data dir holds then. A server that
+/// starts (and so never exits) is killed after a deadline and fails the test.
+fn serve_until_exit(toml: &str) -> (Output, Vec<String>) {
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("ferry.toml"), toml).unwrap();
+    let mut cmd = Command::new(ferry_bin());
+    for (key, _) in std::env::vars() {
+        if key.starts_with("FERRY_") {
+            cmd.env_remove(key);
+        }
+    }
+    let mut child = cmd
+        .arg("serve")
+        .arg("--data")
+        .arg(data.path())
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferry serve starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().unwrap();
+            panic!(
+                "ferry serve did not exit; it printed {:?} {:?}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child.wait_with_output().unwrap(), tree(data.path()))
+}
+
+#[test]
+fn container_mode_without_agent_ids_refuses_to_start() {
+    for (toml, missing) in [
+        (
+            "[site]\nmode = \"container\"\nagent_gid = 4343\n",
+            "site.agent_uid",
+        ),
+        (
+            "[site]\nmode = \"container\"\nagent_uid = 4242\n",
+            "site.agent_gid",
+        ),
+    ] {
+        let (output, data) = serve_until_exit(toml);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success(),
+            "ferry serve without {missing} exited with {}: {stdout}{stderr}",
+            output.status
+        );
+        assert!(
+            stderr.contains(missing),
+            "stderr names the missing {missing}: {stderr}"
+        );
+        assert!(!stdout.contains("#token="), "it served: {stdout}");
+        // Refused before the site was made: no workspace with the wrong owner.
+        assert_eq!(data, vec!["ferry.toml"], "without {missing}");
+    }
+}

@@ -955,6 +955,215 @@ fn symlinked_project_public_dir_is_path_escapes_in_both_orders() {
     assert_still_serving(&mut server);
 }
 
+/// A multipart body of one `x.txt` part holding `bytes` and `project = q2`, with the
+/// project field first or last.
+fn x_txt_into_q2(bytes: &[u8], project_first: bool) -> Vec<u8> {
+    let project = ("project", None, &b"q2"[..]);
+    let file = ("file", Some("x.txt"), bytes);
+    let parts = if project_first {
+        [project, file]
+    } else {
+        [file, project]
+    };
+    multipart(BOUNDARY, &parts)
+}
+
+#[test]
+fn link_in_the_main_public_does_not_block_an_upload_into_a_project() {
+    // A file whose project is not known yet is staged as a hidden temporary in the main
+    // public/ and placed at the end: a link at its name there has nothing to do with a
+    // project upload.
+    let mut server = Server::start();
+    create_project(&server, "q2");
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim.txt");
+    std::fs::write(&victim, b"original").unwrap();
+    std::fs::create_dir_all(public_dir(&server)).unwrap();
+    let link = public_dir(&server).join("x.txt");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+
+    for (project_first, bytes) in [(true, &b"project first"[..]), (false, b"project last")] {
+        let (status, json) = post_body(&server, x_txt_into_q2(bytes, project_first));
+        assert_eq!(status, 201, "project first: {project_first}: {json}");
+        assert_eq!(json["path"], "public/x.txt");
+        assert_eq!(json["project"], "q2");
+        assert_eq!(json["size"], bytes.len());
+        assert_eq!(json["sha256"], sha256_hex(bytes));
+        assert_eq!(
+            std::fs::read(project_public(&server, "q2").join("x.txt")).unwrap(),
+            bytes,
+            "project first: {project_first}"
+        );
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "the link in the main public/ was replaced"
+        );
+        assert_eq!(std::fs::read_link(&link).unwrap(), victim);
+        assert_eq!(std::fs::read(&victim).unwrap(), b"original");
+        assert_eq!(support::tree(outside.path()), vec!["victim.txt"]);
+        assert_no_temporaries(&server);
+    }
+    assert_eq!(
+        support::tree(&project_public(&server, "q2")),
+        vec!["attachments", "x.txt"]
+    );
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn symlinked_main_public_refuses_only_a_staged_upload_into_a_project() {
+    // With the project first, the file goes straight to the project. With the file first,
+    // it is staged in the main public/ (where the spec wants temporaries), which is a link
+    // here: the upload is refused and nothing is written through the link.
+    let mut server = Server::start();
+    create_project(&server, "q2");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("keep.txt"), b"outside").unwrap();
+    let public = public_dir(&server);
+    if public.exists() {
+        std::fs::remove_dir_all(&public).unwrap();
+    }
+    std::os::unix::fs::symlink(outside.path(), &public).unwrap();
+    let before = support::tree(outside.path());
+
+    let (status, json) = post_body(&server, x_txt_into_q2(b"project first", true));
+    assert_eq!(status, 201, "{json}");
+    assert_eq!(json["project"], "q2");
+    assert_eq!(
+        std::fs::read(project_public(&server, "q2").join("x.txt")).unwrap(),
+        b"project first"
+    );
+
+    let (status, json) = post_body(&server, x_txt_into_q2(b"project last", false));
+    assert_error(status, &json, 400, "path_escapes");
+    assert_eq!(
+        std::fs::read(project_public(&server, "q2").join("x.txt")).unwrap(),
+        b"project first"
+    );
+
+    assert_eq!(support::tree(outside.path()), before, "written outside");
+    assert_eq!(
+        std::fs::read(outside.path().join("keep.txt")).unwrap(),
+        b"outside"
+    );
+    assert_eq!(
+        std::fs::read_link(&public).unwrap(),
+        outside.path(),
+        "the link is left alone"
+    );
+    assert_no_temporaries(&server);
+    assert!(temporaries(outside.path()).is_empty());
+    assert_still_serving(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// The shape of the form
+// ---------------------------------------------------------------------------------------
+
+/// Posts `body` with `content_type` as its `Content-Type` (no header when `None`).
+fn post_with_content_type(
+    server: &Server,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let mut request = http()
+        .post(server.url("/v1/media"))
+        .bearer_auth(&server.token)
+        .body(body);
+    if let Some(content_type) = content_type {
+        request = request.header("Content-Type", content_type);
+    }
+    let response = request.send().unwrap();
+    let status = response.status().as_u16();
+    let json = response.json().unwrap_or(Value::Null);
+    (status, json)
+}
+
+#[test]
+fn multipart_without_boundary_is_bad_multipart() {
+    let mut server = Server::start();
+    let before = workspace_files(&server.data);
+    let not_multipart = format!("text/plain; boundary={BOUNDARY}");
+    for content_type in [
+        Some("multipart/form-data"),
+        Some("multipart/form-data; charset=utf-8"),
+        Some("application/octet-stream"),
+        Some("application/x-www-form-urlencoded"),
+        Some(not_multipart.as_str()),
+        None,
+    ] {
+        // A well-formed body: only the header is wrong.
+        let (status, json) =
+            post_with_content_type(&server, content_type, file_body("a.txt", b"hello"));
+        assert_eq!(
+            (status, error_code(&json)),
+            (400, "bad_multipart"),
+            "Content-Type {content_type:?}: {json}"
+        );
+        assert_eq!(workspace_files(&server.data), before);
+    }
+    assert!(!public_dir(&server).join("a.txt").exists());
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn two_file_parts_are_too_many_files() {
+    let mut server = Server::start();
+    create_project(&server, "q2");
+    let before = workspace_files(&server.data);
+    for parts in [
+        vec![
+            ("file", Some("a.txt"), &b"first"[..]),
+            ("file", Some("b.txt"), b"second"),
+        ],
+        vec![
+            ("file", Some("a.txt"), &b"first"[..]),
+            ("file", Some("a.txt"), b"second"),
+        ],
+        // The first file written straight into the project, and staged.
+        vec![
+            ("project", None, &b"q2"[..]),
+            ("file", Some("a.txt"), b"first"),
+            ("file", Some("b.txt"), b"second"),
+        ],
+        vec![
+            ("file", Some("a.txt"), &b"first"[..]),
+            ("project", None, b"q2"),
+            ("file", Some("b.txt"), b"second"),
+        ],
+    ] {
+        let (status, json) = post_body(&server, multipart(BOUNDARY, &parts));
+        assert_error(status, &json, 400, "too_many_files");
+        assert_eq!(workspace_files(&server.data), before);
+        assert_no_temporaries(&server);
+    }
+    assert!(!public_dir(&server).join("a.txt").exists());
+    assert!(!project_public(&server, "q2").join("a.txt").exists());
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn missing_file_part_is_missing_file() {
+    let mut server = Server::start();
+    create_project(&server, "q2");
+    let before = workspace_files(&server.data);
+    for body in [
+        multipart(BOUNDARY, &[("project", None, b"q2")]),
+        // No part at all: only the closing boundary.
+        multipart(BOUNDARY, &[]),
+    ] {
+        let (status, json) = post_body(&server, body);
+        assert_error(status, &json, 400, "missing_file");
+        assert_eq!(workspace_files(&server.data), before);
+    }
+    assert_no_temporaries(&server);
+    assert_still_serving(&mut server);
+}
+
 #[test]
 fn project_field_over_the_limit_is_field_too_large_without_buffering() {
     // A short idle timeout: a server that waited for the whole field would answer 408

@@ -210,14 +210,15 @@ impl Workspace<'_> {
     }
 
     /// Starts an upload whose workspace is not known yet (the project form field may
-    /// follow the file): the bytes go to a hidden temporary beside this workspace's
-    /// `public/`, and [`Workspace::adopt_upload`] places them.
+    /// follow the file): the bytes go to a hidden temporary in this workspace's `public/`
+    /// with no name claimed yet, and [`Workspace::adopt_upload`] places them, here or in
+    /// a project of the same person.
     pub fn staged_upload_writer(
         &self,
         raw_name: &str,
     ) -> Result<(AtomicWriter, String), SiteError> {
         let name = self.upload_name(raw_name)?;
-        let writer = AtomicWriter::create_unplaced(&self.container()?)?
+        let writer = AtomicWriter::create_unplaced(&self.public()?)?
             .limit(self.site.config().media.max_upload_bytes)
             .owner(self.owner);
         Ok((writer, name))

@@ -272,11 +272,6 @@ impl Dir {
         fchown(self.fd.as_fd(), uid, gid)
     }
 
-    /// Flushes this directory's entries (a rename in it) to disk.
-    pub fn sync(&self) -> Result<(), FsError> {
-        rustix::fs::fsync(&self.fd).map_err(FsError::from_errno)
-    }
-
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }

@@ -1,19 +1,17 @@
 //! Request bodies in, file bytes out: a guard that cuts off clients that stall or trickle,
 //! and a sink that hands chunks to a blocking writer thread without buffering the body.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use bytes::Bytes;
-use ferry_fs::{AtomicWriter, FsError, Written};
+use bytes::{Bytes, BytesMut};
+use ferry_fs::{AtomicWriter, FsError};
 use futures_util::{Stream, StreamExt};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::ApiError;
-
-/// Chunks in flight between the network and the disk: bounds memory per transfer.
-const SINK_QUEUE_CHUNKS: usize = 16;
 
 /// How a body must keep moving.
 #[derive(Clone, Copy, Debug)]
@@ -90,44 +88,123 @@ pub fn paced(
     })
 }
 
-/// Feeds an [`AtomicWriter`] on a blocking thread; the async side only queues chunks.
+/// Bytes of one transfer held in memory at most: a smaller file is written in one go at
+/// the end (one trip to a blocking thread instead of several); a larger one streams to a
+/// writer thread through a queue this deep, so memory stays flat whatever the file's size.
+pub const SINK_MEMORY_BYTES: usize = 256 * 1024;
+
+/// Takes a body's chunks for an [`AtomicWriter`] without ever holding more than
+/// [`SINK_MEMORY_BYTES`] of them.
 pub struct Sink {
-    tx: mpsc::Sender<Bytes>,
-    task: JoinHandle<Result<AtomicWriter, FsError>>,
+    state: SinkState,
+}
+
+enum SinkState {
+    Buffering {
+        writer: Box<AtomicWriter>,
+        pending: BytesMut,
+    },
+    Streaming {
+        tx: mpsc::UnboundedSender<(Bytes, OwnedSemaphorePermit)>,
+        budget: Arc<Semaphore>,
+        task: JoinHandle<Result<AtomicWriter, FsError>>,
+    },
+    Failed(FsError),
+}
+
+/// What a [`Sink`] took, not yet on disk in full: [`Filled::complete`] writes the rest.
+pub struct Filled {
+    writer: AtomicWriter,
+    pending: BytesMut,
+}
+
+impl Filled {
+    /// Writes what is still in memory (blocking) and hands back the writer, uncommitted.
+    pub fn complete(self) -> Result<AtomicWriter, FsError> {
+        let mut writer = self.writer;
+        writer.write(&self.pending)?;
+        Ok(writer)
+    }
 }
 
 impl Sink {
-    pub fn start(mut writer: AtomicWriter) -> Sink {
-        let (tx, mut rx) = mpsc::channel::<Bytes>(SINK_QUEUE_CHUNKS);
+    pub fn new(writer: AtomicWriter) -> Sink {
+        Sink {
+            state: SinkState::Buffering {
+                writer: Box::new(writer),
+                pending: BytesMut::new(),
+            },
+        }
+    }
+
+    /// Takes one chunk. `false` means the writer stopped (over the cap, disk full):
+    /// [`Sink::finish`] then says why.
+    pub async fn send(&mut self, chunk: Bytes) -> bool {
+        if let SinkState::Buffering { writer, pending } = &mut self.state {
+            let total = (pending.len() + chunk.len()) as u64;
+            if let Err(e) = writer.check_room(total) {
+                self.state = SinkState::Failed(e);
+                return false;
+            }
+            if pending.len() + chunk.len() <= SINK_MEMORY_BYTES {
+                pending.extend_from_slice(&chunk);
+                return true;
+            }
+            self.start_streaming();
+        }
+        match &self.state {
+            SinkState::Streaming { tx, budget, .. } => {
+                let want = chunk.len().clamp(1, SINK_MEMORY_BYTES) as u32;
+                let Ok(permit) = budget.clone().acquire_many_owned(want).await else {
+                    return false;
+                };
+                tx.send((chunk, permit)).is_ok()
+            }
+            _ => false,
+        }
+    }
+
+    /// Hands what was buffered to a writer thread and streams from now on.
+    fn start_streaming(&mut self) {
+        let SinkState::Buffering { writer, pending } =
+            std::mem::replace(&mut self.state, SinkState::Failed(FsError::NotFound))
+        else {
+            return;
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel::<(Bytes, OwnedSemaphorePermit)>();
+        let budget = Arc::new(Semaphore::new(SINK_MEMORY_BYTES));
         let task = tokio::task::spawn_blocking(move || {
-            while let Some(chunk) = rx.blocking_recv() {
+            let mut writer = *writer;
+            writer.write(&pending)?;
+            drop(pending);
+            while let Some((chunk, _permit)) = rx.blocking_recv() {
                 writer.write(&chunk)?;
             }
             Ok(writer)
         });
-        Sink { tx, task }
+        self.state = SinkState::Streaming { tx, budget, task };
     }
 
-    /// Queues one chunk. `false` means the writer stopped (over the cap, disk full):
-    /// [`Sink::finish`] then says why.
-    pub async fn send(&self, chunk: Bytes) -> bool {
-        self.tx.send(chunk).await.is_ok()
-    }
-
-    /// Waits for every queued chunk to be written and returns the writer, uncommitted.
-    pub async fn finish(self) -> Result<AtomicWriter, ApiError> {
-        drop(self.tx);
-        match self.task.await {
-            Ok(result) => result.map_err(|e| ferry_site::SiteError::from(e).into()),
-            Err(e) => Err(ApiError::internal("sink task", e)),
+    /// Waits for the writer thread, if one runs, and returns what is left to complete.
+    pub async fn finish(self) -> Result<Filled, ApiError> {
+        let site_error = |e: FsError| ApiError::from(ferry_site::SiteError::from(e));
+        match self.state {
+            SinkState::Buffering { writer, pending } => Ok(Filled {
+                writer: *writer,
+                pending,
+            }),
+            SinkState::Failed(e) => Err(site_error(e)),
+            SinkState::Streaming { tx, task, .. } => {
+                drop(tx);
+                match task.await {
+                    Ok(Ok(writer)) => Ok(Filled {
+                        writer,
+                        pending: BytesMut::new(),
+                    }),
+                    Ok(Err(e)) => Err(site_error(e)),
+                    Err(e) => Err(ApiError::internal("sink task", e)),
+                }
+            }
         }
     }
-}
-
-/// Commits a writer on a blocking thread.
-pub async fn commit(writer: AtomicWriter) -> Result<Written, ApiError> {
-    tokio::task::spawn_blocking(move || writer.commit())
-        .await
-        .map_err(|e| ApiError::internal("commit task", e))?
-        .map_err(|e| ferry_site::SiteError::from(e).into())
 }

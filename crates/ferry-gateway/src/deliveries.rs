@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::{Instant, timeout_at};
 
 use crate::auth::Harness;
-use crate::body::{Sink, commit};
+use crate::body::Sink;
 use crate::delivery_name::{choose_name, fallback_name};
 use crate::extract::JsonBody;
 use crate::{ApiError, AppState, blocking};
@@ -126,8 +126,8 @@ async fn fetch(
     })
     .await?;
 
-    let sink = Sink::start(writer);
-    let streamed = match timeout_at(deadline, stream_into(&sink, response)).await {
+    let mut sink = Sink::new(writer);
+    let streamed = match timeout_at(deadline, stream_into(&mut sink, response)).await {
         Ok(result) => result,
         Err(_) => Err(timed_out()),
     };
@@ -137,7 +137,8 @@ async fn fetch(
         drop(sink.finish().await);
         return Err(err);
     }
-    let written = commit(sink.finish().await?).await?;
+    let filled = sink.finish().await?;
+    let written = blocking(move || Ok::<_, SiteError>(filled.complete()?.commit()?)).await?;
     let name = path.rsplit('/').next().unwrap_or_default();
     Ok(Delivered {
         notice: format!("📎 {name} — {path}"),
@@ -149,7 +150,7 @@ async fn fetch(
 
 /// Streams the response body into `sink`; stops early when the writer refuses (over the
 /// cap), which [`Sink::finish`] then reports.
-async fn stream_into(sink: &Sink, response: reqwest::Response) -> Result<(), ApiError> {
+async fn stream_into(sink: &mut Sink, response: reqwest::Response) -> Result<(), ApiError> {
     let mut body = response.bytes_stream();
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(upstream_failure)?;

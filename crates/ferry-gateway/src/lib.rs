@@ -30,6 +30,10 @@ pub use body::Pace;
 pub use error::ApiError;
 pub use upload::{MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES};
 
+/// The most a connection buffers from its socket: bounds memory per connection while
+/// keeping reads large enough for full speed.
+const READ_BUFFER_MAX_BYTES: usize = 256 * 1024;
+
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
@@ -120,7 +124,8 @@ pub async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
+        .header_read_timeout(header_read_timeout)
+        .max_buf_size(READ_BUFFER_MAX_BYTES);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {

@@ -7,12 +7,12 @@ use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use bytes::BytesMut;
-use ferry_fs::AtomicWriter;
+use ferry_site::SiteError;
 use multer::{Constraints, Multipart, SizeLimit};
 use serde::Serialize;
 
 use crate::auth::Member;
-use crate::body::{BodyError, Sink, commit, paced};
+use crate::body::{BodyError, Filled, Sink, paced};
 use crate::{ApiError, AppState, blocking};
 
 /// Room for the multipart framing around the file's bytes (boundaries, part headers,
@@ -32,7 +32,7 @@ pub struct Uploaded {
 /// The file part, written either straight into its workspace or staged until the
 /// project is known.
 struct Incoming {
-    writer: AtomicWriter,
+    filled: Filled,
     name: String,
     staged: bool,
 }
@@ -89,7 +89,7 @@ pub async fn upload(
                         .staged_upload_writer(&raw_name),
                 })
                 .await?;
-                let sink = Sink::start(writer);
+                let mut sink = Sink::new(writer);
                 let streamed = async {
                     while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
                         if !sink.send(chunk).await {
@@ -104,7 +104,7 @@ pub async fn upload(
                 let finished = sink.finish().await;
                 streamed?;
                 incoming = Some(Incoming {
-                    writer: finished?,
+                    filled: finished?,
                     name,
                     staged: project.is_none(),
                 });
@@ -133,27 +133,27 @@ pub async fn upload(
         }
     }
     let Incoming {
-        mut writer,
+        filled,
         name,
         staged,
     } = incoming.ok_or_else(|| {
         ApiError::bad_request("missing_file", "send the file in a part named 'file'")
     })?;
-    if staged {
-        let (site, person, in_project, target) = (
-            state.site.clone(),
-            who.person.clone(),
-            project.clone(),
-            name.clone(),
-        );
-        writer = blocking(move || {
+    let (site, person, in_project, target) = (
+        state.site.clone(),
+        who.person.clone(),
+        project.clone(),
+        name.clone(),
+    );
+    let written = blocking(move || {
+        let mut writer = filled.complete()?;
+        if staged {
             site.workspace(&person, in_project.as_deref())?
-                .adopt_upload(&mut writer, &target)
-                .map(|()| writer)
-        })
-        .await?;
-    }
-    let written = commit(writer).await?;
+                .adopt_upload(&mut writer, &target)?;
+        }
+        Ok::<_, SiteError>(writer.commit()?)
+    })
+    .await?;
     Ok((
         StatusCode::CREATED,
         Json(Uploaded {

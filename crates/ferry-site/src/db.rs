@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use crate::SiteError;
 
@@ -48,6 +48,18 @@ impl Db {
         Ok(Db {
             conn: Mutex::new(conn),
         })
+    }
+
+    /// Runs a one-row query through the statement cache; `None` when no row matches.
+    pub(crate) fn row<T, P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        map: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Option<T>, SiteError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(sql)?;
+        Ok(stmt.query_row(params, map).optional()?)
     }
 
     pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {

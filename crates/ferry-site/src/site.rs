@@ -3,7 +3,6 @@
 use std::path::{Path, PathBuf};
 
 use ferry_fs::{AtomicWriter, Dir, Follow};
-use rusqlite::OptionalExtension;
 
 use crate::config::{Config, SiteMode};
 use crate::db::{Db, now_secs};
@@ -178,30 +177,20 @@ impl Site {
     }
 
     pub(crate) fn require_person(&self, person: &str) -> Result<(), SiteError> {
-        let found: Option<i64> = self
-            .db
-            .conn()
-            .query_row("SELECT 1 FROM persons WHERE id = ?1", [person], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        found
+        self.db
+            .row("SELECT 1 FROM persons WHERE id = ?1", [person], |_| Ok(()))?
             .map(|_| ())
             .ok_or_else(|| SiteError::UnknownPerson(person.to_owned()))
     }
 
     pub(crate) fn require_project(&self, person: &str, project: &str) -> Result<(), SiteError> {
         check_id("project", project).map_err(|_| SiteError::UnknownProject(project.to_owned()))?;
-        let found: Option<i64> = self
-            .db
-            .conn()
-            .query_row(
+        self.db
+            .row(
                 "SELECT 1 FROM projects WHERE person = ?1 AND id = ?2",
                 [person, project],
-                |r| r.get(0),
-            )
-            .optional()?;
-        found
+                |_| Ok(()),
+            )?
             .map(|_| ())
             .ok_or_else(|| SiteError::UnknownProject(project.to_owned()))
     }
@@ -234,6 +223,11 @@ pub(crate) fn ensure_dir(
     mode: u32,
     owner: Option<(u32, u32)>,
 ) -> Result<Dir, SiteError> {
+    // Open first: on every request but the first, the folder is there.
+    match parent.open_dir(name, Follow::Never) {
+        Err(ferry_fs::FsError::NotFound) => {}
+        opened => return Ok(opened?),
+    }
     match parent.create_dir(name, mode) {
         Ok(()) => {
             let dir = parent.open_dir(name, Follow::Never)?;
@@ -242,6 +236,7 @@ pub(crate) fn ensure_dir(
             }
             Ok(dir)
         }
+        // Made by a concurrent request in the meantime.
         Err(ferry_fs::FsError::Exists) => Ok(parent.open_dir(name, Follow::Never)?),
         Err(e) => Err(e.into()),
     }

@@ -1,6 +1,5 @@
 //! Bearer tokens (spec members M-AUTH): random, stored hashed, compared in constant time.
 
-use rusqlite::OptionalExtension;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -114,15 +113,11 @@ impl Site {
         if !token.starts_with(TOKEN_TAG) || token.len() > 128 {
             return Ok(None);
         }
-        let row: Option<(Vec<u8>, String, String)> = self
-            .db
-            .conn()
-            .query_row(
-                "SELECT hash, person, kind FROM tokens WHERE prefix = ?1",
-                [prefix],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
+        let row: Option<(Vec<u8>, String, String)> = self.db.row(
+            "SELECT hash, person, kind FROM tokens WHERE prefix = ?1",
+            [prefix],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
         let Some((stored, person, kind)) = row else {
             return Ok(None);
         };

@@ -230,6 +230,7 @@ fn serve(data: &Path, config: Config) -> Result<()> {
             .await
             .with_context(|| format!("listening on {listen}"))?;
         let addr = listener.local_addr()?;
+        state.start_background()?;
         match first_token {
             Some(token) => println!("http://{addr}/#token={token}"),
             None => {

@@ -50,12 +50,9 @@ pub async fn deliver(
                 "the url must be an absolute http:// or https:// URL",
             )
         })?;
-    let (site, person, project) = (
-        state.site.clone(),
-        who.person.clone(),
-        request.project.clone(),
-    );
-    blocking(move || site.workspace(&person, project.as_deref()).map(|_| ())).await?;
+    state
+        .in_workspace(&who.person, request.project.as_deref(), |_| Ok(()))
+        .await?;
 
     let limits = &state.site.config().deliveries;
     let deadline = Instant::now() + Duration::from_secs(limits.timeout_secs);
@@ -109,22 +106,18 @@ async fn fetch(
         &id,
     );
 
-    let (site, person, project) = (
-        state.site.clone(),
-        person.to_owned(),
-        request.project.clone(),
-    );
-    let (writer, path) = blocking(move || {
-        let workspace = site.workspace(&person, project.as_deref())?;
-        match workspace.delivery_writer(&name, max_bytes) {
-            // A name nothing can be made of (`..`) still delivers, under the fallback.
-            Err(SiteError::Fs(ferry_fs::FsError::UnsafeName(_))) => {
-                workspace.delivery_writer(&fallback_name(&id), max_bytes)
+    let fallback = fallback_name(&id);
+    let (writer, path) = state
+        .in_workspace(person, request.project.as_deref(), move |ws| {
+            match ws.delivery_writer(&name, max_bytes) {
+                // A name nothing can be made of (`..`) still delivers, under the fallback.
+                Err(SiteError::Fs(ferry_fs::FsError::UnsafeName(_))) => {
+                    ws.delivery_writer(&fallback, max_bytes)
+                }
+                other => other,
             }
-            other => other,
-        }
-    })
-    .await?;
+        })
+        .await?;
 
     let mut sink = Sink::new(writer);
     let streamed = match timeout_at(deadline, stream_into(&mut sink, response)).await {
@@ -139,6 +132,9 @@ async fn fetch(
     }
     let filled = sink.finish().await?;
     let written = blocking(move || Ok::<_, SiteError>(filled.complete()?.commit()?)).await?;
+    state
+        .events
+        .publish(person, request.project.as_deref(), vec![path.clone()]);
     let name = path.rsplit('/').next().unwrap_or_default();
     Ok(Delivered {
         notice: format!("📎 {name} — {path}"),
@@ -186,7 +182,7 @@ fn upstream_timeout(secs: u64) -> ApiError {
 }
 
 /// reqwest's message, without the URL (which may carry credentials in its query).
-fn without_url(err: &reqwest::Error) -> String {
+pub(crate) fn without_url(err: &reqwest::Error) -> String {
     let mut text = err.to_string();
     if let Some(url) = err.url() {
         text = text

@@ -17,7 +17,7 @@ use tokio_util::io::ReaderStream;
 use crate::auth::Member;
 use crate::extract::{JsonBody, QueryParams};
 use crate::range::{RangeRequest, etag_for, if_none_match_hits, if_range_allows, parse_range};
-use crate::{ApiError, AppState, blocking};
+use crate::{ApiError, AppState};
 
 /// Bytes read per chunk of a download.
 const DOWNLOAD_CHUNK_BYTES: usize = 64 * 1024;
@@ -25,7 +25,7 @@ const DOWNLOAD_CHUNK_BYTES: usize = 64 * 1024;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectQuery {
-    project: Option<String>,
+    pub project: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -55,9 +55,9 @@ pub async fn list(
     Member(who): Member,
     QueryParams(q): QueryParams<ProjectQuery>,
 ) -> Result<Json<Listing>, ApiError> {
-    let site = state.site.clone();
-    let listing =
-        blocking(move || site.workspace(&who.person, q.project.as_deref())?.list()).await?;
+    let listing = state
+        .in_workspace(&who.person, q.project.as_deref(), |ws| ws.list())
+        .await?;
     Ok(Json(listing))
 }
 
@@ -66,12 +66,13 @@ pub async fn mkdir(
     Member(who): Member,
     JsonBody(body): JsonBody<MkdirBody>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
-    let site = state.site.clone();
-    let path = blocking(move || {
-        site.workspace(&who.person, body.project.as_deref())?
-            .mkdir(&body.path)
-    })
-    .await?;
+    let project = body.project.as_deref();
+    let path = state
+        .in_workspace(&who.person, project, move |ws| ws.mkdir(&body.path))
+        .await?;
+    state
+        .events
+        .publish(&who.person, project, vec![path.clone()]);
     Ok((StatusCode::CREATED, Json(json!({ "path": path }))))
 }
 
@@ -80,12 +81,15 @@ pub async fn move_entry(
     Member(who): Member,
     JsonBody(body): JsonBody<MoveBody>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let site = state.site.clone();
-    let path = blocking(move || {
-        site.workspace(&who.person, body.project.as_deref())?
-            .move_entry(&body.from, &body.to)
-    })
-    .await?;
+    let (from, to) = (body.from, body.to);
+    let project = body.project.as_deref();
+    let moved_from = from.clone();
+    let path = state
+        .in_workspace(&who.person, project, move |ws| ws.move_entry(&from, &to))
+        .await?;
+    state
+        .events
+        .publish(&who.person, project, vec![moved_from, path.clone()]);
     Ok(Json(json!({ "path": path })))
 }
 
@@ -94,12 +98,15 @@ pub async fn delete(
     Member(who): Member,
     QueryParams(q): QueryParams<PathQuery>,
 ) -> Result<StatusCode, ApiError> {
-    let site = state.site.clone();
-    blocking(move || {
-        site.workspace(&who.person, q.project.as_deref())?
-            .delete(&q.path)
-    })
-    .await?;
+    let path = q.path.clone();
+    state
+        .in_workspace(&who.person, q.project.as_deref(), move |ws| {
+            ws.delete(&path)
+        })
+        .await?;
+    state
+        .events
+        .publish(&who.person, q.project.as_deref(), vec![q.path]);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -110,21 +117,20 @@ pub async fn download(
     QueryParams(q): QueryParams<PathQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let site = state.site.clone();
-    let opened = blocking(move || {
-        let download = site
-            .workspace(&who.person, q.project.as_deref())?
-            .open_public_file(&q.path)?;
-        let mut file = download.file;
-        let content_type = sniff(&mut file)?;
-        Ok::<_, SiteError>((file, download.meta, download.name, content_type))
-    })
-    .await
-    .map_err(|e| match e.code {
-        // Whatever lies outside public/ does not exist for the member.
-        "path_escapes" => ApiError::not_found(),
-        _ => e,
-    })?;
+    let path = q.path;
+    let opened = state
+        .in_workspace(&who.person, q.project.as_deref(), move |ws| {
+            let download = ws.open_public_file(&path)?;
+            let mut file = download.file;
+            let content_type = sniff(&mut file)?;
+            Ok((file, download.meta, download.name, content_type))
+        })
+        .await
+        .map_err(|e| match e.code {
+            // Whatever lies outside public/ does not exist for the member.
+            "path_escapes" => ApiError::not_found(),
+            _ => e,
+        })?;
     let (file, meta, name, content_type) = opened;
     let len = meta.size;
     let mtime_nanos = meta

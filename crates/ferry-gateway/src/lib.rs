@@ -3,23 +3,27 @@
 //! Handlers parse, authorize and map errors; every file operation is a `ferry-site`
 //! function run on a blocking thread.
 
+mod assets;
 mod auth;
 mod body;
+mod chat;
 mod deliveries;
 mod delivery_name;
 mod error;
+mod events;
 mod extract;
 mod files;
 mod projects;
 mod range;
 mod upload;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{Html, IntoResponse};
+
 use axum::routing::{get, post};
 use ferry_site::Site;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -40,6 +44,9 @@ pub struct AppState {
     pub site: Arc<Site>,
     http: reqwest::Client,
     pace: Pace,
+    events: Arc<events::Events>,
+    /// The harness token this gateway presents upstream for each person, minted on first use.
+    relay_tokens: Arc<tokio::sync::Mutex<HashMap<String, String>>>,
 }
 
 impl AppState {
@@ -54,7 +61,49 @@ impl AppState {
             .user_agent(concat!("ferry/", env!("CARGO_PKG_VERSION")))
             .redirect(reqwest::redirect::Policy::limited(5))
             .build()?;
-        Ok(AppState { site, http, pace })
+        Ok(AppState {
+            site,
+            http,
+            pace,
+            events: Arc::default(),
+            relay_tokens: Arc::default(),
+        })
+    }
+
+    /// Runs `op` on a person's workspace, or one of their projects, on a blocking thread.
+    pub(crate) async fn in_workspace<T: Send + 'static>(
+        &self,
+        person: &str,
+        project: Option<&str>,
+        op: impl FnOnce(&ferry_site::Workspace<'_>) -> Result<T, ferry_site::SiteError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let (site, person, project) = (
+            self.site.clone(),
+            person.to_owned(),
+            project.map(str::to_owned),
+        );
+        blocking(move || op(&site.workspace(&person, project.as_deref())?)).await
+    }
+
+    /// The harness token the chat relay presents to `person`'s upstream agent.
+    async fn relay_token(&self, person: &str) -> Result<String, ApiError> {
+        let mut tokens = self.relay_tokens.lock().await;
+        if let Some(token) = tokens.get(person) {
+            return Ok(token.clone());
+        }
+        let (site, who) = (self.site.clone(), person.to_owned());
+        let token = blocking(move || site.create_relay_token(&who)).await?;
+        tokens.insert(person.to_owned(), token.clone());
+        Ok(token)
+    }
+
+    /// Starts the work that runs beside the requests: noticing files agents write into
+    /// `public/attachments/` for the pages that are open. Revokes the relay tokens an
+    /// earlier run of the gateway left behind.
+    pub fn start_background(&self) -> Result<(), ferry_site::SiteError> {
+        self.site.revoke_relay_tokens()?;
+        tokio::spawn(events::watch_attachments(self.clone()));
+        Ok(())
     }
 }
 
@@ -75,8 +124,10 @@ where
 /// Every route of the API.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/", get(index))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/v1/events", get(events::stream))
+        .route("/v1/chat", post(chat::chat))
+        .route("/v1/chat/history", get(chat::history))
         .route("/v1/media", post(upload::upload))
         .route("/v1/files", get(files::list).delete(files::delete))
         .route("/v1/files/content", get(files::download))
@@ -84,7 +135,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/files/move", post(files::move_entry))
         .route("/v1/projects", get(projects::list).post(projects::create))
         .route("/v1/deliveries", post(deliveries::deliver))
-        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such route") })
+        .fallback(assets::serve)
         .method_not_allowed_fallback(|| async {
             ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -96,18 +147,16 @@ pub fn router(state: AppState) -> Router {
             header::REFERRER_POLICY,
             HeaderValue::from_static("no-referrer"),
         ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(assets::CONTENT_SECURITY_POLICY),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
-}
-
-/// Until the web client lands, `/` says what runs here.
-async fn index() -> impl IntoResponse {
-    Html(concat!(
-        "<!doctype html><meta charset=utf-8><title>ferry</title>",
-        "<p>ferry ",
-        env!("CARGO_PKG_VERSION"),
-        " is running. The HTTP API is under <code>/v1</code>.</p>"
-    ))
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets open requests finish.

@@ -7,13 +7,12 @@ use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use bytes::BytesMut;
-use ferry_site::SiteError;
 use multer::{Constraints, Multipart, SizeLimit};
 use serde::Serialize;
 
 use crate::auth::Member;
 use crate::body::{BodyError, Filled, Sink, paced};
-use crate::{ApiError, AppState, blocking};
+use crate::{ApiError, AppState};
 
 /// Room for the multipart framing around the file's bytes (boundaries, part headers,
 /// the project field) when judging a declared `Content-Length`.
@@ -79,16 +78,14 @@ pub async fn upload(
                     ));
                 }
                 let raw_name = field.file_name().unwrap_or_default().to_owned();
-                let (site, person, in_project) =
-                    (state.site.clone(), who.person.clone(), project.clone());
                 // Before the project is known the file is staged, and placed at the end.
-                let (writer, name) = blocking(move || match in_project {
-                    Some(p) => site.workspace(&person, Some(&p))?.upload_writer(&raw_name),
-                    None => site
-                        .workspace(&person, None)?
-                        .staged_upload_writer(&raw_name),
-                })
-                .await?;
+                let staged = project.is_none();
+                let (writer, name) = state
+                    .in_workspace(&who.person, project.as_deref(), move |ws| match staged {
+                        false => ws.upload_writer(&raw_name),
+                        true => ws.staged_upload_writer(&raw_name),
+                    })
+                    .await?;
                 let mut sink = Sink::new(writer);
                 let streamed = async {
                     while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
@@ -117,8 +114,9 @@ pub async fn upload(
                     ));
                 }
                 let value = read_text_field(&mut field).await?;
-                let (site, person, id) = (state.site.clone(), who.person.clone(), value.clone());
-                blocking(move || site.workspace(&person, Some(&id)).map(|_| ())).await?;
+                state
+                    .in_workspace(&who.person, Some(&value), |_| Ok(()))
+                    .await?;
                 project = Some(value);
             }
             other => {
@@ -139,25 +137,24 @@ pub async fn upload(
     } = incoming.ok_or_else(|| {
         ApiError::bad_request("missing_file", "send the file in a part named 'file'")
     })?;
-    let (site, person, in_project, target) = (
-        state.site.clone(),
-        who.person.clone(),
-        project.clone(),
-        name.clone(),
-    );
-    let written = blocking(move || {
-        let mut writer = filled.complete()?;
-        if staged {
-            site.workspace(&person, in_project.as_deref())?
-                .adopt_upload(&mut writer, &target)?;
-        }
-        Ok::<_, SiteError>(writer.commit()?)
-    })
-    .await?;
+    let target = name.clone();
+    let written = state
+        .in_workspace(&who.person, project.as_deref(), move |ws| {
+            let mut writer = filled.complete()?;
+            if staged {
+                ws.adopt_upload(&mut writer, &target)?;
+            }
+            Ok(writer.commit()?)
+        })
+        .await?;
+    let path = format!("{}/{name}", ferry_site::PUBLIC_DIR_NAME);
+    state
+        .events
+        .publish(&who.person, project.as_deref(), vec![path.clone()]);
     Ok((
         StatusCode::CREATED,
         Json(Uploaded {
-            path: format!("{}/{name}", ferry_site::PUBLIC_DIR_NAME),
+            path,
             size: written.size,
             sha256: written.sha256_hex(),
             project,

@@ -81,6 +81,8 @@ pub struct Config {
     pub media: MediaConfig,
     /// Harness deliveries (M-DELIVER).
     pub deliveries: DeliveriesConfig,
+    /// The upstream agent the chat relay talks to (M-CHAT).
+    pub agent: AgentConfig,
 }
 
 /// How ferry is deployed relative to the agents whose files it serves.
@@ -191,6 +193,33 @@ impl Default for DeliveriesConfig {
         Self {
             max_bytes: DELIVERY_MAX_BYTES,
             timeout_secs: DELIVERY_TIMEOUT_SECS,
+        }
+    }
+}
+
+/// Seconds one chat turn may take, upstream reply included.
+pub const CHAT_TURN_TIMEOUT_SECS: u64 = 300;
+
+/// The `[agent]` section: where the chat relay sends a member's messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// An OpenAI-compatible streaming endpoint, e.g. `http://127.0.0.1:9000/v1/chat/completions`.
+    /// Unset: `POST /v1/chat` answers `503 no_agent`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// The `model` named in each upstream request.
+    pub model: String,
+    /// Seconds one turn may take.
+    pub timeout_secs: u64,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            upstream: None,
+            model: "ferry-agent".to_owned(),
+            timeout_secs: CHAT_TURN_TIMEOUT_SECS,
         }
     }
 }
@@ -338,6 +367,17 @@ impl Config {
                 "server.header_read_timeout_secs",
                 "must be greater than 0, or every request is cut off",
             ));
+        }
+        if let Some(upstream) = &self.agent.upstream
+            && !(upstream.starts_with("http://") || upstream.starts_with("https://"))
+        {
+            return Err(invalid(
+                "agent.upstream",
+                "must be an http:// or https:// URL of a chat completions endpoint",
+            ));
+        }
+        if self.agent.timeout_secs == 0 {
+            return Err(invalid("agent.timeout_secs", "must be greater than 0"));
         }
         if self.media.max_upload_bytes == 0 {
             return Err(invalid("media.max_upload_bytes", "must be greater than 0"));

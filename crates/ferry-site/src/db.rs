@@ -23,12 +23,24 @@ CREATE TABLE IF NOT EXISTS projects (
     created INTEGER NOT NULL,
     PRIMARY KEY (person, id)
 );
+CREATE TABLE IF NOT EXISTS chat_messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    person TEXT NOT NULL REFERENCES persons(id),
+    project TEXT NOT NULL,
+    role TEXT NOT NULL,
+    text TEXT NOT NULL,
+    attachments TEXT NOT NULL,
+    created INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chat_messages_by_workspace ON chat_messages (person, project, id);
 CREATE TABLE IF NOT EXISTS tokens (
     prefix TEXT PRIMARY KEY,
     hash BLOB NOT NULL,
     person TEXT NOT NULL REFERENCES persons(id),
     kind TEXT NOT NULL,
-    created INTEGER NOT NULL
+    created INTEGER NOT NULL,
+    -- 'relay': minted by the gateway for its own calls upstream, revoked at its next start.
+    purpose TEXT NOT NULL DEFAULT ''
 );
 ";
 

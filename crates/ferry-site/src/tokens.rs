@@ -13,6 +13,9 @@ const TOKEN_RANDOM_BYTES: usize = 20;
 /// Characters of a token kept in clear as its public handle (for lookup and revocation).
 const TOKEN_PREFIX_CHARS: usize = 12;
 
+/// The purpose of the tokens the gateway mints for the chat relay.
+const RELAY_PURPOSE: &str = "relay";
+
 /// What a token may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TokenKind {
@@ -59,6 +62,29 @@ fn hash(token: &str) -> [u8; 32] {
 impl Site {
     /// Makes a new token for `person` and returns it; only its hash is kept.
     pub fn create_token(&self, person: &str, kind: TokenKind) -> Result<String, SiteError> {
+        self.insert_token(person, kind, "")
+    }
+
+    /// Makes the harness token the gateway itself presents to the upstream agent of
+    /// `person` (so that the agent can deliver); [`Site::revoke_relay_tokens`] ends them.
+    pub fn create_relay_token(&self, person: &str) -> Result<String, SiteError> {
+        self.insert_token(person, TokenKind::Harness, RELAY_PURPOSE)
+    }
+
+    /// Revokes the relay tokens of an earlier gateway run.
+    pub fn revoke_relay_tokens(&self) -> Result<usize, SiteError> {
+        Ok(self
+            .db
+            .conn()
+            .execute("DELETE FROM tokens WHERE purpose = ?1", [RELAY_PURPOSE])?)
+    }
+
+    fn insert_token(
+        &self,
+        person: &str,
+        kind: TokenKind,
+        purpose: &str,
+    ) -> Result<String, SiteError> {
         self.require_person(person)?;
         let mut random = [0u8; TOKEN_RANDOM_BYTES];
         getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -69,13 +95,15 @@ impl Site {
                 .to_ascii_lowercase()
         );
         self.db.conn().execute(
-            "INSERT INTO tokens (prefix, hash, person, kind, created) VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO tokens (prefix, hash, person, kind, created, purpose)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             rusqlite::params![
                 &token[..TOKEN_PREFIX_CHARS],
                 hash(&token).as_slice(),
                 person,
                 kind.as_str(),
-                now_secs()
+                now_secs(),
+                purpose
             ],
         )?;
         Ok(token)

@@ -1,7 +1,9 @@
 //! A person's workspace, or one of their projects, and its member-visible `public/`
 //! (spec members M-UP, M-LIST, M-GET, M-MANAGE, M-DELIVER).
 
+use std::collections::BTreeMap;
 use std::fs::File;
+use std::time::SystemTime;
 
 use ferry_fs::{
     AtomicWriter, Dir, EntryKind, Follow, FsError, Metadata, check_relative, is_temporary,
@@ -119,6 +121,19 @@ pub enum NodeKind {
     File,
     Dir,
     Link,
+}
+
+/// The files directly in a `public/attachments/`: name → (size, mtime).
+pub type AttachmentsState = BTreeMap<String, (u64, SystemTime)>;
+
+/// The `public/attachments/…` paths of the files that appeared or changed from `before`
+/// to `after`, sorted.
+pub fn attachments_changed(before: &AttachmentsState, after: &AttachmentsState) -> Vec<String> {
+    after
+        .iter()
+        .filter(|(name, now)| before.get(*name) != Some(now))
+        .map(|(name, _)| format!("{PUBLIC_DIR_NAME}/{ATTACHMENTS_DIR_NAME}/{name}"))
+        .collect()
 }
 
 /// A file opened for download.
@@ -281,6 +296,25 @@ impl Workspace<'_> {
             meta,
             name: path.name().to_owned(),
         })
+    }
+
+    /// Every file directly in `public/attachments/`, by name, with its size and mtime:
+    /// two snapshots tell which files appeared or changed in between. Empty when
+    /// `attachments` is not a real folder.
+    pub fn attachments_state(&self) -> Result<AttachmentsState, SiteError> {
+        let attachments = match self.public()?.open_dir(ATTACHMENTS_DIR_NAME, Follow::Never) {
+            Ok(dir) => dir,
+            Err(FsError::PathEscapes | FsError::NotADirectory | FsError::NotFound) => {
+                return Ok(BTreeMap::new());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(attachments
+            .entries()?
+            .into_iter()
+            .filter(|e| e.meta.kind == EntryKind::File && !is_temporary(&e.name))
+            .map(|e| (e.name, (e.meta.size, e.meta.mtime)))
+            .collect())
     }
 
     /// Makes a folder under `public/`, with its missing parents (M-MANAGE).

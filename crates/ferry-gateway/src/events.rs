@@ -1,0 +1,171 @@
+//! `GET /v1/events`: a person's live stream of changes to their `public/` folders, so the
+//! Files panel shows new deliveries without a reload (spec M-WEB).
+//!
+//! Changes made through the API are published by the handler that made them. Files the
+//! agent writes into `public/attachments/` itself are noticed by polling, only for people
+//! with a page open, at [`ATTACHMENTS_POLL_INTERVAL`].
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use ferry_site::AttachmentsState;
+use futures_util::Stream;
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use crate::auth::Member;
+use crate::{AppState, blocking};
+
+/// How often watched `public/attachments/` folders are compared with their last state.
+pub const ATTACHMENTS_POLL_INTERVAL: Duration = Duration::from_millis(400);
+/// Events a slow subscriber may fall behind before it is told to reload everything.
+const EVENT_BACKLOG: usize = 256;
+/// Comment lines that keep idle streams (and the proxies on their way) open.
+const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(15);
+
+/// Something under one workspace's `public/` changed.
+#[derive(Clone, Debug, Serialize)]
+pub struct FileEvent {
+    #[serde(skip)]
+    person: String,
+    project: Option<String>,
+    paths: Vec<String>,
+}
+
+/// The broadcast of file events, and who is listening.
+pub struct Events {
+    tx: broadcast::Sender<FileEvent>,
+    listeners: Mutex<HashMap<String, usize>>,
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        Events {
+            tx: broadcast::channel(EVENT_BACKLOG).0,
+            listeners: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Events {
+    /// Tells `person`'s open pages that `paths` changed in a workspace.
+    pub fn publish(&self, person: &str, project: Option<&str>, paths: Vec<String>) {
+        // No receiver is not an error: nobody has a page open.
+        let _ = self.tx.send(FileEvent {
+            person: person.to_owned(),
+            project: project.map(str::to_owned),
+            paths,
+        });
+    }
+
+    /// The people with at least one page open.
+    fn watched(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.listeners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Counts a listener for as long as its stream lives.
+struct Listening {
+    events: Arc<Events>,
+    person: String,
+}
+
+impl Listening {
+    fn new(events: Arc<Events>, person: String) -> Listening {
+        *events.lock().entry(person.clone()).or_default() += 1;
+        Listening { events, person }
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let mut listeners = self.events.lock();
+        if let Some(n) = listeners.get_mut(&self.person) {
+            *n -= 1;
+            if *n == 0 {
+                listeners.remove(&self.person);
+            }
+        }
+    }
+}
+
+pub async fn stream(
+    State(state): State<AppState>,
+    Member(who): Member,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let rx = state.events.tx.subscribe();
+    let listening = Listening::new(state.events.clone(), who.person.clone());
+    let events = futures_util::stream::unfold((rx, listening), |(mut rx, listening)| async move {
+        loop {
+            let event = match rx.recv().await {
+                Ok(event) if event.person == listening.person => event,
+                Ok(_) => continue,
+                // Fell behind: an event without paths makes the page reload everything.
+                Err(broadcast::error::RecvError::Lagged(_)) => FileEvent {
+                    person: listening.person.clone(),
+                    project: None,
+                    paths: Vec::new(),
+                },
+                Err(broadcast::error::RecvError::Closed) => return None,
+            };
+            let sse = Event::default()
+                .event("files")
+                .json_data(&event)
+                .unwrap_or_else(|_| Event::default().event("files").data("{}"));
+            return Some((Ok(sse), (rx, listening)));
+        }
+    });
+    Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE_INTERVAL).text("ping"))
+}
+
+/// Publishes the files that appear or change in the `public/attachments/` folders of
+/// people with a page open, however they got there. Runs for the life of the gateway.
+pub async fn watch_attachments(state: AppState) {
+    let mut known: HashMap<(String, Option<String>), AttachmentsState> = HashMap::new();
+    let mut ticks = tokio::time::interval(ATTACHMENTS_POLL_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let watched = state.events.watched();
+        known.retain(|(person, _), _| watched.contains(person));
+        for person in watched {
+            let site = state.site.clone();
+            let who = person.clone();
+            let Ok(states) = blocking(move || {
+                let mut workspaces = vec![None];
+                workspaces.extend(site.projects(&who)?.into_iter().map(|p| Some(p.id)));
+                workspaces
+                    .into_iter()
+                    .map(|project| {
+                        let state = site
+                            .workspace(&who, project.as_deref())?
+                            .attachments_state()?;
+                        Ok((project, state))
+                    })
+                    .collect::<Result<Vec<_>, ferry_site::SiteError>>()
+            })
+            .await
+            else {
+                continue;
+            };
+            for (project, now) in states {
+                let key = (person.clone(), project.clone());
+                if let Some(before) = known.get(&key) {
+                    let changed = ferry_site::attachments_changed(before, &now);
+                    if !changed.is_empty() {
+                        state.events.publish(&person, project.as_deref(), changed);
+                    }
+                }
+                known.insert(key, now);
+            }
+        }
+    }
+}

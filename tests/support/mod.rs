@@ -364,3 +364,151 @@ pub fn tree(dir: &Path) -> Vec<String> {
     out.sort();
     out
 }
+
+/// One server-sent event: its `event:` name (`message` when the server gave none) and
+/// its `data:` lines joined by newlines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SseEvent {
+    pub event: String,
+    pub data: String,
+}
+
+impl SseEvent {
+    /// The data as JSON; panics (naming the event) when it is not.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.data).unwrap_or_else(|e| {
+            panic!(
+                "event {:?}: data is not JSON ({e}): {:?}",
+                self.event, self.data
+            )
+        })
+    }
+}
+
+enum SseItem {
+    Event(SseEvent),
+    /// The stream ended: cleanly (`None`) or with a read error.
+    End(Option<String>),
+}
+
+/// A `text/event-stream` body read on a thread of its own, so that a test can wait for
+/// the next event with a bound instead of blocking forever. Comment lines (`: ping`)
+/// are skipped.
+pub struct SseStream {
+    rx: std::sync::mpsc::Receiver<SseItem>,
+    end: Option<Option<String>>,
+}
+
+impl SseStream {
+    /// Reads events from `body` (e.g. a `reqwest::blocking::Response`) until it ends.
+    pub fn new(body: impl Read + Send + 'static) -> SseStream {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(body);
+            let (mut event, mut data, mut fields) = (String::new(), Vec::<String>::new(), false);
+            loop {
+                let mut line = Vec::new();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) => {
+                        let _ = tx.send(SseItem::End(None));
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        let _ = tx.send(SseItem::End(Some(e.to_string())));
+                        return;
+                    }
+                }
+                let line = String::from_utf8_lossy(&line);
+                let line = line.trim_end_matches(['\n', '\r']);
+                if line.is_empty() {
+                    if fields {
+                        let name = if event.is_empty() {
+                            "message".to_owned()
+                        } else {
+                            std::mem::take(&mut event)
+                        };
+                        let sse = SseEvent {
+                            event: name,
+                            data: data.join("\n"),
+                        };
+                        if tx.send(SseItem::Event(sse)).is_err() {
+                            return;
+                        }
+                    }
+                    (event, data, fields) = (String::new(), Vec::new(), false);
+                    continue;
+                }
+                if line.starts_with(':') {
+                    continue;
+                }
+                let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                match field {
+                    "event" => event = value.to_owned(),
+                    "data" => data.push(value.to_owned()),
+                    _ => {}
+                }
+                fields = true;
+            }
+        });
+        SseStream { rx, end: None }
+    }
+
+    /// The next event, or `None` when the stream has ended or `wait` passed without one
+    /// ([`SseStream::ended`] tells which).
+    pub fn next(&mut self, wait: Duration) -> Option<SseEvent> {
+        if self.end.is_some() {
+            return None;
+        }
+        match self.rx.recv_timeout(wait) {
+            Ok(SseItem::Event(event)) => Some(event),
+            Ok(SseItem::End(error)) => {
+                self.end = Some(error);
+                None
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                self.end = Some(Some("reader thread gone".to_owned()));
+                None
+            }
+        }
+    }
+
+    /// The next event; panics, saying why, when none comes within `wait`.
+    pub fn expect_event(&mut self, wait: Duration) -> SseEvent {
+        match self.next(wait) {
+            Some(event) => event,
+            None => match &self.end {
+                Some(how) => panic!("the event stream ended ({how:?}) where an event was expected"),
+                None => panic!("no event within {wait:?}"),
+            },
+        }
+    }
+
+    /// Whether the server ended the stream, and how: `Some(None)` cleanly, `Some(Some(error))`
+    /// with a read error; `None` while it is open.
+    pub fn ended(&self) -> Option<&Option<String>> {
+        self.end.as_ref()
+    }
+
+    /// Every event until the server ends the stream; panics when it has not ended within
+    /// `wait` or ended with a read error.
+    pub fn until_end(&mut self, wait: Duration) -> Vec<SseEvent> {
+        let deadline = std::time::Instant::now() + wait;
+        let mut events = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.next(left) {
+                Some(event) => events.push(event),
+                None => match &self.end {
+                    Some(None) => return events,
+                    Some(Some(e)) => panic!("the event stream broke ({e}) after {events:?}"),
+                    None => {
+                        panic!("the event stream did not end within {wait:?}; so far {events:?}")
+                    }
+                },
+            }
+        }
+    }
+}

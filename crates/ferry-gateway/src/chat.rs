@@ -162,26 +162,22 @@ pub async fn chat(
     let (tx, rx) = mpsc::channel::<Event>(RELAY_QUEUE_EVENTS);
     let timeout = Duration::from_secs(agent.timeout_secs);
     tokio::spawn(async move {
-        let reply = match tokio::time::timeout(timeout, relay(&state, &turn, &tx)).await {
-            Ok(Ok(reply)) => Some(reply),
-            Ok(Err((code, message, partial))) => {
-                send(&tx, "error", json!({ "code": code, "message": message })).await;
-                Some(partial)
-            }
-            Err(_) => {
-                let message = format!(
-                    "the agent did not finish its reply within {} seconds",
-                    timeout.as_secs()
-                );
-                send(
-                    &tx,
-                    "error",
-                    json!({ "code": "upstream_timeout", "message": message }),
-                )
-                .await;
-                None
-            }
-        };
+        // The reply is collected here, so that whatever came before a failure is saved.
+        let mut reply = String::new();
+        let failure =
+            match tokio::time::timeout(timeout, relay(&state, &turn, &tx, &mut reply)).await {
+                Ok(result) => result.err(),
+                Err(_) => Some((
+                    "upstream_timeout",
+                    format!(
+                        "the agent did not finish its reply within {} seconds",
+                        timeout.as_secs()
+                    ),
+                )),
+            };
+        if let Some((code, message)) = failure {
+            send(&tx, "error", json!({ "code": code, "message": message })).await;
+        }
         finish_turn(&state, &turn, reply, before, &tx).await;
         send(&tx, "done", json!({})).await;
     });
@@ -195,15 +191,16 @@ pub async fn chat(
         .into_response())
 }
 
-/// What went wrong upstream: an error code, a message, and the reply so far.
-type RelayError = (&'static str, String, String);
+/// What went wrong upstream: an error code and a message.
+type RelayError = (&'static str, String);
 
-/// Streams the upstream reply to the member; returns the whole reply text.
+/// Streams the upstream reply to the member, appending its text to `reply`.
 async fn relay(
     state: &AppState,
     turn: &Turn,
     tx: &mpsc::Sender<Event>,
-) -> Result<String, RelayError> {
+    reply: &mut String,
+) -> Result<(), RelayError> {
     let mut request = state
         .http
         .post(&turn.upstream)
@@ -217,14 +214,12 @@ async fn relay(
         (
             "upstream_error",
             format!("the agent could not be reached: {}", describe(&e)),
-            String::new(),
         )
     })?;
     if !response.status().is_success() {
         return Err((
             "upstream_error",
             format!("the agent answered {}", response.status()),
-            String::new(),
         ));
     }
     let streaming = response
@@ -232,7 +227,6 @@ async fn relay(
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("text/event-stream"));
-    let mut reply = String::new();
     if !streaming {
         // A server that ignores `stream: true` and answers one JSON completion.
         let body: Value = response.json().await.map_err(|e| {
@@ -242,14 +236,13 @@ async fn relay(
                     "the agent's answer is not a chat completion: {}",
                     describe(&e)
                 ),
-                String::new(),
             )
         })?;
         if let Some(text) = body["choices"][0]["message"]["content"].as_str() {
             reply.push_str(text);
             send(tx, "delta", json!({ "text": text })).await;
         }
-        return Ok(reply);
+        return Ok(());
     }
     let mut body = response.bytes_stream();
     let mut buffer = BytesMut::new();
@@ -258,7 +251,6 @@ async fn relay(
             (
                 "upstream_dropped",
                 format!("the agent's reply broke off: {}", describe(&e)),
-                reply.clone(),
             )
         })?;
         buffer.extend_from_slice(&chunk);
@@ -270,7 +262,7 @@ async fn relay(
             };
             let data = data.trim_start();
             if data == "[DONE]" {
-                return Ok(reply);
+                return Ok(());
             }
             let Ok(value) = serde_json::from_str::<Value>(data) else {
                 continue;
@@ -279,21 +271,19 @@ async fn relay(
                 && !text.is_empty()
             {
                 reply.push_str(text);
-                if !send(tx, "delta", json!({ "text": text })).await {
-                    // The member left; the rest of the reply is still saved below.
-                    continue;
-                }
+                // A member who left still gets the whole reply saved in the history.
+                send(tx, "delta", json!({ "text": text })).await;
             }
         }
     }
-    Ok(reply)
+    Ok(())
 }
 
 /// Saves the agent's words and announces the files the turn delivered.
 async fn finish_turn(
     state: &AppState,
     turn: &Turn,
-    reply: Option<String>,
+    reply: String,
     before: ferry_site::AttachmentsState,
     tx: &mpsc::Sender<Event>,
 ) {
@@ -303,7 +293,7 @@ async fn finish_turn(
         turn.project.clone(),
     );
     let delivered = blocking(move || {
-        if let Some(reply) = reply.filter(|r| !r.is_empty()) {
+        if !reply.is_empty() {
             site.append_chat(
                 &person,
                 project.as_deref(),

@@ -3,7 +3,8 @@
 //!
 //! Changes made through the API are published by the handler that made them. Files the
 //! agent writes into `public/attachments/` itself are noticed by polling, only for people
-//! with a page open, at [`ATTACHMENTS_POLL_INTERVAL`].
+//! with a page open, at [`ATTACHMENTS_POLL_INTERVAL`], against a first state taken when the
+//! page's stream opens (so a file written right after that is not taken for the baseline).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -36,10 +37,15 @@ pub struct FileEvent {
     paths: Vec<String>,
 }
 
+/// One watched workspace: a person and a project (`None`: the main workspace).
+type WorkspaceKey = (String, Option<String>);
+
 /// The broadcast of file events, and who is listening.
 pub struct Events {
     tx: broadcast::Sender<FileEvent>,
     listeners: Mutex<HashMap<String, usize>>,
+    /// The last known `public/attachments/` of every watched workspace.
+    known: Mutex<HashMap<WorkspaceKey, AttachmentsState>>,
 }
 
 impl Default for Events {
@@ -47,6 +53,7 @@ impl Default for Events {
         Events {
             tx: broadcast::channel(EVENT_BACKLOG).0,
             listeners: Mutex::new(HashMap::new()),
+            known: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -70,6 +77,28 @@ impl Events {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
         self.listeners.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<WorkspaceKey, AttachmentsState>> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The `public/attachments/` state of each of `person`'s workspaces.
+fn attachments_states(
+    site: &ferry_site::Site,
+    person: &str,
+) -> Result<Vec<(Option<String>, AttachmentsState)>, ferry_site::SiteError> {
+    let mut workspaces = vec![None];
+    workspaces.extend(site.projects(person)?.into_iter().map(|p| Some(p.id)));
+    workspaces
+        .into_iter()
+        .map(|project| {
+            let state = site
+                .workspace(person, project.as_deref())?
+                .attachments_state()?;
+            Ok((project, state))
+        })
+        .collect()
 }
 
 /// Counts a listener for as long as its stream lives.
@@ -103,6 +132,15 @@ pub async fn stream(
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let rx = state.events.tx.subscribe();
     let listening = Listening::new(state.events.clone(), who.person.clone());
+    // The poller's first state of this person's folders, taken before the stream answers:
+    // a file written from now on is a change. A page already open keeps the older state.
+    let (site, person) = (state.site.clone(), who.person.clone());
+    if let Ok(states) = blocking(move || attachments_states(&site, &person)).await {
+        let mut known = state.events.known();
+        for (project, now) in states {
+            known.entry((who.person.clone(), project)).or_insert(now);
+        }
+    }
     let events = futures_util::stream::unfold((rx, listening), |(mut rx, listening)| async move {
         loop {
             let event = match rx.recv().await {
@@ -129,36 +167,36 @@ pub async fn stream(
 /// Publishes the files that appear or change in the `public/attachments/` folders of
 /// people with a page open, however they got there. Runs for the life of the gateway.
 pub async fn watch_attachments(state: AppState) {
-    let mut known: HashMap<(String, Option<String>), AttachmentsState> = HashMap::new();
     let mut ticks = tokio::time::interval(ATTACHMENTS_POLL_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let watched = state.events.watched();
-        known.retain(|(person, _), _| watched.contains(person));
-        for person in watched {
-            let site = state.site.clone();
-            let who = person.clone();
-            let Ok(states) = blocking(move || {
-                let mut workspaces = vec![None];
-                workspaces.extend(site.projects(&who)?.into_iter().map(|p| Some(p.id)));
-                workspaces
-                    .into_iter()
-                    .map(|project| {
-                        let state = site
-                            .workspace(&who, project.as_deref())?
-                            .attachments_state()?;
-                        Ok((project, state))
-                    })
-                    .collect::<Result<Vec<_>, ferry_site::SiteError>>()
-            })
-            .await
-            else {
+        {
+            // Checked against the listeners of this moment, not of the tick's start, so the
+            // first state of a page that opened meanwhile is kept.
+            let listeners = state.events.lock();
+            state
+                .events
+                .known()
+                .retain(|(person, _), _| listeners.contains_key(person));
+        }
+        for person in state.events.watched() {
+            let (site, who) = (state.site.clone(), person.clone());
+            let Ok(states) = blocking(move || attachments_states(&site, &who)).await else {
                 continue;
             };
+            let mut known = state.events.known();
+            // A workspace unknown while others of the person are known is a project made
+            // since the page opened: everything in it is new.
+            let watching = known.keys().any(|(p, _)| *p == person);
             for (project, now) in states {
                 let key = (person.clone(), project.clone());
-                if let Some(before) = known.get(&key) {
+                let before = match known.get(&key) {
+                    Some(before) => Some(before),
+                    None if watching => Some(&AttachmentsState::new()),
+                    None => None,
+                };
+                if let Some(before) = before {
                     let changed = ferry_site::attachments_changed(before, &now);
                     if !changed.is_empty() {
                         state.events.publish(&person, project.as_deref(), changed);

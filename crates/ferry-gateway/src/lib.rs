@@ -88,7 +88,10 @@ impl AppState {
     /// The harness token the chat relay presents to `person`'s upstream agent.
     async fn relay_token(&self, person: &str) -> Result<String, ApiError> {
         let mut tokens = self.relay_tokens.lock().await;
-        if let Some(token) = tokens.get(person) {
+        // Still valid? An operator may have revoked it with `ferry token revoke`.
+        if let Some(token) = tokens.get(person)
+            && self.site.authenticate(token)?.is_some()
+        {
             return Ok(token.clone());
         }
         let (site, who) = (self.site.clone(), person.to_owned());

@@ -1,0 +1,1712 @@
+//! The chat relay and the live events, end to end over HTTP (spec members M-CHAT,
+//! M-DELIVER, M-AUTH, M-WEB; docs/web-contract.md): a real gateway relaying to a scripted
+//! OpenAI-compatible agent on loopback, whose answer each test chooses per request.
+
+mod support;
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use reqwest::blocking::multipart::{Form, Part};
+use serde_json::{Value, json};
+use support::{Options, Peer, Reply, Server, SseEvent, SseStream, client, error_code};
+
+/// Pause between the pieces of a scripted streamed reply.
+const STEP_DELAY: Duration = Duration::from_millis(20);
+/// The most a whole turn may take before a test gives up on it.
+const TURN_WAIT: Duration = Duration::from_secs(20);
+/// The most a test waits for an expected `files` event.
+const EVENT_WAIT: Duration = Duration::from_secs(5);
+/// Files written straight to disk are polled for every 400 ms; the contract says "within a
+/// second", and this leaves room for a loaded machine.
+const POLL_WAIT: Duration = Duration::from_millis(1500);
+
+// ---------------------------------------------------------------------------------------
+// The scripted upstream agent
+// ---------------------------------------------------------------------------------------
+
+/// One request the scripted agent received.
+#[derive(Clone, Debug)]
+struct Request {
+    method: String,
+    path: String,
+    /// Names lower-cased.
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The bearer token the gateway presented.
+    fn token(&self) -> String {
+        let auth = self
+            .header("authorization")
+            .expect("an Authorization header");
+        auth.strip_prefix("Bearer ")
+            .unwrap_or_else(|| panic!("not a bearer token: {auth:?}"))
+            .to_owned()
+    }
+
+    fn messages(&self) -> &Vec<Value> {
+        self.body["messages"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no messages array in {}", self.body))
+    }
+
+    /// The `content` of the last message, which must be the member's.
+    fn last_user_content(&self) -> &str {
+        let last = self.messages().last().expect("at least one message");
+        assert_eq!(
+            last["role"], "user",
+            "the last message is the member's: {last}"
+        );
+        last["content"].as_str().expect("a text content")
+    }
+}
+
+/// Something the agent does while streaming.
+enum Step {
+    /// One `data:` chunk with this text as its delta.
+    Delta(String),
+    /// Runs on the agent's thread with the request: write a file, call the gateway, …
+    Act(Box<dyn FnOnce(&Request) + Send>),
+    /// Destroys the connection in the middle of the chunked body.
+    Cut,
+}
+
+fn delta(text: &str) -> Step {
+    Step::Delta(text.to_owned())
+}
+
+fn act(f: impl FnOnce(&Request) + Send + 'static) -> Step {
+    Step::Act(Box::new(f))
+}
+
+/// How the agent answers one request.
+enum Answer {
+    /// A chunked `text/event-stream`: a role chunk, the steps, a finish chunk, `[DONE]`.
+    Stream(Vec<Step>),
+    /// This status with a small JSON error body.
+    Status(u16),
+    /// Ignores `stream` and answers one JSON completion with this text.
+    Completion(String),
+    /// Starts a stream, runs the steps, and never finishes (until the gateway hangs up).
+    Hang(Vec<Step>),
+}
+
+/// A loopback OpenAI-compatible chat completions endpoint that answers each request with
+/// the next queued [`Answer`] (an unscripted request gets a 500) and records every request.
+struct Agent {
+    url: String,
+    requests: Arc<Mutex<Vec<Request>>>,
+    answers: Arc<Mutex<VecDeque<Answer>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Agent {
+    fn start() -> Agent {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        );
+        listener.set_nonblocking(true).unwrap();
+        let agent = Agent {
+            url,
+            requests: Arc::default(),
+            answers: Arc::default(),
+            stop: Arc::default(),
+        };
+        let (requests, answers, stop) = (
+            agent.requests.clone(),
+            agent.answers.clone(),
+            agent.stop.clone(),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let (requests, answers) = (requests.clone(), answers.clone());
+                        std::thread::spawn(move || serve_agent(stream, &requests, &answers));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        agent
+    }
+
+    /// Queues the answer to the next request.
+    fn answer(&self, answer: Answer) {
+        self.answers.lock().unwrap().push_back(answer);
+    }
+
+    fn requests(&self) -> Vec<Request> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    fn last_request(&self) -> Request {
+        self.requests().pop().expect("the agent received a request")
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn serve_agent(
+    stream: TcpStream,
+    requests: &Mutex<Vec<Request>>,
+    answers: &Mutex<VecDeque<Answer>>,
+) {
+    stream.set_nonblocking(false).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+        return;
+    }
+    let mut words = request_line.split_whitespace();
+    let method = words.next().unwrap_or_default().to_owned();
+    let path = words.next().unwrap_or_default().to_owned();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+        }
+    }
+    let length = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let request = Request {
+        method,
+        path,
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    requests.lock().unwrap().push(request.clone());
+    let answer = answers.lock().unwrap().pop_front();
+    let mut out = stream;
+    match answer {
+        None => respond(
+            &mut out,
+            500,
+            "application/json",
+            r#"{"error":{"message":"the test scripted no answer"}}"#,
+        ),
+        Some(Answer::Status(status)) => respond(
+            &mut out,
+            status,
+            "application/json",
+            r#"{"error":{"message":"scripted failure"}}"#,
+        ),
+        Some(Answer::Completion(text)) => {
+            let body = json!({
+                "id": "chatcmpl-test",
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            });
+            respond(&mut out, 200, "application/json", &body.to_string());
+        }
+        Some(Answer::Stream(steps)) => {
+            if stream_steps(&mut out, &request, steps).is_ok() {
+                let _ = finish_chunk(&mut out, json!({}), Some("stop"))
+                    .and_then(|()| chunk(&mut out, b"data: [DONE]\n\n"))
+                    .and_then(|()| out.write_all(b"0\r\n\r\n"))
+                    .and_then(|()| out.flush());
+            }
+        }
+        Some(Answer::Hang(steps)) => {
+            if stream_steps(&mut out, &request, steps).is_ok() {
+                // Wait for the gateway to hang up; a read of 0 bytes is its close.
+                let _ = out.set_read_timeout(Some(Duration::from_secs(30)));
+                let _ = reader.read(&mut [0; 64]);
+            }
+        }
+    }
+}
+
+fn respond(out: &mut TcpStream, status: u16, content_type: &str, body: &str) {
+    let head = format!(
+        "HTTP/1.1 {status} Scripted\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = out.write_all(head.as_bytes());
+    let _ = out.write_all(body.as_bytes());
+    let _ = out.flush();
+}
+
+/// The head of a chunked event stream, then the steps; `Err` once the body was cut.
+fn stream_steps(out: &mut TcpStream, request: &Request, steps: Vec<Step>) -> std::io::Result<()> {
+    out.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+          Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+    )?;
+    // Real servers open with a chunk that carries the role and no content.
+    finish_chunk(out, json!({"role": "assistant"}), None)?;
+    for step in steps {
+        std::thread::sleep(STEP_DELAY);
+        match step {
+            Step::Delta(text) => finish_chunk(out, json!({"content": text}), None)?,
+            Step::Act(f) => f(request),
+            Step::Cut => {
+                let _ = out.shutdown(Shutdown::Both);
+                return Err(std::io::ErrorKind::ConnectionAborted.into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One `data:` line of a streamed completion, as one HTTP chunk.
+fn finish_chunk(out: &mut TcpStream, delta: Value, finish: Option<&str>) -> std::io::Result<()> {
+    let data = json!({
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    });
+    chunk(out, format!("data: {data}\n\n").as_bytes())
+}
+
+fn chunk(out: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    out.write_all(format!("{:x}\r\n", bytes.len()).as_bytes())?;
+    out.write_all(bytes)?;
+    out.write_all(b"\r\n")?;
+    out.flush()
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+/// A server whose `[agent] upstream` is `upstream`, with more environment.
+fn start_with_upstream(upstream: &str, env: &[(&str, &str)]) -> Server {
+    let mut vars = vec![("FERRY_AGENT__UPSTREAM".to_owned(), upstream.to_owned())];
+    vars.extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    Server::start_with(Options {
+        env: vars,
+        ..Options::default()
+    })
+}
+
+fn start_with_agent(agent: &Agent) -> Server {
+    start_with_upstream(&agent.url, &[])
+}
+
+fn post_chat(server: &Server, token: &str, body: &Value) -> reqwest::blocking::Response {
+    client()
+        .post(server.url("/v1/chat"))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .unwrap()
+}
+
+/// Sends one chat message and returns every event of the streamed answer.
+fn turn(server: &Server, body: Value) -> Vec<SseEvent> {
+    let response = post_chat(server, &server.token, &body);
+    let status = response.status().as_u16();
+    if status != 200 {
+        panic!(
+            "POST /v1/chat {body}: {status} {}",
+            response.text().unwrap_or_default()
+        );
+    }
+    let content_type = header(&response, "content-type");
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "Content-Type {content_type:?}"
+    );
+    SseStream::new(response).until_end(TURN_WAIT)
+}
+
+/// Sends a chat message that must be refused before any stream: its status and JSON body.
+fn refused(server: &Server, body: Value) -> (u16, Value) {
+    let response = post_chat(server, &server.token, &body);
+    json_answer(response)
+}
+
+fn json_answer(response: reqwest::blocking::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let content_type = header(&response, "content-type");
+    let text = response.text().unwrap();
+    assert!(
+        content_type.starts_with("application/json"),
+        "status {status}, Content-Type {content_type:?}: {text:?}"
+    );
+    let body = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("status {status}: body is not JSON ({e}): {text:?}"));
+    (status, body)
+}
+
+fn header(response: &reqwest::blocking::Response, name: &str) -> String {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Asserts an error answer with `status` and `code`, and a message.
+fn assert_refused(answer: (u16, Value), status: u16, code: &str) {
+    let (got, body) = answer;
+    assert_eq!(got, status, "{body}");
+    assert_eq!(error_code(&body), code, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+}
+
+/// Each event as (name, JSON data).
+fn named(events: &[SseEvent]) -> Vec<(String, Value)> {
+    events.iter().map(|e| (e.event.clone(), e.json())).collect()
+}
+
+fn ev(name: &str, data: Value) -> (String, Value) {
+    (name.to_owned(), data)
+}
+
+fn delta_ev(text: &str) -> (String, Value) {
+    ev("delta", json!({ "text": text }))
+}
+
+fn done_ev() -> (String, Value) {
+    ev("done", json!({}))
+}
+
+/// The notice for `public/attachments/<name>`, exactly as the contract words it.
+fn notice_ev(name: &str) -> (String, Value) {
+    ev(
+        "notice",
+        json!({
+            "text": format!("📎 {name} — public/attachments/{name}"),
+            "path": format!("public/attachments/{name}"),
+        }),
+    )
+}
+
+/// `events` with each `error` event's message checked (a non-empty string, the only other
+/// field) and replaced by `"…"`, so that sequences can be compared exactly.
+fn with_error_messages_elided(events: &[SseEvent]) -> Vec<(String, Value)> {
+    named(events)
+        .into_iter()
+        .map(|(name, data)| {
+            if name != "error" {
+                return (name, data);
+            }
+            let fields = data.as_object().expect("an error event is an object");
+            assert_eq!(fields.len(), 2, "error event fields: {data}");
+            assert!(
+                data["message"].as_str().is_some_and(|m| !m.is_empty()),
+                "error event message: {data}"
+            );
+            (name, json!({ "code": data["code"], "message": "…" }))
+        })
+        .collect()
+}
+
+fn error_ev(code: &str) -> (String, Value) {
+    ev("error", json!({ "code": code, "message": "…" }))
+}
+
+/// Uploads `bytes` as `name` (into `project`); returns the 201 body.
+fn upload(server: &Server, token: &str, name: &str, bytes: &[u8], project: Option<&str>) -> Value {
+    let mut form = Form::new().part(
+        "file",
+        Part::bytes(bytes.to_vec()).file_name(name.to_owned()),
+    );
+    if let Some(project) = project {
+        form = form.text("project", project.to_owned());
+    }
+    let response = client()
+        .post(server.url("/v1/media"))
+        .bearer_auth(token)
+        .multipart(form)
+        .send()
+        .unwrap();
+    let (status, body) = json_answer(response);
+    assert_eq!(status, 201, "upload {name}: {body}");
+    body
+}
+
+fn create_project(server: &Server, token: &str, id: &str) {
+    let response = client()
+        .post(server.url("/v1/projects"))
+        .bearer_auth(token)
+        .json(&json!({ "id": id }))
+        .send()
+        .unwrap();
+    assert_eq!(
+        response.status().as_u16(),
+        201,
+        "{}",
+        response.text().unwrap()
+    );
+}
+
+/// Delivers `url` with a harness token; returns the 201 body.
+fn deliver(server: &Server, harness: &str, request: Value) -> Value {
+    let response = client()
+        .post(server.url("/v1/deliveries"))
+        .bearer_auth(harness)
+        .json(&request)
+        .send()
+        .unwrap();
+    let (status, body) = json_answer(response);
+    assert_eq!(status, 201, "delivery {request}: {body}");
+    body
+}
+
+/// The saved conversation of a workspace.
+fn history(server: &Server, project: Option<&str>) -> Vec<Value> {
+    let mut request = client()
+        .get(server.url("/v1/chat/history"))
+        .bearer_auth(&server.token);
+    if let Some(project) = project {
+        request = request.query(&[("project", project)]);
+    }
+    let (status, body) = json_answer(request.send().unwrap());
+    assert_eq!(status, 200, "{body}");
+    body["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no messages array: {body}"))
+        .clone()
+}
+
+/// A history entry with its time checked (RFC 3339) and removed, for exact comparison.
+fn without_time(message: &Value) -> Value {
+    let time = message["time"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no time in {message}"));
+    assert_rfc3339(time);
+    let mut message = message.clone();
+    message.as_object_mut().unwrap().remove("time");
+    message
+}
+
+fn assert_rfc3339(time: &str) {
+    let b = time.as_bytes();
+    let digits =
+        |from: usize, to: usize| (from..to).all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
+    let date_time = digits(0, 4)
+        && b[4] == b'-'
+        && digits(5, 7)
+        && b[7] == b'-'
+        && digits(8, 10)
+        && matches!(b[10], b'T' | b't')
+        && digits(11, 13)
+        && b[13] == b':'
+        && digits(14, 16)
+        && b[16] == b':'
+        && digits(17, 19);
+    let mut rest = &time[19.min(time.len())..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let n = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        assert!(n > 0, "{time:?}: empty fraction");
+        rest = &fraction[n..];
+    }
+    let zone = rest == "Z"
+        || rest == "z"
+        || (rest.len() == 6
+            && matches!(rest.as_bytes()[0], b'+' | b'-')
+            && rest.as_bytes()[3] == b':'
+            && rest
+                .bytes()
+                .enumerate()
+                .all(|(i, c)| i == 0 || i == 3 || c.is_ascii_digit()));
+    assert!(
+        b.len() >= 20 && date_time && zone,
+        "{time:?} is not an RFC 3339 time"
+    );
+}
+
+fn user(text: &str, attachments: &[&str]) -> Value {
+    json!({ "role": "user", "text": text, "attachments": attachments })
+}
+
+fn assistant(text: &str) -> Value {
+    json!({ "role": "assistant", "text": text, "attachments": [] })
+}
+
+/// `public/attachments` of `person`'s main workspace (`project` None) or a project, on disk.
+fn attachments_dir(server: &Server, person: &str, project: Option<&str>) -> PathBuf {
+    let container = match project {
+        None => server.home(person),
+        Some(p) => server.home(person).join("projects").join(p),
+    };
+    container.join("public").join("attachments")
+}
+
+/// Writes a file the way an agent does: straight to disk.
+fn write_on_disk(path: &Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The server still answers, and its process still runs.
+fn assert_alive(server: &mut Server) {
+    assert!(
+        server.is_running(),
+        "the server exited; log:\n{}",
+        server.log()
+    );
+    let response = client().get(server.url("/healthz")).send().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+}
+
+fn open_events(server: &Server, token: &str) -> SseStream {
+    let response = client()
+        .get(server.url("/v1/events"))
+        .bearer_auth(token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let content_type = header(&response, "content-type");
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "Content-Type {content_type:?}"
+    );
+    SseStream::new(response)
+}
+
+/// A person's open `GET /v1/events`. A file in `public/attachments/` is announced by the
+/// handler that wrote it and may be announced again by the poller a moment later, alone or
+/// together with files that changed since (and a file written on disk may be seen twice
+/// while it is being written). Such repeats of announced attachments are skipped or
+/// allowed beside the expected paths; anything else must be exactly the expected event.
+struct Watch {
+    stream: SseStream,
+    /// The events received, as JSON, repeats included.
+    seen: Vec<Value>,
+    /// `(project, path)` of every attachment announced so far.
+    announced: Vec<(Value, String)>,
+}
+
+impl Watch {
+    fn open(server: &Server, token: &str) -> Watch {
+        Watch {
+            stream: open_events(server, token),
+            seen: Vec::new(),
+            announced: Vec::new(),
+        }
+    }
+
+    /// The next `files` event must be `{"project":…,"paths":[…]}` (give or take repeats),
+    /// within `wait`.
+    fn expect_within(&mut self, wait: Duration, project: Option<&str>, paths: &[&str]) {
+        let want = json!({ "project": project, "paths": paths });
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(event) = self.stream.next(left) else {
+                panic!(
+                    "no files event {want} within {wait:?} (stream ended: {:?}); before: {:?}",
+                    self.stream.ended(),
+                    self.seen
+                );
+            };
+            assert_eq!(event.event, "files", "{event:?}");
+            let data = event.json();
+            self.seen.push(data.clone());
+            let got: Vec<String> = data["paths"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no paths: {data}"))
+                .iter()
+                .map(|p| p.as_str().unwrap().to_owned())
+                .collect();
+            let (wanted, extra): (Vec<&String>, Vec<&String>) =
+                got.iter().partition(|p| paths.contains(&p.as_str()));
+            let project_matches = data["project"] == want["project"];
+            let extra_repeats = extra
+                .iter()
+                .all(|p| self.was_announced(&data["project"], p));
+            if wanted.is_empty() && extra_repeats {
+                continue; // only a repeat of what was announced before
+            }
+            if project_matches && extra_repeats && wanted.len() == paths.len() {
+                self.announce(&data);
+                return; // the expected paths, perhaps with repeats
+            }
+            assert_eq!(data, want, "events so far: {:?}", self.seen);
+            self.announce(&data);
+            return;
+        }
+    }
+
+    fn expect(&mut self, project: Option<&str>, paths: &[&str]) {
+        self.expect_within(EVENT_WAIT, project, paths);
+    }
+
+    fn was_announced(&self, project: &Value, path: &str) -> bool {
+        path.starts_with("public/attachments/")
+            && self
+                .announced
+                .iter()
+                .any(|(p, a)| p == project && a == path)
+    }
+
+    fn announce(&mut self, data: &Value) {
+        for path in data["paths"].as_array().unwrap() {
+            let path = path.as_str().unwrap().to_owned();
+            self.announced.push((data["project"].clone(), path));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. A turn streams
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn chat_turn_streams_deltas_in_order_then_done() {
+    let agent = Agent::start();
+    let mut server = start_with_upstream(&agent.url, &[("FERRY_AGENT__MODEL", "scripted-model")]);
+    agent.answer(Answer::Stream(vec![
+        delta("Hello"),
+        delta(", "),
+        delta("world"),
+        delta("."),
+    ]));
+
+    let events = turn(&server, json!({ "message": "Say hello." }));
+    assert_eq!(
+        named(&events),
+        vec![
+            delta_ev("Hello"),
+            delta_ev(", "),
+            delta_ev("world"),
+            delta_ev("."),
+            done_ev()
+        ]
+    );
+
+    // What the agent was asked.
+    let requests = agent.requests();
+    assert_eq!(requests.len(), 1);
+    let request = &requests[0];
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.path, "/v1/chat/completions");
+    assert_eq!(request.header("x-ferry-person"), Some("me"));
+    assert_eq!(request.header("x-ferry-project"), None);
+    assert!(
+        request
+            .header("content-type")
+            .is_some_and(|ct| ct.starts_with("application/json")),
+        "{:?}",
+        request.headers
+    );
+    assert_eq!(request.body["stream"], json!(true), "{}", request.body);
+    assert_eq!(request.body["model"], "scripted-model", "{}", request.body);
+    let messages = request.messages();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[0]["role"], "system");
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("public/attachments")),
+        "the system message names public/attachments: {}",
+        messages[0]
+    );
+    assert_eq!(
+        messages[1],
+        json!({ "role": "user", "content": "Say hello." })
+    );
+
+    // The token the agent got is a harness token of me: it delivers, and it is no member.
+    let token = request.token();
+    assert_ne!(token, server.token);
+    let peer = Peer::start(|_| Reply::ok("made by the agent"));
+    let body = deliver(
+        &server,
+        &token,
+        json!({ "url": peer.url("/out/made-by-agent.txt") }),
+    );
+    assert_eq!(
+        body["path"], "public/attachments/made-by-agent.txt",
+        "{body}"
+    );
+    assert_eq!(
+        std::fs::read(attachments_dir(&server, "me", None).join("made-by-agent.txt")).unwrap(),
+        b"made by the agent"
+    );
+    for path in ["/v1/files", "/v1/chat/history", "/v1/events"] {
+        let response = client()
+            .get(server.url(path))
+            .bearer_auth(&token)
+            .send()
+            .unwrap();
+        assert_refused(json_answer(response), 401, "unauthorized");
+    }
+    let response = post_chat(&server, &token, &json!({ "message": "hi" }));
+    assert_refused(json_answer(response), 401, "unauthorized");
+
+    // A plain person token chats too, and the agent is given the same harness token.
+    let person = server.create_token("me", "person");
+    agent.answer(Answer::Stream(vec![delta("Again.")]));
+    let response = post_chat(&server, &person, &json!({ "message": "Once more." }));
+    assert_eq!(response.status().as_u16(), 200);
+    let events = SseStream::new(response).until_end(TURN_WAIT);
+    assert_eq!(named(&events), vec![delta_ev("Again."), done_ev()]);
+    assert_eq!(agent.last_request().token(), token);
+
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_needs_a_member_token() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    let harness = server.create_token("me", "harness");
+    for token in [None, Some("ferry_not_a_token"), Some(harness.as_str())] {
+        let mut request = client()
+            .post(server.url("/v1/chat"))
+            .json(&json!({ "message": "hi" }));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        assert_refused(json_answer(request.send().unwrap()), 401, "unauthorized");
+        let mut request = client().get(server.url("/v1/chat/history"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        assert_refused(json_answer(request.send().unwrap()), 401, "unauthorized");
+    }
+    assert!(agent.requests().is_empty());
+    assert_alive(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Notices
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn chat_notice_for_a_file_the_agent_writes_itself() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    let report = attachments_dir(&server, "me", None).join("report.txt");
+    let written = report.clone();
+    agent.answer(Answer::Stream(vec![
+        delta("Writing the report. "),
+        act(move |_| write_on_disk(&written, b"the quarterly report")),
+        delta("Saved the report to public/attachments/report.txt."),
+    ]));
+    let mut watch = Watch::open(&server, &server.token);
+
+    let events = turn(&server, json!({ "message": "Write the report." }));
+    assert_eq!(
+        named(&events),
+        vec![
+            delta_ev("Writing the report. "),
+            delta_ev("Saved the report to public/attachments/report.txt."),
+            notice_ev("report.txt"),
+            done_ev(),
+        ]
+    );
+    assert_eq!(std::fs::read(&report).unwrap(), b"the quarterly report");
+    // The open page hears of it too.
+    watch.expect(None, &["public/attachments/report.txt"]);
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_notice_for_a_delivery_the_agent_posts() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    let peer = Peer::start(|_| Reply::ok("a,b\n1,2\n"));
+    let (gateway, source) = (server.base.clone(), peer.url("/exports/summary.csv"));
+    let (tx, rx) = mpsc::channel();
+    agent.answer(Answer::Stream(vec![
+        delta("Exporting. "),
+        act(move |request| {
+            let response = client()
+                .post(format!("{gateway}/v1/deliveries"))
+                .bearer_auth(request.token())
+                .json(&json!({ "url": source }))
+                .send()
+                .unwrap();
+            tx.send(json_answer(response)).unwrap();
+        }),
+        delta("Saved the summary to public/attachments/summary.csv."),
+    ]));
+
+    let events = turn(&server, json!({ "message": "Export the summary." }));
+    let (status, body) = rx.recv_timeout(TURN_WAIT).unwrap();
+    assert_eq!(status, 201, "the agent's delivery: {body}");
+    assert_eq!(body["path"], "public/attachments/summary.csv");
+    assert_eq!(
+        named(&events),
+        vec![
+            delta_ev("Exporting. "),
+            delta_ev("Saved the summary to public/attachments/summary.csv."),
+            notice_ev("summary.csv"),
+            done_ev(),
+        ]
+    );
+    assert_eq!(
+        std::fs::read(attachments_dir(&server, "me", None).join("summary.csv")).unwrap(),
+        b"a,b\n1,2\n"
+    );
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_notices_only_what_the_turn_changed_in_attachments() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    let attachments = attachments_dir(&server, "me", None);
+    write_on_disk(&attachments.join("report.txt"), b"v1");
+
+    // Nothing changes: no notice, though attachments/ holds a file.
+    agent.answer(Answer::Stream(vec![delta("Nothing to deliver.")]));
+    let events = turn(&server, json!({ "message": "Anything new?" }));
+    assert_eq!(
+        named(&events),
+        vec![delta_ev("Nothing to deliver."), done_ev()]
+    );
+
+    // Files written elsewhere, in public/ or outside it, are no delivery.
+    let (home, public) = (server.home("me"), server.home("me").join("public"));
+    agent.answer(Answer::Stream(vec![
+        act(move |_| {
+            write_on_disk(&home.join("work").join("draft.txt"), b"draft");
+            write_on_disk(&public.join("notes.txt"), b"notes");
+        }),
+        delta("Kept my notes."),
+    ]));
+    let events = turn(&server, json!({ "message": "Take notes." }));
+    assert_eq!(named(&events), vec![delta_ev("Kept my notes."), done_ev()]);
+
+    // An existing attachment rewritten: a notice for it.
+    let report = attachments.join("report.txt");
+    agent.answer(Answer::Stream(vec![
+        act(move |_| write_on_disk(&report, b"version two")),
+        delta("Updated public/attachments/report.txt."),
+    ]));
+    let events = turn(&server, json!({ "message": "Update the report." }));
+    assert_eq!(
+        named(&events),
+        vec![
+            delta_ev("Updated public/attachments/report.txt."),
+            notice_ev("report.txt"),
+            done_ev(),
+        ]
+    );
+
+    // Two files in one turn: one notice each, after the reply and before done.
+    let dir = attachments.clone();
+    agent.answer(Answer::Stream(vec![
+        act(move |_| {
+            write_on_disk(&dir.join("b.txt"), b"b");
+            write_on_disk(&dir.join("a.txt"), b"a");
+        }),
+        delta("Two files."),
+    ]));
+    let events = named(&turn(&server, json!({ "message": "Two, please." })));
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert_eq!(events[0], delta_ev("Two files."));
+    let mut notices = events[1..3].to_vec();
+    notices.sort_by(|a, b| a.1["path"].as_str().cmp(&b.1["path"].as_str()));
+    assert_eq!(notices, vec![notice_ev("a.txt"), notice_ev("b.txt")]);
+    assert_eq!(events[3], done_ev());
+
+    assert_alive(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. History and projects
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn chat_history_keeps_the_words_never_the_notices() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    upload(&server, &server.token, "a.txt", b"input", None);
+    assert!(history(&server, None).is_empty());
+
+    let out = attachments_dir(&server, "me", None).join("out.txt");
+    agent.answer(Answer::Stream(vec![
+        delta("Done: "),
+        act(move |_| write_on_disk(&out, b"output")),
+        delta("public/attachments/out.txt"),
+    ]));
+    let events = turn(
+        &server,
+        json!({ "message": "Process this.", "attachments": ["public/a.txt"] }),
+    );
+    assert_eq!(
+        named(&events),
+        vec![
+            delta_ev("Done: "),
+            delta_ev("public/attachments/out.txt"),
+            notice_ev("out.txt"),
+            done_ev(),
+        ]
+    );
+
+    agent.answer(Answer::Stream(vec![delta("You're "), delta("welcome.")]));
+    let events = turn(&server, json!({ "message": "Thanks." }));
+    assert_eq!(
+        named(&events),
+        vec![delta_ev("You're "), delta_ev("welcome."), done_ev()]
+    );
+
+    // The second turn carried the first to the agent, after the system message.
+    let messages = agent.last_request().messages().clone();
+    assert_eq!(messages.len(), 4, "{messages:?}");
+    assert_eq!(messages[0]["role"], "system");
+    assert_eq!(messages[1]["role"], "user");
+    let first = messages[1]["content"].as_str().unwrap();
+    assert!(
+        first.starts_with("Process this.") && first.contains("public/a.txt"),
+        "{first:?}"
+    );
+    assert_eq!(
+        messages[2],
+        json!({ "role": "assistant", "content": "Done: public/attachments/out.txt" })
+    );
+    assert_eq!(messages[3], json!({ "role": "user", "content": "Thanks." }));
+    assert!(
+        messages
+            .iter()
+            .all(|m| !m["content"].as_str().unwrap().contains('📎')),
+        "no notice reaches the agent: {messages:?}"
+    );
+
+    // The saved conversation: oldest first, words only.
+    let saved = history(&server, None);
+    assert_eq!(
+        saved.iter().map(without_time).collect::<Vec<_>>(),
+        vec![
+            user("Process this.", &["public/a.txt"]),
+            assistant("Done: public/attachments/out.txt"),
+            user("Thanks.", &[]),
+            assistant("You're welcome."),
+        ]
+    );
+    let times: Vec<&str> = saved.iter().map(|m| m["time"].as_str().unwrap()).collect();
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "oldest first: {times:?}"
+    );
+    let raw = serde_json::to_string(&saved).unwrap();
+    assert!(!raw.contains('📎'), "a notice was saved: {raw}");
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_projects_have_their_own_header_notices_and_history() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    create_project(&server, &server.token, "q2");
+
+    // A turn in the project: the header, and a notice for the project's attachment only.
+    let (plan, main_file) = (
+        attachments_dir(&server, "me", Some("q2")).join("plan.txt"),
+        attachments_dir(&server, "me", None).join("main-only.txt"),
+    );
+    agent.answer(Answer::Stream(vec![
+        act(move |_| {
+            write_on_disk(&plan, b"the plan");
+            write_on_disk(&main_file, b"not this project's");
+        }),
+        delta("Saved public/attachments/plan.txt."),
+    ]));
+    let events = turn(&server, json!({ "message": "Plan Q2.", "project": "q2" }));
+    assert_eq!(
+        named(&events),
+        vec![
+            delta_ev("Saved public/attachments/plan.txt."),
+            notice_ev("plan.txt"),
+            done_ev(),
+        ]
+    );
+    let request = agent.last_request();
+    assert_eq!(request.header("x-ferry-project"), Some("q2"));
+    assert_eq!(request.header("x-ferry-person"), Some("me"));
+
+    // Separate histories.
+    assert_eq!(
+        history(&server, Some("q2"))
+            .iter()
+            .map(without_time)
+            .collect::<Vec<_>>(),
+        vec![
+            user("Plan Q2.", &[]),
+            assistant("Saved public/attachments/plan.txt.")
+        ]
+    );
+    assert!(history(&server, None).is_empty());
+
+    // The main workspace's turn knows nothing of the project's.
+    agent.answer(Answer::Stream(vec![delta("Main here.")]));
+    let events = turn(&server, json!({ "message": "Hello main." }));
+    assert_eq!(named(&events), vec![delta_ev("Main here."), done_ev()]);
+    let request = agent.last_request();
+    assert_eq!(request.header("x-ferry-project"), None);
+    assert_eq!(request.messages().len(), 2, "{:?}", request.messages());
+    assert_eq!(request.last_user_content(), "Hello main.");
+
+    // The project's next turn carries the project's conversation.
+    agent.answer(Answer::Stream(vec![delta("Next: review.")]));
+    turn(&server, json!({ "message": "Next?", "project": "q2" }));
+    let messages = agent.last_request().messages().clone();
+    assert_eq!(
+        messages[1..].to_vec(),
+        vec![
+            json!({ "role": "user", "content": "Plan Q2." }),
+            json!({ "role": "assistant", "content": "Saved public/attachments/plan.txt." }),
+            json!({ "role": "user", "content": "Next?" }),
+        ]
+    );
+
+    // An unknown project, or another person's, is refused before any stream.
+    let bob = server.add_person("bob");
+    create_project(&server, &bob, "secret");
+    let asked = agent.requests().len();
+    for project in ["nope", "secret"] {
+        assert_refused(
+            refused(&server, json!({ "message": "hi", "project": project })),
+            404,
+            "unknown_project",
+        );
+        let response = client()
+            .get(server.url("/v1/chat/history"))
+            .query(&[("project", project)])
+            .bearer_auth(&server.token)
+            .send()
+            .unwrap();
+        assert_refused(json_answer(response), 404, "unknown_project");
+    }
+    assert_eq!(
+        agent.requests().len(),
+        asked,
+        "a refused message reached the agent"
+    );
+    assert_alive(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Attachments and the limits of a message
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn chat_attachments_are_named_to_the_agent() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    assert_eq!(
+        upload(&server, &server.token, "a.txt", b"alpha", None)["path"],
+        "public/a.txt"
+    );
+
+    agent.answer(Answer::Stream(vec![delta("Read it.")]));
+    let events = turn(
+        &server,
+        json!({ "message": "Summarize this.", "attachments": ["public/a.txt"] }),
+    );
+    assert_eq!(named(&events), vec![delta_ev("Read it."), done_ev()]);
+    let content = agent.last_request().last_user_content().to_owned();
+    assert!(
+        content.starts_with("Summarize this.") && content.contains("public/a.txt"),
+        "{content:?}"
+    );
+
+    // Attachments alone are a message.
+    agent.answer(Answer::Stream(vec![delta("Got the file.")]));
+    let events = turn(
+        &server,
+        json!({ "message": "", "attachments": ["public/a.txt"] }),
+    );
+    assert_eq!(named(&events), vec![delta_ev("Got the file."), done_ev()]);
+    assert!(
+        agent
+            .last_request()
+            .last_user_content()
+            .contains("public/a.txt")
+    );
+
+    assert_eq!(
+        history(&server, None)
+            .iter()
+            .map(without_time)
+            .collect::<Vec<_>>(),
+        vec![
+            user("Summarize this.", &["public/a.txt"]),
+            assistant("Read it."),
+            user("", &["public/a.txt"]),
+            assistant("Got the file."),
+        ]
+    );
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_refuses_bad_attachments_and_messages_before_any_stream() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    upload(&server, &server.token, "a.txt", b"alpha", None);
+    upload(&server, &server.token, "b.txt", b"beta", None);
+    let outside = server.home("me").join("x");
+    write_on_disk(&outside, b"not the member's");
+    std::fs::create_dir_all(server.home("me").join("public").join("dir")).unwrap();
+
+    // Paths outside public/, or nothing there: a JSON error, 4xx.
+    for path in [
+        "home/me/x",
+        "x",
+        "../x",
+        "public/../x",
+        "/etc/passwd",
+        "public",
+        "public/dir",
+    ] {
+        let (status, body) = refused(&server, json!({ "message": "see", "attachments": [path] }));
+        assert!((400..500).contains(&status), "{path}: {status} {body}");
+        assert!(
+            body["error"]["code"]
+                .as_str()
+                .is_some_and(|c| !c.is_empty()),
+            "{path}: {body}"
+        );
+    }
+    assert_refused(
+        refused(
+            &server,
+            json!({ "message": "see", "attachments": ["public/missing.txt"] }),
+        ),
+        404,
+        "not_found",
+    );
+
+    // At most 32 attachments.
+    let many = |n: usize| -> Vec<&str> {
+        (0..n)
+            .map(|i| {
+                if i % 2 == 0 {
+                    "public/a.txt"
+                } else {
+                    "public/b.txt"
+                }
+            })
+            .collect()
+    };
+    assert_refused(
+        refused(
+            &server,
+            json!({ "message": "many", "attachments": many(33) }),
+        ),
+        400,
+        "too_many_attachments",
+    );
+    agent.answer(Answer::Stream(vec![delta("32 files.")]));
+    let events = turn(
+        &server,
+        json!({ "message": "many", "attachments": many(32) }),
+    );
+    assert_eq!(named(&events), vec![delta_ev("32 files."), done_ev()]);
+
+    // At most 64 KiB, counted in bytes.
+    const MAX: usize = 64 * 1024;
+    assert_refused(
+        refused(&server, json!({ "message": "x".repeat(MAX + 1) })),
+        400,
+        "message_too_long",
+    );
+    assert_refused(
+        refused(&server, json!({ "message": "é".repeat(MAX / 2 + 1) })),
+        400,
+        "message_too_long",
+    );
+    agent.answer(Answer::Stream(vec![delta("Long read.")]));
+    let events = turn(&server, json!({ "message": "é".repeat(MAX / 2) }));
+    assert_eq!(named(&events), vec![delta_ev("Long read."), done_ev()]);
+    assert_eq!(
+        agent.last_request().last_user_content(),
+        "é".repeat(MAX / 2)
+    );
+
+    // Nothing to say.
+    for body in [
+        json!({ "message": "" }),
+        json!({ "message": " \n\t " }),
+        json!({ "message": "", "attachments": [] }),
+    ] {
+        assert_refused(refused(&server, body), 400, "empty_message");
+    }
+    // Not the request's shape.
+    for body in [
+        json!({}),
+        json!({ "message": 1 }),
+        json!({ "message": "hi", "extra": true }),
+    ] {
+        let (status, answer) = refused(&server, body.clone());
+        assert_eq!(status, 400, "{body}: {answer}");
+    }
+
+    // Only the two accepted messages reached the agent and the conversation.
+    assert_eq!(agent.requests().len(), 2);
+    let saved = history(&server, None);
+    assert_eq!(saved.len(), 4, "{saved:?}");
+    assert_eq!(saved[0]["attachments"].as_array().unwrap().len(), 32);
+    assert_eq!(saved[2]["text"].as_str().unwrap().len(), MAX);
+    assert_alive(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. No agent configured
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn chat_without_an_upstream_is_503_no_agent_and_the_rest_works() {
+    let mut server = Server::start();
+    let (status, body) = refused(&server, json!({ "message": "hello?" }));
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(error_code(&body), "no_agent", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("[agent] upstream"), "{message:?}");
+
+    // Uploads, listings, downloads, history and events still work.
+    let uploaded = upload(&server, &server.token, "a.txt", b"still works", None);
+    assert_eq!(uploaded["path"], "public/a.txt");
+    let response = client()
+        .get(server.url("/v1/files"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    let (status, listing) = json_answer(response);
+    assert_eq!(status, 200, "{listing}");
+    let names: Vec<&str> = listing["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["public/attachments", "public/a.txt"],
+        "{listing}"
+    );
+    let response = client()
+        .get(server.url("/v1/files/content"))
+        .query(&[("path", "public/a.txt")])
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.bytes().unwrap().as_ref(), b"still works");
+    assert!(
+        history(&server, None).is_empty(),
+        "a refused message was saved"
+    );
+    let mut watch = Watch::open(&server, &server.token);
+    upload(&server, &server.token, "b.txt", b"b", None);
+    watch.expect(None, &["public/b.txt"]);
+    assert_alive(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Upstream failures
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn chat_upstream_error_status_is_an_error_event_then_done() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    agent.answer(Answer::Status(500));
+    let events = turn(&server, json!({ "message": "Fail, please." }));
+    assert_eq!(
+        with_error_messages_elided(&events),
+        vec![error_ev("upstream_error"), done_ev()]
+    );
+    assert_eq!(
+        history(&server, None)
+            .iter()
+            .map(without_time)
+            .collect::<Vec<_>>(),
+        vec![user("Fail, please.", &[])]
+    );
+
+    // The next turn works.
+    agent.answer(Answer::Stream(vec![delta("Back again.")]));
+    let events = turn(&server, json!({ "message": "Again?" }));
+    assert_eq!(named(&events), vec![delta_ev("Back again."), done_ev()]);
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_upstream_unreachable_is_an_error_event_then_done() {
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://{}/v1/chat/completions",
+        closed.local_addr().unwrap()
+    );
+    drop(closed);
+    let mut server = start_with_upstream(&url, &[]);
+    let events = turn(&server, json!({ "message": "Anyone there?" }));
+    assert_eq!(
+        with_error_messages_elided(&events),
+        vec![error_ev("upstream_error"), done_ev()]
+    );
+    let message = events[0].json()["message"].as_str().unwrap().to_owned();
+    // The member is told what failed, not where the operator's agent lives.
+    assert!(
+        !message.contains(&url),
+        "the error names the upstream URL: {message}"
+    );
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_upstream_dropping_mid_reply_keeps_the_part_said() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    agent.answer(Answer::Stream(vec![
+        delta("Part one. "),
+        delta("Part two."),
+        Step::Cut,
+        delta("never sent"),
+    ]));
+    let events = turn(&server, json!({ "message": "Tell me a long story." }));
+    assert_eq!(
+        with_error_messages_elided(&events),
+        vec![
+            delta_ev("Part one. "),
+            delta_ev("Part two."),
+            error_ev("upstream_dropped"),
+            done_ev(),
+        ]
+    );
+    assert_eq!(
+        history(&server, None)
+            .iter()
+            .map(without_time)
+            .collect::<Vec<_>>(),
+        vec![
+            user("Tell me a long story.", &[]),
+            assistant("Part one. Part two.")
+        ]
+    );
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_upstream_that_never_finishes_times_out() {
+    let agent = Agent::start();
+    let mut server = start_with_upstream(&agent.url, &[("FERRY_AGENT__TIMEOUT_SECS", "1")]);
+    agent.answer(Answer::Hang(vec![delta("Thinking…")]));
+    let started = Instant::now();
+    let response = post_chat(&server, &server.token, &json!({ "message": "Think hard." }));
+    assert_eq!(response.status().as_u16(), 200);
+    let events = SseStream::new(response).until_end(Duration::from_secs(6));
+    assert_eq!(
+        with_error_messages_elided(&events),
+        vec![
+            delta_ev("Thinking…"),
+            error_ev("upstream_timeout"),
+            done_ev()
+        ]
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "timed out early: {:?}",
+        started.elapsed()
+    );
+
+    // What came before the timeout is saved, like a reply that broke off.
+    assert_eq!(
+        history(&server, None)
+            .iter()
+            .map(without_time)
+            .collect::<Vec<_>>(),
+        vec![user("Think hard.", &[]), assistant("Thinking…")]
+    );
+
+    // The gateway keeps serving turns afterwards.
+    agent.answer(Answer::Stream(vec![delta("Quick one.")]));
+    let events = turn(&server, json!({ "message": "Quick?" }));
+    assert_eq!(named(&events), vec![delta_ev("Quick one."), done_ev()]);
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_upstream_answering_one_json_completion_is_one_delta() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    agent.answer(Answer::Completion("The whole answer at once.".to_owned()));
+    let events = turn(&server, json!({ "message": "No streaming." }));
+    assert_eq!(
+        named(&events),
+        vec![delta_ev("The whole answer at once."), done_ev()]
+    );
+    assert_eq!(
+        history(&server, None)
+            .iter()
+            .map(without_time)
+            .collect::<Vec<_>>(),
+        vec![
+            user("No streaming.", &[]),
+            assistant("The whole answer at once.")
+        ]
+    );
+    assert_alive(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. GET /v1/events
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn events_announce_every_change_made_through_the_api() {
+    let mut server = Server::start();
+    let harness = server.create_token("me", "harness");
+    create_project(&server, &server.token, "p");
+    let peer = Peer::start(|_| Reply::ok("delivered"));
+    let mut watch = Watch::open(&server, &server.token);
+
+    upload(&server, &server.token, "a.txt", b"a", None);
+    watch.expect(None, &["public/a.txt"]);
+
+    let response = client()
+        .post(server.url("/v1/files/mkdir"))
+        .bearer_auth(&server.token)
+        .json(&json!({ "path": "public/reports" }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    watch.expect(None, &["public/reports"]);
+
+    let response = client()
+        .post(server.url("/v1/files/move"))
+        .bearer_auth(&server.token)
+        .json(&json!({ "from": "public/a.txt", "to": "public/reports/a.txt" }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    watch.expect(None, &["public/a.txt", "public/reports/a.txt"]);
+
+    let response = client()
+        .delete(server.url("/v1/files"))
+        .query(&[("path", "public/reports/a.txt")])
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 204);
+    watch.expect(None, &["public/reports/a.txt"]);
+
+    upload(&server, &server.token, "b.txt", b"b", Some("p"));
+    watch.expect(Some("p"), &["public/b.txt"]);
+
+    deliver(&server, &harness, json!({ "url": peer.url("/d.txt") }));
+    watch.expect(None, &["public/attachments/d.txt"]);
+
+    deliver(
+        &server,
+        &harness,
+        json!({ "url": peer.url("/e.txt"), "project": "p" }),
+    );
+    watch.expect(Some("p"), &["public/attachments/e.txt"]);
+
+    // A refused change announces nothing: the next event is the next real change.
+    let response = client()
+        .post(server.url("/v1/files/mkdir"))
+        .bearer_auth(&server.token)
+        .json(&json!({ "path": "public/attachments" }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 403);
+    upload(&server, &server.token, "c.txt", b"c", None);
+    watch.expect(None, &["public/c.txt"]);
+    assert_alive(&mut server);
+}
+
+#[test]
+fn events_notice_files_written_straight_to_disk() {
+    let mut server = Server::start();
+    create_project(&server, &server.token, "p");
+    let mut watch = Watch::open(&server, &server.token);
+
+    // Written the moment the stream is open, as an agent busy in the background would.
+    write_on_disk(
+        &attachments_dir(&server, "me", None).join("ondisk.txt"),
+        b"written by the agent",
+    );
+    watch.expect_within(POLL_WAIT, None, &["public/attachments/ondisk.txt"]);
+
+    write_on_disk(
+        &attachments_dir(&server, "me", Some("p")).join("plan.txt"),
+        b"in the project",
+    );
+    watch.expect_within(POLL_WAIT, Some("p"), &["public/attachments/plan.txt"]);
+
+    // A project made while the page is open: a file written into it at once is new.
+    create_project(&server, &server.token, "fresh");
+    write_on_disk(
+        &attachments_dir(&server, "me", Some("fresh")).join("first.txt"),
+        b"first",
+    );
+    watch.expect_within(POLL_WAIT, Some("fresh"), &["public/attachments/first.txt"]);
+
+    // A file rewritten in place is a change too.
+    write_on_disk(
+        &attachments_dir(&server, "me", None).join("ondisk.txt"),
+        b"written again, longer",
+    );
+    watch.expect_within(POLL_WAIT, None, &["public/attachments/ondisk.txt"]);
+    assert_alive(&mut server);
+}
+
+#[test]
+fn events_reach_only_their_own_person() {
+    let mut server = Server::start();
+    let bob = server.add_person("bob");
+    let harness = server.create_token("me", "harness");
+    let peer = Peer::start(|_| Reply::ok("for me"));
+    let mut bobs = Watch::open(&server, &bob);
+    let mut mine = Watch::open(&server, &server.token);
+
+    upload(&server, &server.token, "mine.txt", b"mine", None);
+    mine.expect(None, &["public/mine.txt"]);
+    deliver(
+        &server,
+        &harness,
+        json!({ "url": peer.url("/delivered.txt") }),
+    );
+    mine.expect(None, &["public/attachments/delivered.txt"]);
+    write_on_disk(
+        &attachments_dir(&server, "me", None).join("ondisk.txt"),
+        b"on disk",
+    );
+    mine.expect_within(POLL_WAIT, None, &["public/attachments/ondisk.txt"]);
+
+    // Bob's first event is his own upload: none of the above reached him.
+    upload(&server, &bob, "bob.txt", b"bob's", None);
+    bobs.expect(None, &["public/bob.txt"]);
+    assert_eq!(bobs.seen.len(), 1, "{:?}", bobs.seen);
+    assert_alive(&mut server);
+}
+
+#[test]
+fn events_need_a_member_token() {
+    let mut server = Server::start();
+    let harness = server.create_token("me", "harness");
+    for token in [None, Some("ferry_not_a_token"), Some(harness.as_str())] {
+        let mut request = client().get(server.url("/v1/events"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().unwrap();
+        assert_eq!(header(&response, "www-authenticate"), "Bearer", "{token:?}");
+        assert_refused(json_answer(response), 401, "unauthorized");
+    }
+    let response = client()
+        .get(server.url("/v1/events"))
+        .header("Authorization", format!("Basic {}", server.token))
+        .send()
+        .unwrap();
+    assert_refused(json_answer(response), 401, "unauthorized");
+    assert_alive(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. The web assets and the headers on every answer
+// ---------------------------------------------------------------------------------------
+
+fn assert_security_headers(response: &reqwest::blocking::Response, what: &str) {
+    let csp = header(response, "content-security-policy");
+    for directive in ["default-src 'self'", "script-src 'self'"] {
+        assert!(
+            csp.contains(directive),
+            "{what}: Content-Security-Policy {csp:?}"
+        );
+    }
+    assert_eq!(header(response, "referrer-policy"), "no-referrer", "{what}");
+    assert_eq!(
+        header(response, "x-content-type-options"),
+        "nosniff",
+        "{what}"
+    );
+}
+
+#[test]
+fn web_page_and_every_answer_carry_the_security_headers() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+
+    let response = client().get(server.url("/healthz")).send().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_security_headers(&response, "GET /healthz");
+
+    let response = client().get(server.url("/v1/files")).send().unwrap();
+    assert_eq!(response.status().as_u16(), 401);
+    assert_security_headers(&response, "GET /v1/files without a token");
+
+    let response = client().get(server.url("/no/such/route")).send().unwrap();
+    assert_security_headers(&response, "GET /no/such/route");
+    assert_refused(json_answer(response), 404, "no_route");
+
+    agent.answer(Answer::Stream(vec![delta("hi")]));
+    let response = post_chat(&server, &server.token, &json!({ "message": "hi" }));
+    assert_security_headers(&response, "POST /v1/chat");
+    SseStream::new(response).until_end(TURN_WAIT);
+
+    let response = client()
+        .get(server.url("/v1/events"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    assert_security_headers(&response, "GET /v1/events");
+    drop(response);
+
+    // The page is embedded from web/ at build time.
+    let index = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/index.html");
+    let response = client().get(server.url("/")).send().unwrap();
+    let status = response.status().as_u16();
+    if index.exists() {
+        assert_eq!(status, 200, "web/index.html exists, so / serves it");
+        let content_type = header(&response, "content-type");
+        assert!(content_type.starts_with("text/html"), "{content_type:?}");
+        assert_security_headers(&response, "GET /");
+        // (Not compared byte for byte: the page is embedded at build time and may be
+        // edited since.)
+        let body = response.text().unwrap();
+        assert!(
+            body.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("<!doctype html"),
+            "/ serves an HTML page: {:?}",
+            &body[..body.len().min(200)]
+        );
+    } else {
+        assert_eq!(
+            status, 404,
+            "web/index.html does not exist (yet), so / must be the API's 404"
+        );
+        assert_security_headers(&response, "GET / without a page");
+    }
+    assert_alive(&mut server);
+}

@@ -6,12 +6,17 @@ use std::path::{Path, PathBuf};
 
 fn main() {
     let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web");
-    println!("cargo:rerun-if-changed={}", web.display());
     let mut files = Vec::new();
     if web.is_dir() {
         collect(&web, &web, &mut files);
     }
     files.sort();
+    // Each served file, not the folder: a folder is watched with everything below it, and
+    // the browser tests write into web/tests on every run. A new file is picked up when
+    // a served file that refers to it changes (index.html or a module importing it).
+    for (_, path) in &files {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
     let mut out = String::from(
         "/// The web client's files: (URL path, bytes).\npub static ASSETS: &[(&str, &[u8])] = &[\n",
     );

@@ -238,7 +238,12 @@ fn serve(data: &Path, config: Config) -> Result<()> {
                 println!("(sign in with a token: ferry token create {DEFAULT_PERSON} --kind admin --data {})", data.display());
             }
         }
-        ferry_gateway::serve(listener, ferry_gateway::router(state), header_timeout, shutdown_signal()).await?;
+let router = ferry_gateway::router(state.clone());
+        let shutdown = async move {
+            shutdown_signal().await;
+            state.close_streams();
+        };
+        ferry_gateway::serve(listener, router, header_timeout, shutdown).await?;
         Ok(())
     })
 }

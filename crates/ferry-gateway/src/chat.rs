@@ -161,6 +161,7 @@ pub async fn chat(
     };
     let (tx, rx) = mpsc::channel::<Event>(RELAY_QUEUE_EVENTS);
     let timeout = Duration::from_secs(agent.timeout_secs);
+    let closing = state.closing.clone();
     tokio::spawn(async move {
         // The reply is collected here, so that whatever came before a failure is saved.
         let mut reply = String::new();
@@ -185,7 +186,8 @@ pub async fn chat(
         rx.recv()
             .await
             .map(|event| (Ok::<_, Infallible>(event), rx))
-    });
+    })
+    .take_until(closing.cancelled_owned());
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response())

@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use ferry_site::AttachmentsState;
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use serde::Serialize;
 use tokio::sync::broadcast;
 
@@ -161,6 +161,7 @@ pub async fn stream(
             return Some((Ok(sse), (rx, listening)));
         }
     });
+    let events = events.take_until(state.closing.clone().cancelled_owned());
     Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE_INTERVAL).text("ping"))
 }
 

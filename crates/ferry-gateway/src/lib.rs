@@ -28,6 +28,7 @@ use axum::routing::{get, post};
 use ferry_site::Site;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 use tower_http::set_header::SetResponseHeaderLayer;
 
 pub use body::Pace;
@@ -47,6 +48,9 @@ pub struct AppState {
     events: Arc<events::Events>,
     /// The harness token this gateway presents upstream for each person, minted on first use.
     relay_tokens: Arc<tokio::sync::Mutex<HashMap<String, String>>>,
+    /// Cancelled when the gateway stops, so that streams which never end on their own
+    /// (events, chat replies) let the shutdown finish.
+    closing: CancellationToken,
 }
 
 impl AppState {
@@ -67,7 +71,13 @@ impl AppState {
             pace,
             events: Arc::default(),
             relay_tokens: Arc::default(),
+            closing: CancellationToken::new(),
         })
+    }
+
+    /// Ends the open event and chat streams; call when the server begins to stop.
+    pub fn close_streams(&self) {
+        self.closing.cancel();
     }
 
     /// Runs `op` on a person's workspace, or one of their projects, on a blocking thread.

@@ -1,0 +1,232 @@
+// ferry's web client: sign-in, the project switcher, and the wiring between the Files
+// panel, the Chat panel and the live event stream. Plain ES modules, no build step.
+
+import { hasToken, loadToken, onUnauthorized, request, setToken } from "./api.js";
+import { createChat } from "./chat.js";
+import { promptDialog } from "./dialogs.js";
+import { startEvents, stopEvents } from "./events.js";
+import { createFilesPanel } from "./files.js";
+import { el } from "./format.js";
+import { createUploads } from "./uploads.js";
+
+const PROJECT_KEY = "ferry.project";
+
+const signinView = document.getElementById("signin-view");
+const signinForm = document.getElementById("signin-form");
+const signinMessage = document.getElementById("signin-message");
+const tokenInput = document.getElementById("token");
+const appView = document.getElementById("app-view");
+const projectBar = document.getElementById("project-bar");
+const projectSelect = document.getElementById("project");
+const newProjectButton = document.getElementById("new-project");
+const signOutButton = document.getElementById("sign-out");
+
+/** The project shown: null is the main workspace. */
+let project = null;
+let projectsLoaded = false;
+
+const getProject = () => project;
+
+const uploads = createUploads({
+  list: document.getElementById("uploads"),
+  onUploaded: (_answer, uploadedTo) => {
+    if (uploadedTo === project) files.scheduleReload(50);
+  },
+});
+const files = createFilesPanel({ getProject, uploads });
+const chat = createChat({
+  getProject,
+  onNotice: (_notice, noticeProject) => {
+    if (noticeProject === project) files.scheduleReload(150);
+  },
+});
+
+// ------------------------------------------------------------------ sign-in
+
+function showSignIn(message) {
+  stopEvents();
+  files.reset();
+  chat.reset();
+  for (const dialog of document.querySelectorAll("dialog[open]")) dialog.close();
+  appView.hidden = true;
+  projectBar.hidden = true;
+  signOutButton.hidden = true;
+  signinView.hidden = false;
+  if (message) {
+    signinMessage.replaceChildren(el("p", { role: "alert", className: "alert" }, message));
+  } else {
+    signinMessage.replaceChildren();
+  }
+  tokenInput.value = "";
+  tokenInput.focus();
+}
+
+let signingIn = false;
+
+onUnauthorized(() => {
+  setToken(null);
+  // Already on the sign-in form (a late answer to an older request): leave it as it is.
+  if (!signingIn && !signinView.hidden) return;
+  if (signingIn) {
+    showSignIn("That token was not accepted. Check it, or make a new one with `ferry token create`.");
+  } else {
+    showSignIn("Your session has ended: the server no longer accepts this token. Sign in again.");
+  }
+});
+
+signinForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const value = tokenInput.value.trim();
+  if (!value) {
+    signinMessage.replaceChildren(el("p", { role: "alert", className: "alert" }, "Paste your token first."));
+    tokenInput.focus();
+    return;
+  }
+  setToken(value);
+  signingIn = true;
+  start().finally(() => {
+    signingIn = false;
+  });
+});
+
+signOutButton.addEventListener("click", () => {
+  setToken(null);
+  sessionStorage.removeItem(PROJECT_KEY);
+  project = null;
+  showSignIn("You are signed out.");
+});
+
+// ------------------------------------------------------------------ projects
+
+function fillProjects(list) {
+  const fragment = document.createDocumentFragment();
+  fragment.append(el("option", { value: "" }, "Main workspace"));
+  for (const p of list) {
+    fragment.append(el("option", { value: p.id }, p.id));
+  }
+  projectSelect.replaceChildren(fragment);
+  projectSelect.value = project ?? "";
+}
+
+/** Loads the switcher; keeps the chosen project if it still exists. */
+async function loadProjects() {
+  const answer = await request("GET", "/v1/projects");
+  const list = (answer && Array.isArray(answer.projects) && answer.projects) || [];
+  list.sort((a, b) => a.id.localeCompare(b.id));
+  if (project && !list.some((p) => p.id === project)) {
+    project = null;
+    sessionStorage.removeItem(PROJECT_KEY);
+  }
+  fillProjects(list);
+  projectsLoaded = true;
+  return list;
+}
+
+function switchProject(next) {
+  const value = next || null;
+  if (value === project) return;
+  project = value;
+  if (project) sessionStorage.setItem(PROJECT_KEY, project);
+  else sessionStorage.removeItem(PROJECT_KEY);
+  projectSelect.value = project ?? "";
+  files.projectChanged();
+  chat.projectChanged();
+}
+
+projectSelect.addEventListener("change", () => switchProject(projectSelect.value));
+
+newProjectButton.addEventListener("click", () => {
+  let created = null;
+  promptDialog({
+    title: "New project",
+    label: "Project name",
+    detail: "A project has its own files and conversation, beside the main workspace.",
+    action: async (value) => {
+      const answer = await request("POST", "/v1/projects", { json: { id: value } });
+      created = (answer && answer.id) || value;
+      await loadProjects();
+    },
+  }).then((done) => {
+    if (done && created) {
+      switchProject(created);
+      projectSelect.focus();
+    }
+  });
+});
+
+// ------------------------------------------------------------------ start
+
+function onEvent({ event, data }) {
+  if (event === "files" && data) {
+    const eventProject = data.project ?? null;
+    if (eventProject === project) {
+      files.scheduleReload(100);
+    }
+  }
+}
+
+async function start() {
+  project = sessionStorage.getItem(PROJECT_KEY) || null;
+  try {
+    await loadProjects();
+  } catch (err) {
+    if (err.status === 401) return;
+    projectsLoaded = false;
+    fillProjects([]);
+    showApp();
+    files.showAlert(err.message);
+    startLive();
+    return;
+  }
+  showApp();
+  files.load();
+  chat.loadHistory();
+  startLive();
+}
+
+function showApp() {
+  signinView.hidden = true;
+  signinMessage.replaceChildren();
+  appView.hidden = false;
+  projectBar.hidden = false;
+  signOutButton.hidden = false;
+}
+
+function startLive() {
+  let opened = 0;
+  startEvents({
+    onEvent,
+    onOpen() {
+      opened += 1;
+      // After a reconnection, catch up on whatever changed while the stream was down.
+      if (opened > 1 || !projectsLoaded) {
+        if (!projectsLoaded) {
+          loadProjects()
+            .then(() => {
+              files.load();
+              chat.loadHistory();
+            })
+            .catch(() => {});
+        } else {
+          files.scheduleReload(0);
+        }
+      }
+    },
+  });
+}
+
+// Files dropped outside the Files panel must not make the browser open them.
+for (const type of ["dragover", "drop"]) {
+  window.addEventListener(type, (event) => {
+    if (event.dataTransfer && Array.from(event.dataTransfer.types).includes("Files")) {
+      event.preventDefault();
+    }
+  });
+}
+
+loadToken();
+if (hasToken()) {
+  start();
+} else {
+  showSignIn(null);
+}

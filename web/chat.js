@@ -1,0 +1,439 @@
+// The Chat panel: the saved conversation (GET /v1/chat/history), the composer with
+// attachments (uploaded first through POST /v1/media, then named in the message), and
+// the streamed reply of POST /v1/chat (delta, notice, error, done).
+
+import { ApiError, downloadFile, parseJson, readEvents, request, uploadFile } from "./api.js";
+import { baseName, el, formatChatTime } from "./format.js";
+
+export function createChat({ getProject, onNotice }) {
+  const log = document.getElementById("conversation");
+  const alerts = document.getElementById("chat-alerts");
+  const form = document.getElementById("composer");
+  const textarea = document.getElementById("message");
+  const chipList = document.getElementById("chips");
+  const attachButton = document.getElementById("attach-button");
+  const attachInput = document.getElementById("attach-input");
+  const sendButton = document.getElementById("send-button");
+
+  /** Files chosen for the next message: `{file, path, item, progress}`. */
+  let chips = [];
+  let busy = false;
+  /** Aborts the reply being streamed (on a project switch or sign-out). */
+  let streamController = null;
+  let historySeq = 0;
+
+  // ---------------------------------------------------------------- alerts
+
+  function showAlert(message) {
+    const dismiss = el("button", {
+      type: "button",
+      className: "icon-button",
+      "aria-label": "Dismiss chat message",
+      title: "Dismiss",
+    });
+    dismiss.append(el("span", { className: "icon icon-close", "aria-hidden": "true" }));
+    const box = el(
+      "div",
+      { className: "alert-box" },
+      el("p", { role: "alert", className: "alert" }, message),
+      dismiss,
+    );
+    dismiss.addEventListener("click", () => box.remove());
+    alerts.replaceChildren(box);
+  }
+
+  function clearAlerts() {
+    alerts.replaceChildren();
+  }
+
+  // ---------------------------------------------------------------- messages
+
+  function nearBottom() {
+    return log.scrollHeight - log.scrollTop - log.clientHeight < 48;
+  }
+
+  function scrollToEnd() {
+    log.scrollTop = log.scrollHeight;
+  }
+
+  function removeHint() {
+    const hint = log.querySelector(".chat-hint");
+    if (hint) hint.remove();
+  }
+
+  function showHint() {
+    if (!log.querySelector("article")) {
+      log.replaceChildren(
+        el(
+          "p",
+          { className: "chat-hint" },
+          "Ask your agent for something. Files it delivers show up under its reply, and stay in the Files panel.",
+        ),
+      );
+    }
+  }
+
+  /** An `<article data-role=…>` with the text (as text, never markup) and attachments. */
+  function messageElement(role, text, attachments, time) {
+    const body = el("div", { className: "message-text" });
+    const textNode = document.createTextNode(text || "");
+    body.append(textNode);
+    const article = el(
+      "article",
+      {
+        className: `message message-${role}`,
+        "data-role": role,
+        "aria-label": role === "user" ? "You" : "Agent",
+      },
+      body,
+    );
+    if (time) {
+      const shown = formatChatTime(time);
+      if (shown) article.title = shown;
+    }
+    if (attachments && attachments.length) {
+      const list = el("ul", { className: "message-attachments", "aria-label": "Attached files" });
+      for (const path of attachments) {
+        list.append(
+          el(
+            "li",
+            { className: "attachment", title: path },
+            el("span", { className: "icon icon-clip", "aria-hidden": "true" }),
+            baseName(path),
+          ),
+        );
+      }
+      article.append(list);
+    }
+    return { article, textNode };
+  }
+
+  function append(role, text, attachments, time) {
+    removeHint();
+    const stick = nearBottom();
+    const made = messageElement(role, text, attachments, time);
+    log.append(made.article);
+    if (stick || role === "user") scrollToEnd();
+    return made;
+  }
+
+  function addNotice(article, notice, project) {
+    let box = article.querySelector(".notices");
+    if (!box) {
+      box = el("div", { className: "notices" });
+      article.append(box);
+    }
+    const path = typeof notice.path === "string" ? notice.path : null;
+    const text = typeof notice.text === "string" && notice.text ? notice.text : `📎 ${path || "file"}`;
+    const button = el("button", { type: "button", className: "notice", title: path ? `Download ${path}` : "" }, text);
+    if (path) {
+      button.addEventListener("click", () => {
+        downloadFile(path, project).catch((err) => {
+          if (err.status !== 401) showAlert(err.message);
+        });
+      });
+    } else {
+      button.disabled = true;
+    }
+    box.append(button);
+  }
+
+  function addReplyError(article, message) {
+    article.append(el("p", { role: "alert", className: "alert reply-error" }, message));
+  }
+
+  // ---------------------------------------------------------------- history
+
+  async function loadHistory() {
+    const seq = ++historySeq;
+    const project = getProject();
+    let answer;
+    try {
+      answer = await request("GET", "/v1/chat/history", { query: { project } });
+    } catch (err) {
+      if (seq !== historySeq || err.status === 401) return;
+      if (err.status === 404 && err.code === "no_route") {
+        showHint();
+        return;
+      }
+      showAlert(`The conversation could not be loaded: ${err.message}`);
+      return;
+    }
+    if (seq !== historySeq) return;
+    const messages = (answer && Array.isArray(answer.messages) && answer.messages) || [];
+    const fragment = document.createDocumentFragment();
+    for (const m of messages) {
+      const role = m.role === "user" ? "user" : "assistant";
+      fragment.append(messageElement(role, String(m.text ?? ""), m.attachments, m.time).article);
+    }
+    removeHint();
+    // Messages sent while the history was on its way stay after it.
+    log.prepend(fragment);
+    showHint();
+    scrollToEnd();
+  }
+
+  // ---------------------------------------------------------------- composer
+
+  function setBusy(value) {
+    busy = value;
+    const hadFocus = form.contains(document.activeElement);
+    textarea.disabled = value;
+    sendButton.disabled = value;
+    attachButton.disabled = value;
+    form.setAttribute("aria-busy", value ? "true" : "false");
+    for (const chip of chips) {
+      chip.remove.disabled = value;
+    }
+    if (!value && (hadFocus || document.activeElement === document.body)) {
+      textarea.focus();
+    }
+  }
+
+  function addChip(file) {
+    const progress = el("progress", { max: 1, value: 0, hidden: true, "aria-label": `Upload progress of ${file.name}` });
+    const remove = el("button", {
+      type: "button",
+      className: "icon-button chip-remove",
+      "aria-label": `Remove attachment ${file.name}`,
+      title: "Remove",
+    });
+    remove.append(el("span", { className: "icon icon-close", "aria-hidden": "true" }));
+    const item = el(
+      "li",
+      { className: "chip" },
+      el("span", { className: "chip-name", title: file.name }, file.name),
+      progress,
+      remove,
+    );
+    const chip = { file, path: null, project: undefined, item, progress, remove };
+    remove.addEventListener("click", () => {
+      chips = chips.filter((c) => c !== chip);
+      item.remove();
+      chipList.hidden = chips.length === 0;
+      textarea.focus();
+    });
+    chips.push(chip);
+    chipList.append(item);
+    chipList.hidden = false;
+  }
+
+  function clearChips() {
+    chips = [];
+    chipList.replaceChildren();
+    chipList.hidden = true;
+  }
+
+  /** Uploads the chips not yet uploaded into `project`; throws the first failure. */
+  async function uploadChips(project) {
+    const pending = chips.filter((c) => !(c.path && c.project === project));
+    const results = await Promise.allSettled(
+      pending.map((chip) => {
+        chip.item.classList.remove("chip-failed");
+        chip.progress.hidden = false;
+        chip.progress.value = 0;
+        const upload = uploadFile(chip.file, project, (f) => {
+          chip.progress.value = f;
+        });
+        return upload.promise.then((answer) => {
+          chip.path = answer.path;
+          chip.project = project;
+          chip.progress.value = 1;
+          chip.item.classList.add("chip-done");
+          return answer;
+        });
+      }),
+    );
+    const failures = [];
+    results.forEach((r, i) => {
+      if (r.status === "rejected") {
+        pending[i].item.classList.add("chip-failed");
+        pending[i].progress.hidden = true;
+        failures.push({ chip: pending[i], err: r.reason });
+      }
+    });
+    if (failures.length) {
+      const { err } = failures[0];
+      throw err instanceof ApiError ? err : new ApiError(0, "upload", String(err));
+    }
+  }
+
+  async function send() {
+    if (busy) return;
+    const text = textarea.value;
+    if (!text.trim()) {
+      if (chips.length) showAlert("Write a message to go with the files.");
+      textarea.focus();
+      return;
+    }
+    clearAlerts();
+    setBusy(true);
+    const project = getProject();
+
+    try {
+      await uploadChips(project);
+    } catch (err) {
+      setBusy(false);
+      if (err.status !== 401) showAlert(err.message);
+      return;
+    }
+
+    if (project !== getProject()) {
+      // The project changed while the files went up: send nothing to the old one.
+      setBusy(false);
+      return;
+    }
+    const attachments = chips.map((c) => c.path);
+    const body = { message: text };
+    if (project) body.project = project;
+    if (attachments.length) body.attachments = attachments;
+
+    const mine = append("user", text, attachments, new Date().toISOString());
+    const controller = new AbortController();
+    streamController = controller;
+    let response;
+    try {
+      response = await request("POST", "/v1/chat", {
+        json: body,
+        raw: true,
+        signal: controller.signal,
+        headers: { Accept: "text/event-stream" },
+      });
+    } catch (err) {
+      mine.article.remove();
+      showHint();
+      if (streamController === controller) streamController = null;
+      if (err.name === "AbortError") return;
+      setBusy(false);
+      if (err.status !== 401) showAlert(err.message);
+      return;
+    }
+
+    textarea.value = "";
+    clearChips();
+    const reply = append("assistant", "");
+    reply.article.setAttribute("aria-busy", "true");
+    let finished = false;
+    let failed = false;
+    try {
+      for await (const { event, data } of readEvents(response.body)) {
+        const payload = parseJson(data) || {};
+        if (event === "delta") {
+          if (typeof payload.text === "string" && payload.text) {
+            const stick = nearBottom();
+            reply.textNode.appendData(payload.text);
+            if (stick) scrollToEnd();
+          }
+        } else if (event === "notice") {
+          addNotice(reply.article, payload, project);
+          if (onNotice) onNotice(payload, project);
+          scrollToEnd();
+        } else if (event === "error") {
+          failed = true;
+          addReplyError(reply.article, payload.message || "The agent failed to answer.");
+          scrollToEnd();
+        } else if (event === "done") {
+          finished = true;
+          break;
+        }
+      }
+    } catch (err) {
+      if (err && err.name === "AbortError") {
+        return;
+      }
+      if (!failed) {
+        addReplyError(reply.article, "The connection dropped before the reply was complete.");
+        failed = true;
+      }
+    } finally {
+      reply.article.removeAttribute("aria-busy");
+      if (streamController === controller) streamController = null;
+    }
+    if (controller.signal.aborted) return;
+    if (!finished && !failed) {
+      addReplyError(reply.article, "The reply ended before it was complete.");
+    }
+    if (!reply.textNode.data && !reply.article.querySelector(".notices, .reply-error")) {
+      reply.textNode.appendData("(no reply)");
+    }
+    setBusy(false);
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    send();
+  });
+
+  textarea.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing && !event.altKey) {
+      event.preventDefault();
+      send();
+    }
+  });
+
+  // Files dropped on the Chat panel are attached to the next message.
+  const panel = document.getElementById("chat");
+  let dragOverTimer = null;
+  const hasFiles = (event) => Array.from(event.dataTransfer.types).includes("Files");
+  panel.addEventListener("dragover", (event) => {
+    if (!hasFiles(event) || busy) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "copy";
+    panel.classList.add("drop-active");
+    clearTimeout(dragOverTimer);
+    dragOverTimer = setTimeout(() => panel.classList.remove("drop-active"), 200);
+  });
+  panel.addEventListener("dragleave", (event) => {
+    if (!panel.contains(event.relatedTarget)) panel.classList.remove("drop-active");
+  });
+  panel.addEventListener("drop", (event) => {
+    if (!hasFiles(event)) return;
+    event.preventDefault();
+    clearTimeout(dragOverTimer);
+    panel.classList.remove("drop-active");
+    if (busy) return;
+    for (const file of Array.from(event.dataTransfer.files || [])) addChip(file);
+    textarea.focus();
+  });
+
+  attachButton.addEventListener("click", () => attachInput.click());
+  attachInput.addEventListener("change", () => {
+    for (const file of Array.from(attachInput.files || [])) {
+      addChip(file);
+    }
+    attachInput.value = "";
+    textarea.focus();
+  });
+
+  function abortStream() {
+    if (streamController) {
+      streamController.abort();
+      streamController = null;
+    }
+    if (busy) setBusy(false);
+  }
+
+  /** Shows the conversation of the project switched to. */
+  function projectChanged() {
+    abortStream();
+    clearAlerts();
+    log.replaceChildren();
+    // Uploaded attachments belong to the old project: upload again on send.
+    for (const chip of chips) {
+      chip.item.classList.remove("chip-done", "chip-failed");
+      chip.progress.hidden = true;
+    }
+    loadHistory();
+  }
+
+  function reset() {
+    abortStream();
+    historySeq += 1;
+    clearAlerts();
+    clearChips();
+    log.replaceChildren();
+  }
+
+  clearChips();
+  return { loadHistory, projectChanged, reset };
+}

@@ -7,76 +7,22 @@ mod support;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Stdio};
 
 use reqwest::blocking::multipart::{Form, Part};
 use serde_json::{Value, json};
-use support::{Options, Peer, Reply, Server, client, error_code, ferry_bin};
+use support::{
+    Finished, Options, Peer, Reply, Server, client, config_value, create_project, error_code,
+    ferry_command, finish, get_json, is_rfc3339, json_answer, listed_paths, post_json, upload,
+};
 
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
 
-/// The `ferry` command with no `FERRY_` variable inherited from the test's environment.
-fn ferry_cmd() -> Command {
-    let mut cmd = Command::new(ferry_bin());
-    for (key, _) in std::env::vars() {
-        if key.starts_with("FERRY_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.stdin(Stdio::null());
-    cmd
-}
-
-/// What a finished command printed.
-struct Finished {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl Finished {
-    fn both(&self) -> String {
-        format!("{}{}", self.stdout, self.stderr)
-    }
-}
-
-/// Runs `cmd` to completion; a command that is still running after 30 s (a `serve` that
-/// should have refused to start, say) is killed and fails the test.
-fn finish(mut cmd: Command) -> Finished {
-    let dir = tempfile::tempdir().unwrap();
-    let out_path = dir.path().join("stdout");
-    let err_path = dir.path().join("stderr");
-    cmd.stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(&err_path).unwrap());
-    let mut child = cmd.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "the command did not exit: {}",
-                std::fs::read_to_string(&err_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Finished {
-        status,
-        stdout: std::fs::read_to_string(&out_path).unwrap(),
-        stderr: std::fs::read_to_string(&err_path).unwrap(),
-    }
-}
-
 /// `ferry <args>` on `data`, run to completion.
 fn ferry_on(data: &Path, args: &[&str]) -> Finished {
-    let mut cmd = ferry_cmd();
+    let mut cmd = ferry_command();
     cmd.args(args).arg("--data").arg(data);
     finish(cmd)
 }
@@ -94,7 +40,7 @@ impl Gateway {
     /// Starts `ferry serve --data <data> <args>` and reads `lines` lines of its output.
     fn start(data: &Path, args: &[&str], env: &[(&str, &str)], lines: usize) -> Gateway {
         let log = data.with_extension(format!("log-{}", std::process::id()));
-        let mut cmd = ferry_cmd();
+        let mut cmd = ferry_command();
         cmd.arg("serve")
             .arg("--data")
             .arg(data)
@@ -165,99 +111,6 @@ fn assert_unauthorized(request: reqwest::blocking::RequestBuilder, what: &str) {
     assert!(challenge.starts_with("Bearer"), "{what}: {challenge}");
     let body: Value = response.json().unwrap();
     assert_error_shape(&body, "unauthorized");
-}
-
-fn get_json(url: &str, token: &str) -> (u16, Value) {
-    let response = client().get(url).bearer_auth(token).send().unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().unwrap_or(Value::Null))
-}
-
-/// Every path of a listing, flattened.
-fn listed_paths(listing: &Value) -> Vec<String> {
-    fn walk(entries: &Value, out: &mut Vec<String>) {
-        for entry in entries.as_array().unwrap() {
-            out.push(entry["path"].as_str().unwrap().to_owned());
-            if let Some(children) = entry.get("children") {
-                walk(children, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&listing["entries"], &mut out);
-    out
-}
-
-fn upload(
-    server: &Server,
-    token: &str,
-    name: &str,
-    bytes: &[u8],
-    project: Option<&str>,
-) -> (u16, Value) {
-    let mut form = Form::new().part(
-        "file",
-        Part::bytes(bytes.to_vec()).file_name(name.to_owned()),
-    );
-    if let Some(p) = project {
-        form = form.text("project", p.to_owned());
-    }
-    let response = client()
-        .post(server.url("/v1/media"))
-        .bearer_auth(token)
-        .multipart(form)
-        .send()
-        .unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().unwrap_or(Value::Null))
-}
-
-fn deliver(server: &Server, token: &str, url: &str, project: Option<&str>) -> (u16, Value) {
-    let response = client()
-        .post(server.url("/v1/deliveries"))
-        .bearer_auth(token)
-        .json(&json!({"url": url, "project": project}))
-        .send()
-        .unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().unwrap_or(Value::Null))
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` (or with fractional seconds / an offset).
-fn is_rfc3339(s: &str) -> bool {
-    let b = s.as_bytes();
-    let digits =
-        |mut r: std::ops::Range<usize>| r.all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
-    b.len() >= 20
-        && digits(0..4)
-        && b[4] == b'-'
-        && digits(5..7)
-        && b[7] == b'-'
-        && digits(8..10)
-        && b[10] == b'T'
-        && digits(11..13)
-        && b[13] == b':'
-        && digits(14..16)
-        && b[16] == b':'
-        && digits(17..19)
-        && (s.ends_with('Z') || s[19..].contains(['+', '-']))
-}
-
-/// The value of `key` in `[section]` of a printed configuration.
-fn config_value(printed: &str, section: &str, key: &str) -> Option<String> {
-    let mut current = String::new();
-    for line in printed.lines() {
-        let line = line.trim();
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            current = name.to_owned();
-        } else if current == section
-            && let Some((k, v)) = line.split_once('=')
-            && k.trim() == key
-        {
-            return Some(v.trim().to_owned());
-        }
-    }
-    None
 }
 
 fn repo_root() -> PathBuf {
@@ -383,20 +236,20 @@ fn person_add_prints_a_working_token_alone_on_the_last_line() {
 fn admin_commands_find_the_data_dir() {
     // --data, else FERRY_DATA, else ./ferry-data.
     let tmp = tempfile::tempdir().unwrap();
-    let mut cmd = ferry_cmd();
+    let mut cmd = ferry_command();
     cmd.current_dir(tmp.path()).args(["person", "add", "bob"]);
     let out = finish(cmd);
     assert!(out.status.success(), "{}", out.both());
     assert!(tmp.path().join("ferry-data/home/bob").is_dir());
 
-    let mut cmd = ferry_cmd();
+    let mut cmd = ferry_command();
     cmd.current_dir(tmp.path())
         .args(["person", "add", "carol"])
         .env("FERRY_DATA", tmp.path().join("from-env"));
     assert!(finish(cmd).status.success());
     assert!(tmp.path().join("from-env/home/carol").is_dir());
 
-    let mut cmd = ferry_cmd();
+    let mut cmd = ferry_command();
     cmd.current_dir(tmp.path())
         .args(["person", "add", "dave", "--data"])
         .arg(tmp.path().join("from-flag"))
@@ -456,7 +309,12 @@ fn harness_token_delivers_but_cannot_list() {
     let harness = support::last_line(&out);
     let peer = Peer::start(|_| Reply::ok(b"report bytes".to_vec()));
 
-    let (status, body) = deliver(&server, &harness, &peer.url("/r/report.pdf"), None);
+    let (status, body) = post_json(
+        &server,
+        &harness,
+        "/v1/deliveries",
+        &json!({"url": peer.url("/r/report.pdf"), "project": null}),
+    );
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["path"], "public/attachments/report.pdf");
     assert_eq!(
@@ -607,13 +465,7 @@ fn a_person_reaches_only_their_own_workspace_and_projects() {
         upload(&server, &server.token, "mine.txt", b"me only", None).0,
         201
     );
-    let response = http
-        .post(server.url("/v1/projects"))
-        .bearer_auth(&server.token)
-        .json(&json!({"id": "secret"}))
-        .send()
-        .unwrap();
-    assert_eq!(response.status(), 201);
+    create_project(&server, &server.token, "secret");
     assert_eq!(
         upload(
             &server,
@@ -660,24 +512,23 @@ fn a_person_reaches_only_their_own_workspace_and_projects() {
             b"intrusion",
             Some(project),
         ));
-        let response = http
-            .post(server.url("/v1/files/mkdir"))
-            .bearer_auth(&alice)
-            .json(&json!({"path": "public/x", "project": project}))
-            .send()
-            .unwrap();
-        seen.push((response.status().as_u16(), response.json().unwrap()));
+        seen.push(post_json(
+            &server,
+            &alice,
+            "/v1/files/mkdir",
+            &json!({"path": "public/x", "project": project}),
+        ));
         let response = http
             .delete(server.url(&format!("/v1/files?path=public/plan.md&project={project}")))
             .bearer_auth(&alice)
             .send()
             .unwrap();
-        seen.push((response.status().as_u16(), response.json().unwrap()));
-        seen.push(deliver(
+        seen.push(json_answer(response));
+        seen.push(post_json(
             &server,
             &alice_harness,
-            &peer.url("/d.pdf"),
-            Some(project),
+            "/v1/deliveries",
+            &json!({"url": peer.url("/d.pdf"), "project": project}),
         ));
         for (status, body) in &seen {
             assert_eq!(*status, 404, "{project}: {body}");
@@ -704,13 +555,7 @@ fn a_person_reaches_only_their_own_workspace_and_projects() {
     assert!(!project_public.join("x").exists());
     assert!(!project_public.join("attachments/d.pdf").exists());
     // alice may have a project by the same id: ids are per person.
-    let response = http
-        .post(server.url("/v1/projects"))
-        .bearer_auth(&alice)
-        .json(&json!({"id": "secret"}))
-        .send()
-        .unwrap();
-    assert_eq!(response.status(), 201);
+    create_project(&server, &alice, "secret");
     let (status, listing) = get_json(&server.url("/v1/files?project=secret"), &alice);
     assert_eq!(status, 200);
     assert_eq!(listed_paths(&listing), vec!["public/attachments"]);
@@ -759,17 +604,7 @@ fn project_add_from_the_cli_is_listed_by_the_api() {
 #[test]
 fn project_create_by_api_validates_ids() {
     let server = Server::start();
-    let http = client();
-    let create = |id: &str| {
-        let response = http
-            .post(server.url("/v1/projects"))
-            .bearer_auth(&server.token)
-            .json(&json!({ "id": id }))
-            .send()
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json::<Value>().unwrap())
-    };
+    let create = |id: &str| post_json(&server, &server.token, "/v1/projects", &json!({ "id": id }));
     let (status, body) = create("q2-report");
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["id"], "q2-report");
@@ -862,7 +697,7 @@ fn config_file_in_the_data_dir_and_env_overrides() {
         Some("67108864")
     );
 
-    let mut cmd = ferry_cmd();
+    let mut cmd = ferry_command();
     cmd.args(["serve", "--print-config", "--data"])
         .arg(&data)
         .env("FERRY_MEDIA__MAX_UPLOAD_BYTES", "123");
@@ -995,7 +830,7 @@ fn unknown_settings_stop_serve_with_a_message_naming_them() {
 
     std::fs::remove_file(data.join("ferry.toml")).unwrap();
     for var in ["FERRY_X__Y", "FERRY_MEDIA__MAX_UPLOAD"] {
-        let mut cmd = ferry_cmd();
+        let mut cmd = ferry_command();
         cmd.args(["serve", "--listen", "127.0.0.1:0", "--data"])
             .arg(&data)
             .env(var, "1");
@@ -1004,7 +839,7 @@ fn unknown_settings_stop_serve_with_a_message_naming_them() {
         assert!(out.stderr.contains(var), "{var}: {}", out.stderr);
     }
     // A wrong type names the variable too.
-    let mut cmd = ferry_cmd();
+    let mut cmd = ferry_command();
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--data"])
         .arg(&data)
         .env("FERRY_DELIVERIES__TIMEOUT_SECS", "soon");
@@ -1061,7 +896,7 @@ fn listen_flag_is_honoured() {
     drop(gateway);
 
     // An address that cannot be bound is an error naming it.
-    let mut cmd = ferry_cmd();
+    let mut cmd = ferry_command();
     cmd.args(["serve", "--data"])
         .arg(&data)
         .args(["--listen", "not-an-address"]);
@@ -1097,7 +932,7 @@ fn file_delivery_md_is_provisioned_read_only_for_everyone() {
 
 #[test]
 fn docs_check_passes_the_shipped_documents() {
-    let mut cmd = ferry_cmd();
+    let mut cmd = ferry_command();
     cmd.args(["docs", "check"])
         .arg(repo_root().join("docs/agent"));
     let out = finish(cmd);
@@ -1109,7 +944,7 @@ fn docs_check_passes_the_shipped_documents() {
 fn docs_check_reports_file_and_line() {
     let tmp = tempfile::tempdir().unwrap();
     let check = |dir: &Path| {
-        let mut cmd = ferry_cmd();
+        let mut cmd = ferry_command();
         cmd.args(["docs", "check"]).arg(dir);
         finish(cmd)
     };

@@ -12,9 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use reqwest::blocking::multipart::{Form, Part};
 use serde_json::{Value, json};
-use support::{Options, Peer, Reply, Server, SseEvent, SseStream, client, error_code};
+use support::{
+    Peer, Reply, Server, SseEvent, SseStream, assert_alive, client, create_project, error_code,
+    is_rfc3339, json_answer, post_json, write_file,
+};
 
 /// Pause between the pieces of a scripted streamed reply.
 const STEP_DELAY: Duration = Duration::from_millis(20);
@@ -303,12 +305,9 @@ fn chunk(out: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
 
 /// A server whose `[agent] upstream` is `upstream`, with more environment.
 fn start_with_upstream(upstream: &str, env: &[(&str, &str)]) -> Server {
-    let mut vars = vec![("FERRY_AGENT__UPSTREAM".to_owned(), upstream.to_owned())];
-    vars.extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
-    Server::start_with(Options {
-        env: vars,
-        ..Options::default()
-    })
+    let mut vars = vec![("FERRY_AGENT__UPSTREAM", upstream)];
+    vars.extend_from_slice(env);
+    Server::start_with_env(&vars)
 }
 
 fn start_with_agent(agent: &Agent) -> Server {
@@ -346,19 +345,6 @@ fn turn(server: &Server, body: Value) -> Vec<SseEvent> {
 fn refused(server: &Server, body: Value) -> (u16, Value) {
     let response = post_chat(server, &server.token, &body);
     json_answer(response)
-}
-
-fn json_answer(response: reqwest::blocking::Response) -> (u16, Value) {
-    let status = response.status().as_u16();
-    let content_type = header(&response, "content-type");
-    let text = response.text().unwrap();
-    assert!(
-        content_type.starts_with("application/json"),
-        "status {status}, Content-Type {content_type:?}: {text:?}"
-    );
-    let body = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("status {status}: body is not JSON ({e}): {text:?}"));
-    (status, body)
 }
 
 fn header(response: &reqwest::blocking::Response, name: &str) -> String {
@@ -437,48 +423,14 @@ fn error_ev(code: &str) -> (String, Value) {
 
 /// Uploads `bytes` as `name` (into `project`); returns the 201 body.
 fn upload(server: &Server, token: &str, name: &str, bytes: &[u8], project: Option<&str>) -> Value {
-    let mut form = Form::new().part(
-        "file",
-        Part::bytes(bytes.to_vec()).file_name(name.to_owned()),
-    );
-    if let Some(project) = project {
-        form = form.text("project", project.to_owned());
-    }
-    let response = client()
-        .post(server.url("/v1/media"))
-        .bearer_auth(token)
-        .multipart(form)
-        .send()
-        .unwrap();
-    let (status, body) = json_answer(response);
+    let (status, body) = support::upload(server, token, name, bytes, project);
     assert_eq!(status, 201, "upload {name}: {body}");
     body
 }
 
-fn create_project(server: &Server, token: &str, id: &str) {
-    let response = client()
-        .post(server.url("/v1/projects"))
-        .bearer_auth(token)
-        .json(&json!({ "id": id }))
-        .send()
-        .unwrap();
-    assert_eq!(
-        response.status().as_u16(),
-        201,
-        "{}",
-        response.text().unwrap()
-    );
-}
-
 /// Delivers `url` with a harness token; returns the 201 body.
 fn deliver(server: &Server, harness: &str, request: Value) -> Value {
-    let response = client()
-        .post(server.url("/v1/deliveries"))
-        .bearer_auth(harness)
-        .json(&request)
-        .send()
-        .unwrap();
-    let (status, body) = json_answer(response);
+    let (status, body) = post_json(server, harness, "/v1/deliveries", &request);
     assert_eq!(status, 201, "delivery {request}: {body}");
     body
 }
@@ -504,46 +456,10 @@ fn without_time(message: &Value) -> Value {
     let time = message["time"]
         .as_str()
         .unwrap_or_else(|| panic!("no time in {message}"));
-    assert_rfc3339(time);
+    assert!(is_rfc3339(time), "{time:?} is not an RFC 3339 time");
     let mut message = message.clone();
     message.as_object_mut().unwrap().remove("time");
     message
-}
-
-fn assert_rfc3339(time: &str) {
-    let b = time.as_bytes();
-    let digits =
-        |from: usize, to: usize| (from..to).all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
-    let date_time = digits(0, 4)
-        && b[4] == b'-'
-        && digits(5, 7)
-        && b[7] == b'-'
-        && digits(8, 10)
-        && matches!(b[10], b'T' | b't')
-        && digits(11, 13)
-        && b[13] == b':'
-        && digits(14, 16)
-        && b[16] == b':'
-        && digits(17, 19);
-    let mut rest = &time[19.min(time.len())..];
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let n = fraction.bytes().take_while(u8::is_ascii_digit).count();
-        assert!(n > 0, "{time:?}: empty fraction");
-        rest = &fraction[n..];
-    }
-    let zone = rest == "Z"
-        || rest == "z"
-        || (rest.len() == 6
-            && matches!(rest.as_bytes()[0], b'+' | b'-')
-            && rest.as_bytes()[3] == b':'
-            && rest
-                .bytes()
-                .enumerate()
-                .all(|(i, c)| i == 0 || i == 3 || c.is_ascii_digit()));
-    assert!(
-        b.len() >= 20 && date_time && zone,
-        "{time:?} is not an RFC 3339 time"
-    );
 }
 
 fn user(text: &str, attachments: &[&str]) -> Value {
@@ -556,28 +472,10 @@ fn assistant(text: &str) -> Value {
 
 /// `public/attachments` of `person`'s main workspace (`project` None) or a project, on disk.
 fn attachments_dir(server: &Server, person: &str, project: Option<&str>) -> PathBuf {
-    let container = match project {
-        None => server.home(person),
-        Some(p) => server.home(person).join("projects").join(p),
-    };
-    container.join("public").join("attachments")
-}
-
-/// Writes a file the way an agent does: straight to disk.
-fn write_on_disk(path: &Path, bytes: &[u8]) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, bytes).unwrap();
-}
-
-/// The server still answers, and its process still runs.
-fn assert_alive(server: &mut Server) {
-    assert!(
-        server.is_running(),
-        "the server exited; log:\n{}",
-        server.log()
-    );
-    let response = client().get(server.url("/healthz")).send().unwrap();
-    assert_eq!(response.status().as_u16(), 200);
+    server
+        .workspace(person, project)
+        .join("public")
+        .join("attachments")
 }
 
 fn open_events(server: &Server, token: &str) -> SseStream {
@@ -813,7 +711,7 @@ fn chat_notice_for_a_file_the_agent_writes_itself() {
     let written = report.clone();
     agent.answer(Answer::Stream(vec![
         delta("Writing the report. "),
-        act(move |_| write_on_disk(&written, b"the quarterly report")),
+        act(move |_| write_file(&written, b"the quarterly report")),
         delta("Saved the report to public/attachments/report.txt."),
     ]));
     let mut watch = Watch::open(&server, &server.token);
@@ -880,7 +778,7 @@ fn chat_notices_only_what_the_turn_changed_in_attachments() {
     let agent = Agent::start();
     let mut server = start_with_agent(&agent);
     let attachments = attachments_dir(&server, "me", None);
-    write_on_disk(&attachments.join("report.txt"), b"v1");
+    write_file(&attachments.join("report.txt"), b"v1");
 
     // Nothing changes: no notice, though attachments/ holds a file.
     agent.answer(Answer::Stream(vec![delta("Nothing to deliver.")]));
@@ -894,8 +792,8 @@ fn chat_notices_only_what_the_turn_changed_in_attachments() {
     let (home, public) = (server.home("me"), server.home("me").join("public"));
     agent.answer(Answer::Stream(vec![
         act(move |_| {
-            write_on_disk(&home.join("work").join("draft.txt"), b"draft");
-            write_on_disk(&public.join("notes.txt"), b"notes");
+            write_file(&home.join("work").join("draft.txt"), b"draft");
+            write_file(&public.join("notes.txt"), b"notes");
         }),
         delta("Kept my notes."),
     ]));
@@ -905,7 +803,7 @@ fn chat_notices_only_what_the_turn_changed_in_attachments() {
     // An existing attachment rewritten: a notice for it.
     let report = attachments.join("report.txt");
     agent.answer(Answer::Stream(vec![
-        act(move |_| write_on_disk(&report, b"version two")),
+        act(move |_| write_file(&report, b"version two")),
         delta("Updated public/attachments/report.txt."),
     ]));
     let events = turn(&server, json!({ "message": "Update the report." }));
@@ -922,8 +820,8 @@ fn chat_notices_only_what_the_turn_changed_in_attachments() {
     let dir = attachments.clone();
     agent.answer(Answer::Stream(vec![
         act(move |_| {
-            write_on_disk(&dir.join("b.txt"), b"b");
-            write_on_disk(&dir.join("a.txt"), b"a");
+            write_file(&dir.join("b.txt"), b"b");
+            write_file(&dir.join("a.txt"), b"a");
         }),
         delta("Two files."),
     ]));
@@ -952,7 +850,7 @@ fn chat_history_keeps_the_words_never_the_notices() {
     let out = attachments_dir(&server, "me", None).join("out.txt");
     agent.answer(Answer::Stream(vec![
         delta("Done: "),
-        act(move |_| write_on_disk(&out, b"output")),
+        act(move |_| write_file(&out, b"output")),
         delta("public/attachments/out.txt"),
     ]));
     let events = turn(
@@ -1032,8 +930,8 @@ fn chat_projects_have_their_own_header_notices_and_history() {
     );
     agent.answer(Answer::Stream(vec![
         act(move |_| {
-            write_on_disk(&plan, b"the plan");
-            write_on_disk(&main_file, b"not this project's");
+            write_file(&plan, b"the plan");
+            write_file(&main_file, b"not this project's");
         }),
         delta("Saved public/attachments/plan.txt."),
     ]));
@@ -1172,7 +1070,7 @@ fn chat_refuses_bad_attachments_and_messages_before_any_stream() {
     upload(&server, &server.token, "a.txt", b"alpha", None);
     upload(&server, &server.token, "b.txt", b"beta", None);
     let outside = server.home("me").join("x");
-    write_on_disk(&outside, b"not the member's");
+    write_file(&outside, b"not the member's");
     std::fs::create_dir_all(server.home("me").join("public").join("dir")).unwrap();
 
     // Paths outside public/, or nothing there: a JSON error, 4xx.
@@ -1551,13 +1449,13 @@ fn events_notice_files_written_straight_to_disk() {
     let mut watch = Watch::open(&server, &server.token);
 
     // Written the moment the stream is open, as an agent busy in the background would.
-    write_on_disk(
+    write_file(
         &attachments_dir(&server, "me", None).join("ondisk.txt"),
         b"written by the agent",
     );
     watch.expect_within(POLL_WAIT, None, &["public/attachments/ondisk.txt"]);
 
-    write_on_disk(
+    write_file(
         &attachments_dir(&server, "me", Some("p")).join("plan.txt"),
         b"in the project",
     );
@@ -1565,14 +1463,14 @@ fn events_notice_files_written_straight_to_disk() {
 
     // A project made while the page is open: a file written into it at once is new.
     create_project(&server, &server.token, "fresh");
-    write_on_disk(
+    write_file(
         &attachments_dir(&server, "me", Some("fresh")).join("first.txt"),
         b"first",
     );
     watch.expect_within(POLL_WAIT, Some("fresh"), &["public/attachments/first.txt"]);
 
     // A file rewritten in place is a change too.
-    write_on_disk(
+    write_file(
         &attachments_dir(&server, "me", None).join("ondisk.txt"),
         b"written again, longer",
     );
@@ -1597,7 +1495,7 @@ fn events_reach_only_their_own_person() {
         json!({ "url": peer.url("/delivered.txt") }),
     );
     mine.expect(None, &["public/attachments/delivered.txt"]);
-    write_on_disk(
+    write_file(
         &attachments_dir(&server, "me", None).join("ondisk.txt"),
         b"on disk",
     );

@@ -9,12 +9,13 @@ mod support;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use reqwest::blocking::multipart::{Form, Part};
-use serde_json::{Value, json};
-use support::{Options, Peer, Reply, Server, client, error_code, ferry_bin, tree};
+use serde_json::json;
+use support::{
+    Finished, Options, Peer, Reply, Server, assert_error, assert_link_to, assert_no_temporaries,
+    create_project, ferry_command, finish, list_files, post_json, tree, upload,
+};
 
 const AGENT: (u32, u32) = (4242, 4343);
 const BOB: (u32, u32) = (5151, 5252);
@@ -63,43 +64,6 @@ fn public(server: &Server, person: &str) -> PathBuf {
     server.home(person).join("public")
 }
 
-/// `POST /v1/media` with one file and an optional project field.
-fn upload(
-    server: &Server,
-    token: &str,
-    name: &str,
-    bytes: &[u8],
-    project: Option<&str>,
-) -> (u16, Value) {
-    let mut form = Form::new().part(
-        "file",
-        Part::bytes(bytes.to_vec()).file_name(name.to_owned()),
-    );
-    if let Some(project) = project {
-        form = form.text("project", project.to_owned());
-    }
-    let response = client()
-        .post(server.url("/v1/media"))
-        .bearer_auth(token)
-        .multipart(form)
-        .send()
-        .unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().unwrap())
-}
-
-/// `POST` of a JSON body with `token`.
-fn post(server: &Server, token: &str, path: &str, body: Value) -> (u16, Value) {
-    let response = client()
-        .post(server.url(path))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().unwrap())
-}
-
 /// A root-owned directory outside the site, holding a root-owned file `secret.txt`.
 fn outside_root_owned() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -145,11 +109,11 @@ fn container_delivery_is_owned_by_the_agent() {
     let server = start();
     let harness = server.create_token("me", "harness");
     let peer = Peer::start(|_| Reply::ok("delivered"));
-    let (status, body) = post(
+    let (status, body) = post_json(
         &server,
         &harness,
         "/v1/deliveries",
-        json!({"url": peer.url("/report.pdf")}),
+        &json!({"url": peer.url("/report.pdf")}),
     );
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["path"], "public/attachments/report.pdf");
@@ -163,11 +127,11 @@ fn container_delivery_is_owned_by_the_agent() {
 fn container_mkdir_folders_are_owned_by_the_agent() {
     let server = start();
     for path in ["public/reports", "public/a/b/c"] {
-        let (status, body) = post(
+        let (status, body) = post_json(
             &server,
             &server.token,
             "/v1/files/mkdir",
-            json!({ "path": path }),
+            &json!({ "path": path }),
         );
         assert_eq!(status, 201, "{path}: {body}");
     }
@@ -184,8 +148,7 @@ fn container_mkdir_folders_are_owned_by_the_agent() {
 #[test]
 fn container_project_folders_and_files_are_owned_by_the_agent() {
     let server = start();
-    let (status, body) = post(&server, &server.token, "/v1/projects", json!({"id": "p1"}));
-    assert_eq!(status, 201, "{body}");
+    create_project(&server, &server.token, "p1");
     let project = server.home("me").join("projects/p1");
     assert_owned(&project, AGENT);
     assert_owned(&project.join("public"), AGENT);
@@ -198,11 +161,11 @@ fn container_project_folders_and_files_are_owned_by_the_agent() {
 
     let harness = server.create_token("me", "harness");
     let peer = Peer::start(|_| Reply::ok("from the agent"));
-    let (status, body) = post(
+    let (status, body) = post_json(
         &server,
         &harness,
         "/v1/deliveries",
-        json!({"url": peer.url("/out.txt"), "project": "p1"}),
+        &json!({"url": peer.url("/out.txt"), "project": "p1"}),
     );
     assert_eq!(status, 201, "{body}");
     assert_owned(&project.join("public/attachments/out.txt"), AGENT);
@@ -211,8 +174,7 @@ fn container_project_folders_and_files_are_owned_by_the_agent() {
 #[test]
 fn container_projects_folder_is_owned_by_the_agent() {
     let server = start();
-    let (status, body) = post(&server, &server.token, "/v1/projects", json!({"id": "q2"}));
-    assert_eq!(status, 201, "{body}");
+    create_project(&server, &server.token, "q2");
     // projects/ itself too: a root-owned 0700 folder here would lock the agent out of
     // every project below it.
     let projects = server.home("me").join("projects");
@@ -265,14 +227,6 @@ fn container_per_person_agent_ids_override_the_site_ones() {
 // Links are never followed, so nothing outside is ever chowned (C-PATH)
 // ---------------------------------------------------------------------------------------
 
-fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str) {
-    assert_eq!(
-        (status, error_code(body)),
-        (want_status, want_code),
-        "body: {body}"
-    );
-}
-
 /// The root-owned folder and file of [`outside_root_owned`] are exactly as they were made.
 fn assert_outside_untouched(dir: &Path, file: &Path) {
     assert_owned(dir, ROOT);
@@ -281,35 +235,9 @@ fn assert_outside_untouched(dir: &Path, file: &Path) {
     assert_eq!(tree(dir), vec!["secret.txt"]);
 }
 
-fn assert_link_to(link: &Path, target: &Path) {
-    assert!(
-        std::fs::symlink_metadata(link)
-            .unwrap()
-            .file_type()
-            .is_symlink(),
-        "{} is no longer a link",
-        link.display()
-    );
-    assert_eq!(std::fs::read_link(link).unwrap(), target);
-}
-
-/// No `.ferry-tmp-*` temporary is left anywhere in the site.
-fn assert_no_temporaries(server: &Server) {
-    let temps: Vec<String> = tree(&server.data)
-        .into_iter()
-        .filter(|rel| rel.rsplit('/').next().unwrap().starts_with(".ferry-tmp-"))
-        .collect();
-    assert!(temps.is_empty(), "temporaries left behind: {temps:?}");
-}
-
 /// Makes `public/` and `public/attachments/` exist (they are created on first access).
 fn touch_public(server: &Server) {
-    let response = client()
-        .get(server.url("/v1/files"))
-        .bearer_auth(&server.token)
-        .send()
-        .unwrap();
-    assert_eq!(response.status(), 200);
+    list_files(server, &server.token, None);
     assert_owned(&public(server, "me").join("attachments"), AGENT);
 }
 
@@ -340,11 +268,11 @@ fn container_delivery_onto_a_link_is_refused_and_chowns_nothing() {
 
     let harness = server.create_token("me", "harness");
     let peer = Peer::start(|_| Reply::ok("agent's now?"));
-    let (status, body) = post(
+    let (status, body) = post_json(
         &server,
         &harness,
         "/v1/deliveries",
-        json!({"url": peer.url("/report.pdf")}),
+        &json!({"url": peer.url("/report.pdf")}),
     );
     assert_error(status, &body, 400, "path_escapes");
     assert_outside_untouched(outside.path(), &secret);
@@ -364,11 +292,11 @@ fn container_delivery_into_attachments_linked_outside_is_refused_and_chowns_noth
 
     let harness = server.create_token("me", "harness");
     let peer = Peer::start(|_| Reply::ok("agent's now?"));
-    let (status, body) = post(
+    let (status, body) = post_json(
         &server,
         &harness,
         "/v1/deliveries",
-        json!({"url": peer.url("/report.pdf")}),
+        &json!({"url": peer.url("/report.pdf")}),
     );
     assert_error(status, &body, 400, "path_escapes");
     assert_outside_untouched(outside.path(), &secret);
@@ -383,11 +311,11 @@ fn container_mkdir_below_a_link_is_refused_and_chowns_nothing() {
     let reports = public(&server, "me").join("reports");
     std::os::unix::fs::symlink(outside.path(), &reports).unwrap();
 
-    let (status, body) = post(
+    let (status, body) = post_json(
         &server,
         &server.token,
         "/v1/files/mkdir",
-        json!({"path": "public/reports/x"}),
+        &json!({"path": "public/reports/x"}),
     );
     assert_error(status, &body, 400, "path_escapes");
     assert_outside_untouched(outside.path(), &secret);
@@ -402,40 +330,16 @@ fn container_mkdir_below_a_link_is_refused_and_chowns_nothing() {
 /// Runs `ferry serve` on a fresh data dir holding `toml` as its ferry.toml, and returns
 /// what it printed once it exited, with what the data dir holds then. A server that
 /// starts (and so never exits) is killed after a deadline and fails the test.
-fn serve_until_exit(toml: &str) -> (Output, Vec<String>) {
+fn serve_until_exit(toml: &str) -> (Finished, Vec<String>) {
     let data = tempfile::tempdir().unwrap();
     std::fs::write(data.path().join("ferry.toml"), toml).unwrap();
-    let mut cmd = Command::new(ferry_bin());
-    for (key, _) in std::env::vars() {
-        if key.starts_with("FERRY_") {
-            cmd.env_remove(key);
-        }
-    }
-    let mut child = cmd
-        .arg("serve")
+    let mut cmd = ferry_command();
+    cmd.arg("serve")
         .arg("--data")
         .arg(data.path())
         .arg("--listen")
-        .arg("127.0.0.1:0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ferry serve starts");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let output = child.wait_with_output().unwrap();
-            panic!(
-                "ferry serve did not exit; it printed {:?} {:?}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (child.wait_with_output().unwrap(), tree(data.path()))
+        .arg("127.0.0.1:0");
+    (finish(cmd), tree(data.path()))
 }
 
 #[test]
@@ -451,8 +355,7 @@ fn container_mode_without_agent_ids_refuses_to_start() {
         ),
     ] {
         let (output, data) = serve_until_exit(toml);
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let (stdout, stderr) = (&output.stdout, &output.stderr);
         assert!(
             !output.status.success(),
             "ferry serve without {missing} exited with {}: {stdout}{stderr}",

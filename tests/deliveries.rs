@@ -6,27 +6,22 @@ mod support;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-use support::{Options, Peer, Reply, Server, client, error_code, ferry_bin, tree};
+use support::{
+    Peer, Reply, Server, assert_error, assert_link_to, client, config_value, error_code,
+    ferry_command, finish, json_answer, list_files, sha256_hex, tree,
+};
 
 /// The cap the size tests lower deliveries to.
 const LIMIT: usize = 1000;
 
 /// A server, and a harness token for its person `me`.
 fn start_with_env(env: &[(&str, &str)]) -> (Server, String) {
-    let server = Server::start_with(Options {
-        env: env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-        ..Options::default()
-    });
+    let server = Server::start_with_env(env);
     let harness = server.create_token("me", "harness");
     (server, harness)
 }
@@ -46,24 +41,12 @@ fn deliver(server: &Server, token: Option<&str>, request: Value) -> (u16, Value)
     if let Some(token) = token {
         builder = builder.bearer_auth(token);
     }
-    let response = builder.send().unwrap();
-    let status = response.status().as_u16();
-    let text = response.text().unwrap();
-    let body = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("status {status}: body is not JSON ({e}): {text:?}"));
-    (status, body)
+    json_answer(builder.send().unwrap())
 }
 
 /// `home/me/public/attachments` on disk.
 fn attachments(server: &Server) -> PathBuf {
     server.home("me").join("public").join("attachments")
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// Asserts a `201` answer for `name` carrying `bytes`, and the file on disk under `dir`.
@@ -81,12 +64,6 @@ fn assert_delivered(status: u16, body: &Value, dir: &Path, name: &str, bytes: &[
     let on_disk = std::fs::read(dir.join(name))
         .unwrap_or_else(|e| panic!("{name} is not in {}: {e}", dir.display()));
     assert_eq!(on_disk, bytes, "the bytes on disk of {name}");
-}
-
-/// Asserts an error answer.
-fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str) {
-    assert_eq!(status, want_status, "{body}");
-    assert_eq!(error_code(body), want_code, "{body}");
 }
 
 /// Nothing at all under `dir`: no file, no `.ferry-tmp-*` (a missing `dir` is empty too).
@@ -465,47 +442,19 @@ fn deliveries_gzip_body_within_cap_is_stored_decoded() {
 /// `ferry serve --print-config` on an empty data dir, with no FERRY_ variables.
 fn print_config() -> String {
     let tmp = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(ferry_bin());
-    for (key, _) in std::env::vars() {
-        if key.starts_with("FERRY_") {
-            cmd.env_remove(key);
-        }
-    }
-    let output = cmd
-        .args(["serve", "--print-config", "--data"])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
-/// The `key = value` lines of `[section]` in a printed config.
-fn section(config: &str, name: &str) -> Vec<(String, String)> {
-    let header = format!("[{name}]");
-    config
-        .lines()
-        .skip_while(|line| line.trim() != header)
-        .skip(1)
-        .take_while(|line| !line.trim_start().starts_with('['))
-        .filter_map(|line| line.split_once('='))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect()
+    let mut cmd = ferry_command();
+    cmd.args(["serve", "--print-config", "--data"])
+        .arg(tmp.path());
+    let out = finish(cmd);
+    assert!(out.status.success(), "{}", out.stderr);
+    out.stdout
 }
 
 #[test]
 fn deliveries_default_cap_is_64_mib_and_timeout_60_s() {
     let config = print_config();
-    let deliveries = section(&config, "deliveries");
     let get = |key: &str| {
-        deliveries
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
+        config_value(&config, "deliveries", key)
             .unwrap_or_else(|| panic!("no deliveries.{key} in:\n{config}"))
     };
     assert_eq!(
@@ -750,12 +699,7 @@ fn deliveries_go_to_the_harness_persons_workspace() {
 
 /// Makes sure `public/attachments` exists (it is created on first access).
 fn touch_public(server: &Server) {
-    let response = client()
-        .get(server.url("/v1/files"))
-        .bearer_auth(&server.token)
-        .send()
-        .unwrap();
-    assert_eq!(response.status(), 200);
+    list_files(server, &server.token, None);
     assert!(attachments(server).is_dir());
 }
 
@@ -810,14 +754,7 @@ fn deliveries_refuse_a_link_at_the_target_name() {
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "original");
     assert_eq!(tree(outside.path()), vec!["target.txt"]);
     let link = attachments(&server).join("x.txt");
-    assert!(
-        std::fs::symlink_metadata(&link)
-            .unwrap()
-            .file_type()
-            .is_symlink(),
-        "the link was replaced"
-    );
-    assert_eq!(std::fs::read_link(&link).unwrap(), target);
+    assert_link_to(&link, &target);
     // No temporary left beside the link either.
     assert_eq!(tree(&attachments(&server)), vec!["x.txt"]);
 }
@@ -899,14 +836,7 @@ fn deliveries_appear_in_the_files_panel() {
     );
     assert_delivered(status, &body, &attachments(&server), "report.csv", b"x,y\n");
 
-    let http = client();
-    let listing: Value = http
-        .get(server.url("/v1/files"))
-        .bearer_auth(&person)
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let listing = list_files(&server, &person, None);
     let folder = &listing["entries"][0];
     assert_eq!(folder["path"], "public/attachments", "{listing}");
     assert_eq!(folder["type"], "dir", "{listing}");
@@ -918,7 +848,7 @@ fn deliveries_appear_in_the_files_panel() {
     assert_eq!(children[0]["type"], "file");
     assert_eq!(children[0]["size"], 4);
 
-    let download = http
+    let download = client()
         .get(server.url("/v1/files/content?path=public/attachments/report.csv"))
         .bearer_auth(&person)
         .send()

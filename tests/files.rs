@@ -9,7 +9,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde_json::{Value, json};
-use support::{Options, Server, client, error_code, tree};
+use support::{
+    Options, Server, client, create_project, error_code, flatten_entries, is_rfc3339, listed_paths,
+    tree, write_file,
+};
 
 /// The exact message of every refusal that touches `public/attachments` itself.
 const MANAGED_MESSAGE: &str = "public/attachments is managed by the system";
@@ -150,9 +153,7 @@ impl Site {
     }
 
     fn create_project(&self, id: &str) {
-        let (status, body) = self.post_json_as(self.token(), "/v1/projects", &json!({ "id": id }));
-        assert_eq!(status, 201, "create project: {body}");
-        assert_eq!(body["id"], id);
+        create_project(&self.server, self.token(), id);
     }
 
     /// Ends a test: whatever it sent, the gateway is still up.
@@ -212,37 +213,13 @@ fn assert_managed(got: &Answer, what: &str) {
     assert_eq!(got.1["error"]["message"], MANAGED_MESSAGE, "{what}");
 }
 
-fn write(path: &Path, bytes: impl AsRef<[u8]>) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, bytes).unwrap();
-}
-
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap()
 }
 
-/// Every node of a listing, depth first in listing order.
-fn flatten(entries: &Value) -> Vec<&Value> {
-    let mut out = Vec::new();
-    for entry in entries.as_array().expect("entries is an array") {
-        out.push(entry);
-        if let Some(children) = entry.get("children") {
-            out.extend(flatten(children));
-        }
-    }
-    out
-}
-
-fn paths(listing: &Value) -> Vec<String> {
-    flatten(&listing["entries"])
-        .iter()
-        .map(|e| e["path"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// The entry at `path` in a listing.
 fn find<'a>(listing: &'a Value, path: &str) -> &'a Value {
-    flatten(&listing["entries"])
+    flatten_entries(&listing["entries"])
         .into_iter()
         .find(|e| e["path"] == path)
         .unwrap_or_else(|| panic!("{path} not listed in {listing}"))
@@ -255,26 +232,6 @@ fn names(entries: &Value) -> Vec<&str> {
         .iter()
         .map(|e| e["name"].as_str().unwrap())
         .collect()
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` (RFC 3339, UTC), possibly with fractional seconds.
-fn is_rfc3339(s: &str) -> bool {
-    let b = s.as_bytes();
-    let digits =
-        |mut r: std::ops::Range<usize>| r.all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
-    b.len() >= 20
-        && digits(0..4)
-        && b[4] == b'-'
-        && digits(5..7)
-        && b[7] == b'-'
-        && digits(8..10)
-        && b[10] == b'T'
-        && digits(11..13)
-        && b[13] == b':'
-        && digits(14..16)
-        && b[16] == b':'
-        && digits(17..19)
-        && s.ends_with('Z')
 }
 
 fn header<'a>(response: &'a Response, name: &str) -> &'a str {
@@ -350,7 +307,7 @@ fn plant_sentinels(site: &Site) -> Vec<(PathBuf, String)> {
         (site.server.data.join("outside.txt"), "site root".to_owned()),
     ];
     for (path, bytes) in &sentinels {
-        write(path, bytes);
+        write_file(path, bytes);
     }
     sentinels
 }
@@ -386,7 +343,7 @@ fn list_nested_tree_folders_first_then_by_name() {
         ("attachments/report.pdf", "%PDF-1.4 report"),
         ("empty.txt", ""),
     ] {
-        write(&public.join(rel), bytes);
+        write_file(&public.join(rel), bytes);
     }
     std::fs::create_dir(public.join("alpha/zz_empty_dir")).unwrap();
     std::fs::File::options()
@@ -437,7 +394,7 @@ fn list_nested_tree_folders_first_then_by_name() {
         "public/attachments/report.pdf"
     );
     assert_eq!(attachments["children"][0]["size"], 15);
-    for entry in flatten(top) {
+    for entry in flatten_entries(top) {
         if entry["path"] != "public/attachments" {
             assert!(
                 entry.get("managed").is_none() || entry["managed"] == false,
@@ -445,14 +402,14 @@ fn list_nested_tree_folders_first_then_by_name() {
             );
         }
         let mtime = entry["mtime"].as_str().unwrap();
-        assert!(is_rfc3339(mtime), "{mtime}");
+        assert!(is_rfc3339(mtime) && mtime.ends_with('Z'), "{mtime}");
     }
 
     let notes = find(&listing, "public/notes.md");
     assert_eq!(notes["size"], 10);
     assert_eq!(notes["mtime"], "2026-11-30T10:00:00Z");
     assert_eq!(find(&listing, "public/empty.txt")["size"], 0);
-    assert_eq!(paths(&listing).len(), 14);
+    assert_eq!(listed_paths(&listing).len(), 14);
     site.finish();
 }
 
@@ -463,15 +420,18 @@ fn list_with_attachments_replaced_by_a_link_or_a_file() {
     let site = Site::start();
     let public = site.public();
     let outside = tempfile::tempdir().unwrap();
-    write(&outside.path().join("o.txt"), "outside");
-    write(&public.join("a.txt"), "A");
+    write_file(&outside.path().join("o.txt"), "outside");
+    write_file(&public.join("a.txt"), "A");
     site.list();
     std::fs::remove_dir_all(public.join("attachments")).unwrap();
     symlink(outside.path(), public.join("attachments")).unwrap();
     let before = tree(outside.path());
 
     let listing = site.list();
-    assert_eq!(paths(&listing), ["public/a.txt", "public/attachments"]);
+    assert_eq!(
+        listed_paths(&listing),
+        ["public/a.txt", "public/attachments"]
+    );
     let attachments = find(&listing, "public/attachments");
     assert_eq!(attachments["type"], "link");
     assert!(attachments.get("children").is_none());
@@ -504,7 +464,7 @@ fn list_with_attachments_replaced_by_a_link_or_a_file() {
     assert_eq!(read(&public.join("a.txt")), "A");
 
     std::fs::remove_file(public.join("attachments")).unwrap();
-    write(&public.join("attachments"), "a file");
+    write_file(&public.join("attachments"), "a file");
     let listing = site.list();
     assert_eq!(find(&listing, "public/attachments")["type"], "file");
     assert_eq!(read(&public.join("attachments")), "a file");
@@ -520,7 +480,7 @@ fn list_creates_attachments_on_first_access() {
     let site = Site::start();
     let public = site.public();
     let _ = std::fs::remove_dir_all(public.join("attachments"));
-    write(&public.join("a.txt"), "a");
+    write_file(&public.join("a.txt"), "a");
     assert!(!public.join("attachments").exists());
 
     let listing = site.list();
@@ -543,7 +503,7 @@ fn list_creates_attachments_on_first_access() {
     // Even a workspace whose public/ is gone entirely.
     std::fs::remove_dir_all(&public).unwrap();
     let listing = site.list();
-    assert_eq!(paths(&listing), ["public/attachments"]);
+    assert_eq!(listed_paths(&listing), ["public/attachments"]);
     assert!(public.join("attachments").is_dir());
     site.finish();
 }
@@ -553,10 +513,10 @@ fn list_shows_links_and_never_follows_them() {
     let site = Site::start();
     let public = site.public();
     let outside = tempfile::tempdir().unwrap();
-    write(&outside.path().join("outside-secret.txt"), "outside");
-    write(&outside.path().join("nested/outside-deep.txt"), "deep");
-    write(&site.home().join("home-secret.txt"), "home");
-    write(&public.join("real/inside.txt"), "inside");
+    write_file(&outside.path().join("outside-secret.txt"), "outside");
+    write_file(&outside.path().join("nested/outside-deep.txt"), "deep");
+    write_file(&site.home().join("home-secret.txt"), "home");
+    write_file(&public.join("real/inside.txt"), "inside");
 
     symlink(outside.path(), public.join("to-outside-dir")).unwrap();
     symlink(
@@ -611,7 +571,7 @@ fn list_shows_links_and_never_follows_them() {
         assert!(!text.contains(leaked), "{leaked} leaked into {text}");
     }
     assert_eq!(
-        paths(&listing),
+        listed_paths(&listing),
         [
             "public/attachments",
             "public/real",
@@ -631,21 +591,24 @@ fn list_shows_links_and_never_follows_them() {
 fn list_shows_nothing_outside_public() {
     let site = Site::start();
     let public = site.public();
-    write(&public.join("mine.txt"), "mine");
-    write(&site.home().join("beside-public.txt"), "no");
-    write(&site.home().join("work/draft.md"), "no");
-    write(&site.home().join(".bashrc"), "no");
-    write(
+    write_file(&public.join("mine.txt"), "mine");
+    write_file(&site.home().join("beside-public.txt"), "no");
+    write_file(&site.home().join("work/draft.md"), "no");
+    write_file(&site.home().join(".bashrc"), "no");
+    write_file(
         &site
             .server
             .data
             .join("private/people/me/artifacts/a/out.txt"),
         "no",
     );
-    write(&site.server.data.join("shared/public/team.txt"), "no");
+    write_file(&site.server.data.join("shared/public/team.txt"), "no");
 
     let listing = site.list();
-    assert_eq!(paths(&listing), ["public/attachments", "public/mine.txt"]);
+    assert_eq!(
+        listed_paths(&listing),
+        ["public/attachments", "public/mine.txt"]
+    );
     for leaked in [
         "beside-public",
         "draft",
@@ -680,16 +643,16 @@ fn list_shows_nothing_outside_public() {
 fn list_hides_temporaries() {
     let site = Site::start();
     let public = site.public();
-    write(&public.join("kept.txt"), "k");
-    write(&public.join(".ferry-tmp-abc123"), "partial");
-    write(&public.join("attachments/.ferry-tmp-zz9"), "partial");
-    write(&public.join("sub/.ferry-tmp-q"), "partial");
-    write(&public.join("sub/real.txt"), "r");
+    write_file(&public.join("kept.txt"), "k");
+    write_file(&public.join(".ferry-tmp-abc123"), "partial");
+    write_file(&public.join("attachments/.ferry-tmp-zz9"), "partial");
+    write_file(&public.join("sub/.ferry-tmp-q"), "partial");
+    write_file(&public.join("sub/real.txt"), "r");
 
     let listing = site.list();
     assert!(!listing.to_string().contains(".ferry-tmp-"), "{listing}");
     assert_eq!(
-        paths(&listing),
+        listed_paths(&listing),
         [
             "public/attachments",
             "public/sub",
@@ -704,9 +667,9 @@ fn list_hides_temporaries() {
 fn list_of_a_project_shows_only_its_own_files() {
     let site = Site::start();
     site.create_project("q2");
-    write(&site.public().join("main-only.txt"), "main");
-    write(&site.project_public("q2").join("q2-only.txt"), "q2");
-    write(
+    write_file(&site.public().join("main-only.txt"), "main");
+    write_file(&site.project_public("q2").join("q2-only.txt"), "q2");
+    write_file(
         &site.project_public("q2").join("attachments/q2-report.pdf"),
         "pdf",
     );
@@ -716,7 +679,7 @@ fn list_of_a_project_shows_only_its_own_files() {
     assert_eq!(listing["root"], "public");
     assert_eq!(listing["project"], "q2");
     assert_eq!(
-        paths(&listing),
+        listed_paths(&listing),
         [
             "public/attachments",
             "public/attachments/q2-report.pdf",
@@ -726,7 +689,10 @@ fn list_of_a_project_shows_only_its_own_files() {
     assert_eq!(listing["entries"][0]["managed"], true);
 
     let main = site.list();
-    assert_eq!(paths(&main), ["public/attachments", "public/main-only.txt"]);
+    assert_eq!(
+        listed_paths(&main),
+        ["public/attachments", "public/main-only.txt"]
+    );
     assert!(!main.to_string().contains("q2"), "{main}");
 
     let (status, projects) = answer(
@@ -739,10 +705,8 @@ fn list_of_a_project_shows_only_its_own_files() {
     let list = projects["projects"].as_array().unwrap();
     assert_eq!(list.len(), 1, "{projects}");
     assert_eq!(list[0]["id"], "q2");
-    assert!(
-        is_rfc3339(list[0]["created"].as_str().unwrap()),
-        "{projects}"
-    );
+    let created = list[0]["created"].as_str().unwrap();
+    assert!(is_rfc3339(created) && created.ends_with('Z'), "{projects}");
 
     // A download within the project, and not from the main workspace.
     let response = site
@@ -772,7 +736,7 @@ fn list_caps_at_ten_thousand_entries() {
     // Nested entries count: attachments/ (always there) and 10 files in it, bulk/ and its files.
     std::fs::create_dir_all(public.join("attachments")).unwrap();
     for i in 0..10 {
-        write(&public.join(format!("attachments/a{i:02}.txt")), "");
+        write_file(&public.join(format!("attachments/a{i:02}.txt")), "");
     }
     std::fs::create_dir_all(public.join("bulk")).unwrap();
     let bulk = 9_999 - 12;
@@ -785,7 +749,7 @@ fn list_caps_at_ten_thousand_entries() {
             std::fs::write(public.join(format!("top{total}.txt")), "").unwrap();
         }
         let listing = site.list();
-        let count = paths(&listing).len();
+        let count = listed_paths(&listing).len();
         if truncated {
             assert_eq!(listing["truncated"], true, "{total} entries");
             assert_eq!(count, 10_000, "{total} entries: at most 10,000 returned");
@@ -816,7 +780,7 @@ fn get_returns_bytes_with_attachment_disposition() {
         "it's; a=b,c.txt",
     ];
     for (i, name) in names.iter().enumerate() {
-        write(&public.join("docs").join(name), format!("content {i}"));
+        write_file(&public.join("docs").join(name), format!("content {i}"));
     }
     for (i, name) in names.iter().enumerate() {
         let response = site.content(&format!("public/docs/{name}")).send().unwrap();
@@ -847,7 +811,7 @@ fn get_returns_bytes_with_attachment_disposition() {
     );
     // Raw bytes come back exactly.
     let bytes: Vec<u8> = (0..=255u8).cycle().take(200_000).collect();
-    write(&public.join("attachments/blob.bin"), &bytes);
+    write_file(&public.join("attachments/blob.bin"), &bytes);
     let response = site.content("public/attachments/blob.bin").send().unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(header(&response, "content-length"), "200000");
@@ -859,13 +823,13 @@ fn get_returns_bytes_with_attachment_disposition() {
 fn get_sniffs_the_content_type_from_the_bytes() {
     let site = Site::start();
     let public = site.public();
-    write(&public.join("photo.txt"), PNG);
-    write(&public.join("image.png"), PNG);
-    write(
+    write_file(&public.join("photo.txt"), PNG);
+    write_file(&public.join("image.png"), PNG);
+    write_file(
         &public.join("notes.png"),
         "just some plain text, honestly\n",
     );
-    write(&public.join("readme.txt"), "hello world\n");
+    write_file(&public.join("readme.txt"), "hello world\n");
 
     for (name, expected) in [
         ("photo.txt", "image/png"),
@@ -891,7 +855,7 @@ fn get_sniffs_the_content_type_from_the_bytes() {
 fn get_etag_and_if_none_match() {
     let site = Site::start();
     let path = site.public().join("e.txt");
-    write(&path, "0123456789");
+    write_file(&path, "0123456789");
     let response = site.content("public/e.txt").send().unwrap();
     assert_eq!(response.status(), 200);
     let etag = header(&response, "etag").to_owned();
@@ -929,7 +893,7 @@ fn get_etag_and_if_none_match() {
     assert_eq!(response.text().unwrap(), "0123456789");
 
     // A changed file has a new tag; the old one no longer gets a 304.
-    write(&path, "a longer replacement");
+    write_file(&path, "a longer replacement");
     let response = site
         .content("public/e.txt")
         .header("if-none-match", &etag)
@@ -945,7 +909,7 @@ fn get_etag_and_if_none_match() {
 fn get_ranges() {
     let site = Site::start();
     let path = site.public().join("r.txt");
-    write(&path, "0123456789");
+    write_file(&path, "0123456789");
     let range = |value: &str| {
         site.content("public/r.txt")
             .header("range", value)
@@ -994,7 +958,7 @@ fn get_ranges() {
     assert_eq!(response.text().unwrap(), "0123456789");
 
     // The file changed since the client saw it: its old tag gets the whole new file.
-    write(&path, "abcdefghijklmnop");
+    write_file(&path, "abcdefghijklmnop");
     let response = site
         .content("public/r.txt")
         .header("range", "bytes=0-3")
@@ -1009,7 +973,7 @@ fn get_ranges() {
 #[test]
 fn get_a_directory_is_is_directory() {
     let site = Site::start();
-    write(&site.public().join("folder/f.txt"), "f");
+    write_file(&site.public().join("folder/f.txt"), "f");
     for path in [
         "public/folder",
         "public/folder/",
@@ -1053,9 +1017,9 @@ fn get_through_symlinks_stays_beneath_public() {
     let sentinels = plant_sentinels(&site);
     let public = site.public();
     let outside = tempfile::tempdir().unwrap();
-    write(&outside.path().join("far.txt"), "far away bytes");
-    write(&public.join("real.txt"), "real bytes");
-    write(&public.join("sub/deeper.txt"), "deeper bytes");
+    write_file(&outside.path().join("far.txt"), "far away bytes");
+    write_file(&public.join("real.txt"), "real bytes");
+    write_file(&public.join("sub/deeper.txt"), "deeper bytes");
 
     symlink("../secret.txt", public.join("rel-out.txt")).unwrap();
     symlink(site.home().join("secret.txt"), public.join("abs-out.txt")).unwrap();
@@ -1109,7 +1073,7 @@ fn get_through_symlinks_without_openat2_stays_beneath_public() {
     });
     let sentinels = plant_sentinels(&site);
     let public = site.public();
-    write(&public.join("real.txt"), "real bytes");
+    write_file(&public.join("real.txt"), "real bytes");
     symlink("../secret.txt", public.join("rel-out.txt")).unwrap();
     symlink(site.home().join("secret.txt"), public.join("abs-out.txt")).unwrap();
     symlink("..", public.join("up")).unwrap();
@@ -1135,7 +1099,7 @@ fn get_through_an_inner_link_without_openat2() {
         ..Options::default()
     });
     let public = site.public();
-    write(&public.join("real.txt"), "real bytes");
+    write_file(&public.join("real.txt"), "real bytes");
     symlink("real.txt", public.join("alias.txt")).unwrap();
     let response = site.content("public/alias.txt").send().unwrap();
     assert_eq!(response.status(), 200);
@@ -1146,7 +1110,7 @@ fn get_through_an_inner_link_without_openat2() {
 #[test]
 fn get_an_empty_file() {
     let site = Site::start();
-    write(&site.public().join("empty.txt"), "");
+    write_file(&site.public().join("empty.txt"), "");
     let response = site.content("public/empty.txt").send().unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(header(&response, "content-length"), "0");
@@ -1184,7 +1148,7 @@ fn mkdir_creates_folders_with_parents() {
     assert_eq!(got.0, 201, "{}", got.1);
     assert!(public.join("reports/2026").is_dir());
 
-    write(&public.join("reports/2026/keep.txt"), "keep");
+    write_file(&public.join("reports/2026/keep.txt"), "keep");
     assert_error(
         &site.mkdir("public/reports"),
         409,
@@ -1242,8 +1206,8 @@ fn mkdir_names_new_parents_safely() {
 fn move_and_rename() {
     let site = Site::start();
     let public = site.public();
-    write(&public.join("a.txt"), "A");
-    write(&public.join("dir/inner.txt"), "inner");
+    write_file(&public.join("a.txt"), "A");
+    write_file(&public.join("dir/inner.txt"), "inner");
     std::fs::create_dir(public.join("reports")).unwrap();
 
     let got = site.mv("public/a.txt", "public/b.txt");
@@ -1287,10 +1251,10 @@ fn move_and_rename() {
 fn move_never_overwrites() {
     let site = Site::start();
     let public = site.public();
-    write(&public.join("a.txt"), "A");
-    write(&public.join("b.txt"), "B");
-    write(&public.join("d1/x.txt"), "d1");
-    write(&public.join("d2/y.txt"), "d2");
+    write_file(&public.join("a.txt"), "A");
+    write_file(&public.join("b.txt"), "B");
+    write_file(&public.join("d1/x.txt"), "d1");
+    write_file(&public.join("d2/y.txt"), "d2");
     std::fs::create_dir(public.join("empty")).unwrap();
 
     assert_error(
@@ -1344,7 +1308,7 @@ fn move_never_overwrites() {
 fn move_a_folder_into_itself_is_refused() {
     let site = Site::start();
     let public = site.public();
-    write(&public.join("reports/sub/f.txt"), "f");
+    write_file(&public.join("reports/sub/f.txt"), "f");
     for to in [
         "public/reports/inner",
         "public/reports/sub/reports",
@@ -1367,10 +1331,10 @@ fn move_a_folder_into_itself_is_refused() {
 fn delete_files_and_folders() {
     let site = Site::start();
     let public = site.public();
-    write(&public.join("a.txt"), "A");
-    write(&public.join("keep.txt"), "keep");
-    write(&public.join("dir/x.txt"), "x");
-    write(&public.join("dir/deep/deeper/y.txt"), "y");
+    write_file(&public.join("a.txt"), "A");
+    write_file(&public.join("keep.txt"), "keep");
+    write_file(&public.join("dir/x.txt"), "x");
+    write_file(&public.join("dir/deep/deeper/y.txt"), "y");
     std::fs::create_dir(public.join("dir/empty")).unwrap();
 
     assert_eq!(site.delete("public/a.txt"), (204, Value::Null));
@@ -1392,7 +1356,7 @@ fn delete_files_and_folders() {
         "missing path",
     );
     assert_eq!(
-        paths(&site.list()),
+        listed_paths(&site.list()),
         ["public/attachments", "public/keep.txt"]
     );
     site.finish();
@@ -1403,10 +1367,10 @@ fn delete_a_folder_removes_links_not_their_targets() {
     let site = Site::start();
     let public = site.public();
     let outside = tempfile::tempdir().unwrap();
-    write(&outside.path().join("keep/deep.txt"), "outside");
-    write(&outside.path().join("file.txt"), "outside file");
-    write(&public.join("dir/real.txt"), "real");
-    write(&public.join("other/kept.txt"), "kept");
+    write_file(&outside.path().join("keep/deep.txt"), "outside");
+    write_file(&outside.path().join("file.txt"), "outside file");
+    write_file(&public.join("dir/real.txt"), "real");
+    write_file(&public.join("other/kept.txt"), "kept");
     symlink(outside.path(), public.join("dir/to-outside")).unwrap();
     symlink(outside.path().join("keep"), public.join("dir/nested-out")).unwrap();
     symlink(outside.path().join("file.txt"), public.join("dir/file-out")).unwrap();
@@ -1426,8 +1390,8 @@ fn attachments_itself_is_managed_by_the_system() {
     let site = Site::start();
     site.create_project("q2");
     let public = site.public();
-    write(&public.join("attachments/delivered.pdf"), "pdf");
-    write(&public.join("a.txt"), "A");
+    write_file(&public.join("attachments/delivered.pdf"), "pdf");
+    write_file(&public.join("a.txt"), "A");
     std::fs::create_dir(public.join("reports")).unwrap();
 
     for spelling in [
@@ -1509,7 +1473,7 @@ fn attachments_itself_is_managed_by_the_system() {
 fn public_itself_cannot_be_moved_or_deleted() {
     let site = Site::start();
     let public = site.public();
-    write(&public.join("a.txt"), "A");
+    write_file(&public.join("a.txt"), "A");
     std::fs::create_dir(public.join("reports")).unwrap();
     for spelling in ["public", "public/", "./public", "public/."] {
         assert_error(
@@ -1535,7 +1499,7 @@ fn public_itself_cannot_be_moved_or_deleted() {
     assert_eq!(read(&public.join("a.txt")), "A");
     assert_eq!(tree(&public.join("reports")), Vec::<String>::new());
     assert_eq!(
-        paths(&site.list()),
+        listed_paths(&site.list()),
         ["public/attachments", "public/reports", "public/a.txt"]
     );
     site.finish();
@@ -1545,9 +1509,9 @@ fn public_itself_cannot_be_moved_or_deleted() {
 fn files_inside_attachments_may_be_moved_out_and_deleted() {
     let site = Site::start();
     let public = site.public();
-    write(&public.join("attachments/report.pdf"), "report");
-    write(&public.join("attachments/old.pdf"), "old");
-    write(&public.join("attachments/batch/one.txt"), "1");
+    write_file(&public.join("attachments/report.pdf"), "report");
+    write_file(&public.join("attachments/old.pdf"), "old");
+    write_file(&public.join("attachments/batch/one.txt"), "1");
 
     let got = site.mv("public/attachments/report.pdf", "public/report.pdf");
     assert_eq!(got.0, 200, "{}", got.1);
@@ -1578,7 +1542,7 @@ fn a_nested_attachments_folder_is_ordinary() {
     let site = Site::start();
     let public = site.public();
     std::fs::create_dir(public.join("reports")).unwrap();
-    write(&public.join("a.txt"), "A");
+    write_file(&public.join("a.txt"), "A");
 
     let got = site.mkdir("public/reports/attachments");
     assert_eq!(got, (201, json!({"path": "public/reports/attachments"})));
@@ -1623,8 +1587,8 @@ fn bad_paths_in_downloads() {
     let site = Site::start();
     let sentinels = plant_sentinels(&site);
     let public = site.public();
-    write(&public.join("ok.txt"), "ok");
-    write(&public.join("%2e%2e%2fliteral.txt"), "a literal name");
+    write_file(&public.join("ok.txt"), "ok");
+    write_file(&public.join("%2e%2e%2fliteral.txt"), "a literal name");
     site.list(); // public/attachments exists from here on
     let before = snapshot(&site);
     let long_ok = format!("path={}", long_path(4096));
@@ -1731,7 +1695,7 @@ fn bad_paths_in_deletes() {
     let site = Site::start();
     let sentinels = plant_sentinels(&site);
     let public = site.public();
-    write(&public.join("ok.txt"), "ok");
+    write_file(&public.join("ok.txt"), "ok");
     site.list(); // public/attachments exists from here on
     let before = snapshot(&site);
     let absolute = format!("path={}", site.home().join("secret.txt").display());
@@ -1813,7 +1777,7 @@ fn bad_paths_in_mkdir_and_move() {
     let site = Site::start();
     let sentinels = plant_sentinels(&site);
     let public = site.public();
-    write(&public.join("ok.txt"), "ok");
+    write_file(&public.join("ok.txt"), "ok");
     site.list(); // public/attachments exists from here on
     let before = snapshot(&site);
     let absolute = site.home().join("secret.txt").display().to_string();
@@ -1904,9 +1868,9 @@ fn writes_through_a_linked_folder_escape() {
     let site = Site::start();
     let public = site.public();
     let outside = tempfile::tempdir().unwrap();
-    write(&outside.path().join("file"), "outside file");
-    write(&outside.path().join("sub/deep.txt"), "outside deep");
-    write(&public.join("a.txt"), "A");
+    write_file(&outside.path().join("file"), "outside file");
+    write_file(&outside.path().join("sub/deep.txt"), "outside deep");
+    write_file(&public.join("a.txt"), "A");
     symlink(outside.path(), public.join("reports")).unwrap();
     let outside_before = tree(outside.path());
 
@@ -1968,8 +1932,8 @@ fn writes_through_a_linked_folder_escape() {
 fn writes_through_a_link_inside_the_tree_are_refused() {
     let site = Site::start();
     let public = site.public();
-    write(&public.join("real/keep.txt"), "keep");
-    write(&public.join("a.txt"), "A");
+    write_file(&public.join("real/keep.txt"), "keep");
+    write_file(&public.join("a.txt"), "A");
     symlink("real", public.join("alias")).unwrap();
 
     assert_error(
@@ -2012,7 +1976,7 @@ fn writes_through_a_link_inside_the_tree_are_refused() {
 fn files_routes_need_a_member_token() {
     let site = Site::start();
     let public = site.public();
-    write(&public.join("a.txt"), "A");
+    write_file(&public.join("a.txt"), "A");
     let harness = site.server.create_token("me", "harness");
     let forged = format!("{}x", site.server.token);
 
@@ -2084,14 +2048,14 @@ fn another_person_cannot_reach_my_files_or_projects() {
     let site = Site::start();
     site.create_project("q2");
     let public = site.public();
-    write(&public.join("mine.txt"), "my secret bytes");
-    write(&public.join("folder/inner.txt"), "inner");
-    write(&site.project_public("q2").join("plan.txt"), "q2 plan");
+    write_file(&public.join("mine.txt"), "my secret bytes");
+    write_file(&public.join("folder/inner.txt"), "inner");
+    write_file(&site.project_public("q2").join("plan.txt"), "q2 plan");
     let bob = site.server.add_person("bob");
 
     let (status, listing) = site.list_as(&bob, None);
     assert_eq!(status, 200, "{listing}");
-    assert_eq!(paths(&listing), ["public/attachments"]);
+    assert_eq!(listed_paths(&listing), ["public/attachments"]);
     assert!(site.server.home("bob").join("public/attachments").is_dir());
 
     let bob_get = |path: &str, project: Option<&str>| {
@@ -2170,7 +2134,7 @@ fn another_person_cannot_reach_my_files_or_projects() {
     assert_eq!(status, 201, "{body}");
     let (status, listing) = site.list_as(&bob, Some("q2"));
     assert_eq!(status, 200);
-    assert_eq!(paths(&listing), ["public/attachments"]);
+    assert_eq!(listed_paths(&listing), ["public/attachments"]);
 
     assert_eq!(read(&public.join("mine.txt")), "my secret bytes");
     assert_eq!(read(&site.project_public("q2").join("plan.txt")), "q2 plan");
@@ -2186,7 +2150,7 @@ fn another_person_cannot_reach_my_files_or_projects() {
 fn malformed_json_and_queries_are_client_errors() {
     let site = Site::start();
     let public = site.public();
-    write(&public.join("a.txt"), "A");
+    write_file(&public.join("a.txt"), "A");
     site.list(); // public/attachments exists from here on
     let before = snapshot(&site);
 

@@ -5,13 +5,15 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use reqwest::blocking::multipart::{Form, Part};
-use serde_json::{Value, json};
-use support::{Peer, Reply, Server, client};
+use serde_json::json;
+use support::{
+    Peer, Reply, Server, client, create_project, list_files, listed_paths, post_json, upload,
+    write_file,
+};
 
 /// The old name of `public/`; spelled here because these tests build legacy state.
 const LEGACY: &str = "uploads";
@@ -20,15 +22,9 @@ const LEGACY: &str = "uploads";
 // Helpers
 // ---------------------------------------------------------------------------------------
 
-/// Writes `bytes` at `path`, creating the parents.
-fn put(path: &Path, bytes: &[u8]) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, bytes).unwrap();
-}
-
 /// Writes `bytes` at `path` and sets its mtime to `secs` after an arbitrary fixed epoch.
 fn put_at(path: &Path, bytes: &[u8], secs: u64) {
-    put(path, bytes);
+    write_file(path, bytes);
     set_mtime(path, secs);
 }
 
@@ -86,29 +82,6 @@ fn show(map: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The folder holding a workspace's `public/`: the main one or a project's.
-fn container(server: &Server, project: Option<&str>) -> PathBuf {
-    match project {
-        None => server.home("me"),
-        Some(p) => server.home("me").join("projects").join(p),
-    }
-}
-
-/// Every path of a listing, flattened.
-fn listed_paths(listing: &Value) -> Vec<String> {
-    fn walk(entries: &Value, out: &mut Vec<String>) {
-        for entry in entries.as_array().unwrap() {
-            out.push(entry["path"].as_str().unwrap().to_owned());
-            if let Some(children) = entry.get("children") {
-                walk(children, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&listing["entries"], &mut out);
-    out
-}
-
 /// Every file or folder named `uploads` anywhere under `root`.
 fn legacy_entries(root: &Path) -> Vec<String> {
     support::tree(root)
@@ -121,9 +94,9 @@ fn legacy_entries(root: &Path) -> Vec<String> {
 /// delivery in `attachments/`.
 fn plant_legacy(container: &Path) {
     let legacy = container.join(LEGACY);
-    put(&legacy.join("a.txt"), b"alpha");
-    put(&legacy.join("notes/b.md"), b"beta");
-    put(&legacy.join("attachments/old.pdf"), b"%PDF-old");
+    write_file(&legacy.join("a.txt"), b"alpha");
+    write_file(&legacy.join("notes/b.md"), b"beta");
+    write_file(&legacy.join("attachments/old.pdf"), b"%PDF-old");
 }
 
 fn planted() -> BTreeMap<String, Vec<u8>> {
@@ -171,14 +144,7 @@ fn touch(
     let query = project.map(|p| format!("&project={p}")).unwrap_or_default();
     match route {
         Route::List => {
-            let project_query = project.map(|p| format!("?project={p}")).unwrap_or_default();
-            let response = http
-                .get(server.url(&format!("/v1/files{project_query}")))
-                .bearer_auth(&server.token)
-                .send()
-                .unwrap();
-            assert_eq!(response.status(), 200);
-            let listing: Value = response.json().unwrap();
+            let listing = list_files(server, &server.token, project);
             let paths = listed_paths(&listing);
             for rel in after.keys() {
                 assert!(
@@ -192,20 +158,8 @@ fn touch(
             );
         }
         Route::Upload => {
-            let mut form = Form::new().part(
-                "file",
-                Part::bytes(b"fresh".to_vec()).file_name("fresh.txt"),
-            );
-            if let Some(p) = project {
-                form = form.text("project", p.to_owned());
-            }
-            let response = http
-                .post(server.url("/v1/media"))
-                .bearer_auth(&server.token)
-                .multipart(form)
-                .send()
-                .unwrap();
-            assert_eq!(response.status(), 201, "{}", response.text().unwrap());
+            let (status, body) = upload(server, &server.token, "fresh.txt", b"fresh", project);
+            assert_eq!(status, 201, "{body}");
             after.insert("fresh.txt".into(), b"fresh".to_vec());
         }
         Route::Download => {
@@ -218,22 +172,22 @@ fn touch(
             assert_eq!(response.bytes().unwrap().as_ref(), b"alpha");
         }
         Route::Mkdir => {
-            let response = http
-                .post(server.url("/v1/files/mkdir"))
-                .bearer_auth(&server.token)
-                .json(&json!({"path": "public/notes/made", "project": project}))
-                .send()
-                .unwrap();
-            assert_eq!(response.status(), 201, "{}", response.text().unwrap());
+            let (status, body) = post_json(
+                server,
+                &server.token,
+                "/v1/files/mkdir",
+                &json!({"path": "public/notes/made", "project": project}),
+            );
+            assert_eq!(status, 201, "{body}");
         }
         Route::Move => {
-            let response = http
-                .post(server.url("/v1/files/move"))
-                .bearer_auth(&server.token)
-                .json(&json!({"from": "public/a.txt", "to": "public/notes/a.txt", "project": project}))
-                .send()
-                .unwrap();
-            assert_eq!(response.status(), 200, "{}", response.text().unwrap());
+            let (status, body) = post_json(
+                server,
+                &server.token,
+                "/v1/files/move",
+                &json!({"from": "public/a.txt", "to": "public/notes/a.txt", "project": project}),
+            );
+            assert_eq!(status, 200, "{body}");
             let bytes = after.remove("a.txt").unwrap();
             after.insert("notes/a.txt".into(), bytes);
         }
@@ -249,14 +203,13 @@ fn touch(
         Route::Deliver => {
             let peer = Peer::start(|_| Reply::ok(b"delivered".to_vec()));
             let harness = server.create_token("me", "harness");
-            let response = http
-                .post(server.url("/v1/deliveries"))
-                .bearer_auth(&harness)
-                .json(&json!({"url": peer.url("/files/report.pdf"), "project": project}))
-                .send()
-                .unwrap();
-            assert_eq!(response.status(), 201, "{}", response.text().unwrap());
-            let body: Value = response.json().unwrap();
+            let (status, body) = post_json(
+                server,
+                &harness,
+                "/v1/deliveries",
+                &json!({"url": peer.url("/files/report.pdf"), "project": project}),
+            );
+            assert_eq!(status, 201, "{body}");
             assert_eq!(body["path"], "public/attachments/report.pdf");
             after.insert("attachments/report.pdf".into(), b"delivered".to_vec());
         }
@@ -363,16 +316,16 @@ fn both_present_merge_recursively_newer_wins() {
     touch(&server, Route::List, None, BTreeMap::new());
 
     // Only on one side.
-    put(&legacy.join("only-legacy.txt"), b"L");
-    put(&public.join("only-public.txt"), b"P");
+    write_file(&legacy.join("only-legacy.txt"), b"L");
+    write_file(&public.join("only-public.txt"), b"P");
     // Collisions: the legacy copy is newer for one name, the public copy for another.
     put_at(&legacy.join("legacy-newer.txt"), b"legacy wins", 200);
     put_at(&public.join("legacy-newer.txt"), b"public loses", 100);
     put_at(&legacy.join("public-newer.txt"), b"legacy loses", 100);
     put_at(&public.join("public-newer.txt"), b"public wins", 200);
     // The same at depth, with folders on both sides that must merge, not replace.
-    put(&legacy.join("reports/2025/q1.pdf"), b"q1");
-    put(&public.join("reports/2025/q2.pdf"), b"q2");
+    write_file(&legacy.join("reports/2025/q1.pdf"), b"q1");
+    write_file(&public.join("reports/2025/q2.pdf"), b"q2");
     put_at(
         &legacy.join("reports/2025/summary.md"),
         b"legacy summary",
@@ -385,7 +338,7 @@ fn both_present_merge_recursively_newer_wins() {
     );
     put_at(&legacy.join("reports/index.md"), b"old index", 10);
     put_at(&public.join("reports/index.md"), b"new index", 11);
-    put(&legacy.join("reports/2024/only-legacy-dir/x.csv"), b"x");
+    write_file(&legacy.join("reports/2024/only-legacy-dir/x.csv"), b"x");
     std::fs::create_dir_all(legacy.join("reports/empty-legacy-dir")).unwrap();
     // Old deliveries merge into the managed folder.
     put_at(&legacy.join("attachments/old.pdf"), b"old delivery", 5);
@@ -435,10 +388,10 @@ fn merge_keeps_both_sides_of_a_file_folder_clash() {
     // Not a collision of two files, so neither may be dropped: both survive in public/.
     let server = Server::start();
     let home = server.home("me");
-    put(&home.join("public/report/part1.md"), b"part one");
-    put(&home.join("uploads/report"), b"a file called report");
-    put(&home.join("uploads/data/rows.csv"), b"rows");
-    put(&home.join("public/data"), b"a file called data");
+    write_file(&home.join("public/report/part1.md"), b"part one");
+    write_file(&home.join("uploads/report"), b"a file called report");
+    write_file(&home.join("uploads/data/rows.csv"), b"rows");
+    write_file(&home.join("public/data"), b"a file called data");
 
     touch(&server, Route::List, None, BTreeMap::new());
 
@@ -464,16 +417,10 @@ fn legacy_link_is_never_followed() {
     let server = Server::start();
     let home = server.home("me");
     let outside = tempfile::tempdir().unwrap();
-    put(&outside.path().join("secret.txt"), b"secret");
+    write_file(&outside.path().join("secret.txt"), b"secret");
     std::os::unix::fs::symlink(outside.path(), home.join(LEGACY)).unwrap();
 
-    let listing: Value = client()
-        .get(server.url("/v1/files"))
-        .bearer_auth(&server.token)
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let listing = list_files(&server, &server.token, None);
     assert_eq!(listed_paths(&listing), vec!["public/attachments"]);
     assert_eq!(
         files(outside.path()),
@@ -499,7 +446,7 @@ fn project_legacy_uploads_migrate_on_first_touch_by_each_route() {
         let out = server.ferry(&["project", "add", "me", &project]);
         assert!(out.status.success(), "{out:?}");
         // A project made before the rename: uploads/ only.
-        let dir = container(&server, Some(&project));
+        let dir = server.workspace("me", Some(&project));
         std::fs::remove_dir_all(dir.join("public")).unwrap();
         plant_legacy(&dir);
 
@@ -524,11 +471,11 @@ fn project_merge_when_both_present() {
     let server = Server::start();
     let out = server.ferry(&["project", "add", "me", "q2"]);
     assert!(out.status.success(), "{out:?}");
-    let dir = container(&server, Some("q2"));
+    let dir = server.workspace("me", Some("q2"));
     put_at(&dir.join("uploads/draft.md"), b"legacy newer", 9);
     put_at(&dir.join("public/draft.md"), b"public older", 8);
-    put(&dir.join("uploads/sub/one.txt"), b"1");
-    put(&dir.join("public/sub/two.txt"), b"2");
+    write_file(&dir.join("uploads/sub/one.txt"), b"1");
+    write_file(&dir.join("public/sub/two.txt"), b"2");
 
     let after = touch(
         &server,
@@ -588,11 +535,11 @@ fn plant_big(container: &Path, tag: &str) -> BTreeMap<String, Vec<u8>> {
                 expected.insert(rel, format!("public {body}").into_bytes());
             }
             2 | 3 => {
-                put(&public.join(&rel), body.as_bytes());
+                write_file(&public.join(&rel), body.as_bytes());
                 expected.insert(rel, body.into_bytes());
             }
             _ => {
-                put(&legacy.join(&rel), body.as_bytes());
+                write_file(&legacy.join(&rel), body.as_bytes());
                 expected.insert(rel, body.into_bytes());
             }
         }
@@ -600,7 +547,7 @@ fn plant_big(container: &Path, tag: &str) -> BTreeMap<String, Vec<u8>> {
     // Top-level files too, so the folder-by-folder merge is raced at every level.
     for i in 0..20 {
         let rel = format!("{tag}-top-{i}.txt");
-        put(&legacy.join(&rel), rel.as_bytes());
+        write_file(&legacy.join(&rel), rel.as_bytes());
         expected.insert(rel.clone(), rel.into_bytes());
     }
     expected
@@ -703,20 +650,20 @@ fn interrupted_migration_is_completed_without_loss() {
     // The state a crash leaves: some files already renamed into public/, others still in
     // uploads/, one folder half merged, an emptied folder not yet removed, a collision not
     // yet decided, and temporaries of writes that never committed.
-    put(&public.join("moved-already.txt"), b"moved");
+    write_file(&public.join("moved-already.txt"), b"moved");
     std::fs::create_dir_all(public.join("attachments")).unwrap();
-    put(&legacy.join("not-yet.txt"), b"waiting");
-    put(&public.join("half/done.md"), b"done");
-    put(&legacy.join("half/todo.md"), b"todo");
-    put(&public.join("half/deeper/in-public.csv"), b"p");
-    put(&legacy.join("half/deeper/in-legacy.csv"), b"l");
+    write_file(&legacy.join("not-yet.txt"), b"waiting");
+    write_file(&public.join("half/done.md"), b"done");
+    write_file(&legacy.join("half/todo.md"), b"todo");
+    write_file(&public.join("half/deeper/in-public.csv"), b"p");
+    write_file(&legacy.join("half/deeper/in-legacy.csv"), b"l");
     std::fs::create_dir_all(legacy.join("emptied")).unwrap();
     std::fs::create_dir_all(public.join("emptied")).unwrap();
-    put(&public.join("emptied/was-here.txt"), b"w");
+    write_file(&public.join("emptied/was-here.txt"), b"w");
     put_at(&legacy.join("undecided.txt"), b"legacy newer", 20);
     put_at(&public.join("undecided.txt"), b"public older", 10);
-    put(&legacy.join(".ferry-tmp-x"), b"half a write");
-    put(&legacy.join("half/.ferry-tmp-y"), b"half another");
+    write_file(&legacy.join(".ferry-tmp-x"), b"half a write");
+    write_file(&legacy.join("half/.ferry-tmp-y"), b"half another");
 
     let expected = expect(&[
         ("moved-already.txt", "moved"),
@@ -756,35 +703,30 @@ fn no_route_or_command_creates_uploads() {
     let alice = server.add_person("alice");
     let out = server.ferry(&["project", "add", "me", "cli-proj"]);
     assert!(out.status.success(), "{out:?}");
-    let response = http
-        .post(server.url("/v1/projects"))
-        .bearer_auth(&server.token)
-        .json(&json!({"id": "api-proj"}))
-        .send()
-        .unwrap();
-    assert_eq!(response.status(), 201);
+    create_project(&server, &server.token, "api-proj");
     let out = server.ferry(&["token", "create", "alice", "--kind", "admin"]);
     assert!(out.status.success(), "{out:?}");
 
     for project in [None, Some("cli-proj"), Some("api-proj")] {
         // Start from a workspace holding what the routes act on.
-        put(&container(&server, project).join("public/a.txt"), b"alpha");
-        put(
-            &container(&server, project).join("public/notes/b.md"),
+        write_file(
+            &server.workspace("me", project).join("public/a.txt"),
+            b"alpha",
+        );
+        write_file(
+            &server.workspace("me", project).join("public/notes/b.md"),
             b"beta",
         );
-        let mut state = files(&container(&server, project).join("public"));
+        let mut state = files(&server.workspace("me", project).join("public"));
         for route in ROUTES {
             state = touch(&server, route, project, state);
         }
-        assert_eq!(files(&container(&server, project).join("public")), state);
+        assert_eq!(
+            files(&server.workspace("me", project).join("public")),
+            state
+        );
     }
-    let response = http
-        .get(server.url("/v1/files"))
-        .bearer_auth(&alice)
-        .send()
-        .unwrap();
-    assert_eq!(response.status(), 200);
+    list_files(&server, &alice, None);
     for path in ["/v1/projects", "/v1/files?project=api-proj"] {
         http.get(server.url(path))
             .bearer_auth(&server.token)
@@ -796,7 +738,8 @@ fn no_route_or_command_creates_uploads() {
     // And the site has the workspaces the routes used, so the walk saw them.
     assert!(server.home("alice").join("public/attachments").is_dir());
     assert!(
-        container(&server, Some("api-proj"))
+        server
+            .workspace("me", Some("api-proj"))
             .join("public/attachments")
             .is_dir()
     );

@@ -11,8 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-use support::{Options, Server, error_code, multipart};
+use support::{
+    Server, assert_alive, assert_error, assert_link_to, assert_no_temporaries, create_project,
+    error_code, list_files, multipart, sha256_hex, temporaries,
+};
 
 /// The boundary of every hand-made multipart body here.
 const BOUNDARY: &str = "ferry-test-boundary-7c1e";
@@ -27,18 +29,8 @@ const RAW_READ_TIMEOUT: Duration = Duration::from_secs(15);
 // Helpers
 // ---------------------------------------------------------------------------------------
 
-fn start_with_env(env: &[(&str, &str)]) -> Server {
-    Server::start_with(Options {
-        config_toml: None,
-        env: env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-    })
-}
-
 fn start_with_cap() -> Server {
-    start_with_env(&[("FERRY_MEDIA__MAX_UPLOAD_BYTES", &CAP.to_string())])
+    Server::start_with_env(&[("FERRY_MEDIA__MAX_UPLOAD_BYTES", &CAP.to_string())])
 }
 
 fn http() -> reqwest::blocking::Client {
@@ -46,13 +38,6 @@ fn http() -> reqwest::blocking::Client {
         .timeout(Duration::from_secs(20))
         .build()
         .unwrap()
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn content_type() -> String {
@@ -106,53 +91,6 @@ fn workspace_files(data: &Path) -> Vec<(String, u64)> {
             (!meta.is_dir()).then_some((rel, meta.len()))
         })
         .collect()
-}
-
-/// Every `.ferry-tmp-*` temporary anywhere below `dir`.
-fn temporaries(dir: &Path) -> Vec<String> {
-    support::tree(dir)
-        .into_iter()
-        .filter(|rel| {
-            Path::new(rel)
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(".ferry-tmp-"))
-        })
-        .collect()
-}
-
-fn assert_no_temporaries(server: &Server) {
-    let temps = temporaries(&server.data);
-    assert!(temps.is_empty(), "temporaries left behind: {temps:?}");
-}
-
-/// The server still runs and answers.
-fn assert_still_serving(server: &mut Server) {
-    assert!(
-        server.is_running(),
-        "the server died; log:\n{}",
-        server.log()
-    );
-    let response = http().get(server.url("/healthz")).send().unwrap();
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.text().unwrap(), "ok");
-}
-
-fn create_project(server: &Server, id: &str) {
-    let response = http()
-        .post(server.url("/v1/projects"))
-        .bearer_auth(&server.token)
-        .json(&serde_json::json!({ "id": id }))
-        .send()
-        .unwrap();
-    assert_eq!(response.status(), 201, "creating project {id}");
-}
-
-fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str) {
-    assert_eq!(
-        (status, error_code(body)),
-        (want_status, want_code),
-        "body: {body}"
-    );
 }
 
 /// The request head of an upload sent by hand; `length` is a `Content-Length` or, when
@@ -288,18 +226,8 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 fn upload_answers_201_with_path_size_sha256_and_writes_into_public() {
     let mut server = Server::start();
     let bytes = b"quarterly numbers\n".repeat(100);
-    let form = reqwest::blocking::multipart::Form::new().part(
-        "file",
-        reqwest::blocking::multipart::Part::bytes(bytes.clone()).file_name("report.txt"),
-    );
-    let response = http()
-        .post(server.url("/v1/media"))
-        .bearer_auth(&server.token)
-        .multipart(form)
-        .send()
-        .unwrap();
-    assert_eq!(response.status(), 201);
-    let body: Value = response.json().unwrap();
+    let (status, body) = support::upload(&server, &server.token, "report.txt", &bytes, None);
+    assert_eq!(status, 201, "{body}");
     assert_eq!(
         body,
         serde_json::json!({
@@ -312,13 +240,13 @@ fn upload_answers_201_with_path_size_sha256_and_writes_into_public() {
     let on_disk = std::fs::read(public_dir(&server).join("report.txt")).unwrap();
     assert_eq!(on_disk, bytes);
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
 fn project_field_before_the_file_lands_in_the_project() {
     let mut server = Server::start();
-    create_project(&server, "q2");
+    create_project(&server, &server.token, "q2");
     let body = multipart(
         BOUNDARY,
         &[
@@ -338,7 +266,7 @@ fn project_field_before_the_file_lands_in_the_project() {
     );
     assert!(!public_dir(&server).join("plan.md").exists());
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -363,7 +291,7 @@ fn project_field_after_the_file_lands_in_the_project() {
     );
     assert!(!public_dir(&server).join("plan.md").exists());
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 /// Uploads with `project` before and after the file; each must be a 404 with `code` and
@@ -397,23 +325,17 @@ fn assert_project_refused_in_both_orders(server: &Server, project: &[u8], code: 
 #[test]
 fn unknown_project_is_404_in_both_orders_and_writes_nothing() {
     let mut server = Server::start();
-    create_project(&server, "q2");
+    create_project(&server, &server.token, "q2");
     assert_project_refused_in_both_orders(&server, b"nope", "unknown_project");
     assert!(!server.home("me").join("projects").join("nope").exists());
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
 fn another_persons_project_is_unknown_project() {
     let mut server = Server::start();
     let bob = server.add_person("bob");
-    let response = http()
-        .post(server.url("/v1/projects"))
-        .bearer_auth(&bob)
-        .json(&serde_json::json!({ "id": "bobs" }))
-        .send()
-        .unwrap();
-    assert_eq!(response.status(), 201);
+    create_project(&server, &bob, "bobs");
     assert_project_refused_in_both_orders(&server, b"bobs", "unknown_project");
     assert!(
         !server
@@ -421,17 +343,17 @@ fn another_persons_project_is_unknown_project() {
             .join("projects/bobs/public/notes.txt")
             .exists()
     );
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
 fn project_id_with_a_slash_is_unknown_project() {
     let mut server = Server::start();
-    create_project(&server, "q2");
+    create_project(&server, &server.token, "q2");
     for id in [&b"q2/../.."[..], b"../me", b"q2/public", b"/etc"] {
         assert_project_refused_in_both_orders(&server, id, "unknown_project");
     }
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -451,7 +373,7 @@ fn cap_admits_limit_minus_one_and_limit_bytes() {
         assert_eq!(on_disk.len(), size as u64);
     }
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -469,12 +391,12 @@ fn cap_refuses_limit_plus_one_with_413_and_keeps_the_previous_file() {
     assert_error(status, &json, 413, "too_large");
     assert!(!public_dir(&server).join("new.txt").exists());
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
 fn honest_content_length_over_cap_is_413_before_the_body_is_sent() {
-    let mut server = start_with_env(&[
+    let mut server = Server::start_with_env(&[
         ("FERRY_MEDIA__MAX_UPLOAD_BYTES", &CAP.to_string()),
         ("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "2"),
     ]);
@@ -544,7 +466,7 @@ fn honest_content_length_over_cap_is_413_before_the_body_is_sent() {
         reply.text
     );
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -562,7 +484,7 @@ fn chunked_body_under_the_cap_is_accepted() {
         std::fs::read(public_dir(&server).join("chunked.txt")).unwrap(),
         bytes
     );
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -598,7 +520,7 @@ fn chunked_body_over_the_cap_is_413_while_streaming_and_leaves_nothing() {
     );
     assert!(!public_dir(&server).join("fresh.txt").exists());
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -635,7 +557,7 @@ fn lying_content_length_never_produces_a_file_over_the_cap() {
         assert!(size <= CAP as u64, "{file} is {size} bytes, over the cap");
     }
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -663,7 +585,7 @@ fn extension_not_allowed_is_400_and_writes_nothing() {
         workspace_files(&server.data)
     );
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -675,12 +597,13 @@ fn extension_check_is_case_insensitive_and_keeps_the_name() {
         assert_eq!(json["path"], format!("public/{name}"));
         assert!(public_dir(&server).join(name).is_file());
     }
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
 fn configured_allowed_extensions_replace_the_default_list() {
-    let mut server = start_with_env(&[("FERRY_MEDIA__ALLOWED_EXTENSIONS", r#"["log","txt"]"#)]);
+    let mut server =
+        Server::start_with_env(&[("FERRY_MEDIA__ALLOWED_EXTENSIONS", r#"["log","txt"]"#)]);
     for name in ["server.log", "SERVER2.LOG", "a.txt"] {
         let (status, json) = upload(&server, name, b"line\n");
         assert_eq!(status, 201, "{name}: {json}");
@@ -692,7 +615,7 @@ fn configured_allowed_extensions_replace_the_default_list() {
         assert_error(status, &json, 400, "extension_not_allowed");
         assert!(!public_dir(&server).join(name).exists());
     }
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -729,7 +652,7 @@ fn traversal_name_without_extension_is_extension_not_allowed() {
     assert_error(status, &json, 400, "extension_not_allowed");
     assert_eq!(workspace_files(&server.data), before);
     assert!(!server.data.join("etc").exists());
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -738,7 +661,7 @@ fn traversal_name_keeps_only_the_base_name() {
     assert_lands_as(&server, "../../etc/passwd.txt", "passwd.txt");
     assert!(!server.data.join("etc").exists());
     assert!(!server.home("etc").exists());
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -749,7 +672,7 @@ fn windows_path_name_is_folded_to_a_safe_name() {
         r"C:\Users\a\Q2 report (final).pdf",
         "Q2_report_final_.pdf",
     );
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -757,7 +680,7 @@ fn leading_dot_is_dropped() {
     let mut server = Server::start();
     assert_lands_as(&server, ".env.pdf", "env.pdf");
     assert!(!public_dir(&server).join(".env.pdf").exists());
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -773,7 +696,7 @@ fn unicode_name_is_kept_nfc() {
         b"decomposed"
     );
     assert_eq!(std::fs::read_dir(public_dir(&server)).unwrap().count(), 2); // + attachments
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -790,7 +713,7 @@ fn long_name_is_shortened_keeping_the_extension() {
         std::fs::read(public_dir(&server).join(name)).unwrap(),
         b"long"
     );
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -803,7 +726,7 @@ fn dots_only_name_is_unsafe_name() {
     }
     assert_eq!(workspace_files(&server.data), before);
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -816,7 +739,7 @@ fn empty_filename_is_unsafe_name() {
     }
     assert_eq!(workspace_files(&server.data), before);
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -848,7 +771,7 @@ fn reupload_of_the_same_name_replaces_the_file() {
         "{names:?}"
     );
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -879,7 +802,7 @@ fn symlinked_public_dir_is_path_escapes_and_nothing_lands_outside() {
     );
     assert_no_temporaries(&server);
     assert!(temporaries(outside.path()).is_empty());
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -889,12 +812,7 @@ fn symlink_at_the_target_name_pointing_outside_is_path_escapes() {
     let victim = outside.path().join("victim.txt");
     std::fs::write(&victim, b"original").unwrap();
     // The first listing creates public/.
-    let listing = http()
-        .get(server.url("/v1/files"))
-        .bearer_auth(&server.token)
-        .send()
-        .unwrap();
-    assert_eq!(listing.status(), 200);
+    list_files(&server, &server.token, None);
     let link = public_dir(&server).join("x.txt");
     std::os::unix::fs::symlink(&victim, &link).unwrap();
     let before = support::tree(outside.path());
@@ -905,7 +823,7 @@ fn symlink_at_the_target_name_pointing_outside_is_path_escapes() {
     assert_eq!(support::tree(outside.path()), before);
     assert_eq!(std::fs::read_link(&link).unwrap(), victim);
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -925,13 +843,13 @@ fn symlink_at_the_target_name_pointing_inside_the_workspace_is_path_escapes() {
         Path::new("../notes.txt")
     );
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
 fn symlinked_project_public_dir_is_path_escapes_in_both_orders() {
     let mut server = Server::start();
-    create_project(&server, "q2");
+    create_project(&server, &server.token, "q2");
     let outside = tempfile::tempdir().unwrap();
     let public = project_public(&server, "q2");
     std::fs::remove_dir_all(&public).unwrap();
@@ -952,7 +870,7 @@ fn symlinked_project_public_dir_is_path_escapes_in_both_orders() {
         assert!(!public_dir(&server).join("x.txt").exists());
     }
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 /// A multipart body of one `x.txt` part holding `bytes` and `project = q2`, with the
@@ -974,7 +892,7 @@ fn link_in_the_main_public_does_not_block_an_upload_into_a_project() {
     // public/ and placed at the end: a link at its name there has nothing to do with a
     // project upload.
     let mut server = Server::start();
-    create_project(&server, "q2");
+    create_project(&server, &server.token, "q2");
     let outside = tempfile::tempdir().unwrap();
     let victim = outside.path().join("victim.txt");
     std::fs::write(&victim, b"original").unwrap();
@@ -994,14 +912,8 @@ fn link_in_the_main_public_does_not_block_an_upload_into_a_project() {
             bytes,
             "project first: {project_first}"
         );
-        assert!(
-            std::fs::symlink_metadata(&link)
-                .unwrap()
-                .file_type()
-                .is_symlink(),
-            "the link in the main public/ was replaced"
-        );
-        assert_eq!(std::fs::read_link(&link).unwrap(), victim);
+        // The link in the main public/ is not replaced.
+        assert_link_to(&link, &victim);
         assert_eq!(std::fs::read(&victim).unwrap(), b"original");
         assert_eq!(support::tree(outside.path()), vec!["victim.txt"]);
         assert_no_temporaries(&server);
@@ -1010,7 +922,7 @@ fn link_in_the_main_public_does_not_block_an_upload_into_a_project() {
         support::tree(&project_public(&server, "q2")),
         vec!["attachments", "x.txt"]
     );
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -1019,7 +931,7 @@ fn symlinked_main_public_refuses_only_a_staged_upload_into_a_project() {
     // it is staged in the main public/ (where the spec wants temporaries), which is a link
     // here: the upload is refused and nothing is written through the link.
     let mut server = Server::start();
-    create_project(&server, "q2");
+    create_project(&server, &server.token, "q2");
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("keep.txt"), b"outside").unwrap();
     let public = public_dir(&server);
@@ -1056,7 +968,7 @@ fn symlinked_main_public_refuses_only_a_staged_upload_into_a_project() {
     );
     assert_no_temporaries(&server);
     assert!(temporaries(outside.path()).is_empty());
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1107,13 +1019,13 @@ fn multipart_without_boundary_is_bad_multipart() {
     }
     assert!(!public_dir(&server).join("a.txt").exists());
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
 fn two_file_parts_are_too_many_files() {
     let mut server = Server::start();
-    create_project(&server, "q2");
+    create_project(&server, &server.token, "q2");
     let before = workspace_files(&server.data);
     for parts in [
         vec![
@@ -1143,13 +1055,13 @@ fn two_file_parts_are_too_many_files() {
     }
     assert!(!public_dir(&server).join("a.txt").exists());
     assert!(!project_public(&server, "q2").join("a.txt").exists());
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
 fn missing_file_part_is_missing_file() {
     let mut server = Server::start();
-    create_project(&server, "q2");
+    create_project(&server, &server.token, "q2");
     let before = workspace_files(&server.data);
     for body in [
         multipart(BOUNDARY, &[("project", None, b"q2")]),
@@ -1161,14 +1073,14 @@ fn missing_file_part_is_missing_file() {
         assert_eq!(workspace_files(&server.data), before);
     }
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
 fn project_field_over_the_limit_is_field_too_large_without_buffering() {
     // A short idle timeout: a server that waited for the whole field would answer 408
     // (or nothing) instead of 400, and the test would still end quickly.
-    let mut server = start_with_env(&[("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "5")]);
+    let mut server = Server::start_with_env(&[("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "5")]);
     let field_len = 1024 * 1024 + 1;
     let part_head =
         format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"project\"\r\n\r\n");
@@ -1190,7 +1102,7 @@ fn project_field_over_the_limit_is_field_too_large_without_buffering() {
     );
     assert!(!public_dir(&server).join("a.txt").exists());
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -1212,13 +1124,13 @@ fn unexpected_field_is_400() {
     }
     assert!(!public_dir(&server).join("a.txt").exists());
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
 fn duplicate_project_field_is_400() {
     let mut server = Server::start();
-    create_project(&server, "q2");
+    create_project(&server, &server.token, "q2");
     let body = multipart(
         BOUNDARY,
         &[
@@ -1230,7 +1142,7 @@ fn duplicate_project_field_is_400() {
     let (status, json) = post_body(&server, body);
     assert_error(status, &json, 400, "duplicate_field");
     assert!(!project_public(&server, "q2").join("a.txt").exists());
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -1255,7 +1167,7 @@ fn truncated_multipart_is_400_and_leaves_nothing() {
     // Garbage that never mentions the boundary.
     let (status, json) = post_body(&server, b"this is not multipart at all".to_vec());
     assert_eq!(status, 400, "{json}");
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -1278,7 +1190,7 @@ fn no_token_unknown_token_and_harness_token_are_401() {
     }
     assert!(!public_dir(&server).join("a.txt").exists());
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -1296,7 +1208,7 @@ fn unauthorized_oversized_upload_is_401_not_read() {
         "{}",
         reply.text
     );
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1305,7 +1217,7 @@ fn unauthorized_oversized_upload_is_401_not_read() {
 
 #[test]
 fn stalled_body_is_408_body_timeout_and_leaves_no_temporary() {
-    let mut server = start_with_env(&[
+    let mut server = Server::start_with_env(&[
         ("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "2"),
         ("FERRY_MEDIA__MAX_UPLOAD_BYTES", &CAP.to_string()),
     ]);
@@ -1347,12 +1259,12 @@ fn stalled_body_is_408_body_timeout_and_leaves_no_temporary() {
         reply.text
     );
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
 fn trickled_body_is_cut_off_past_the_idle_grace() {
-    let mut server = start_with_env(&[
+    let mut server = Server::start_with_env(&[
         ("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "2"),
         ("FERRY_SERVER__BODY_MIN_BYTES_PER_SEC", "100"),
     ]);
@@ -1376,7 +1288,7 @@ fn trickled_body_is_cut_off_past_the_idle_grace() {
     );
     assert!(!public_dir(&server).join("trickle.txt").exists());
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 /// Waits (bounded) until `done` holds; whether it did.
@@ -1392,7 +1304,7 @@ fn eventually(mut done: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn temporary_of_an_upload_in_progress_is_hidden_and_removed_when_the_client_leaves() {
-    let mut server = start_with_env(&[("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "30")]);
+    let mut server = Server::start_with_env(&[("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "30")]);
     let (status, _) = upload(&server, "wip.txt", b"previous");
     assert_eq!(status, 201);
     let body = file_body("wip.txt", &vec![b'w'; 100_000]);
@@ -1407,13 +1319,7 @@ fn temporary_of_an_upload_in_progress_is_hidden_and_removed_when_the_client_leav
         eventually(|| !temporaries(&public).is_empty()),
         "the upload in progress has a temporary beside its target"
     );
-    let listing = http()
-        .get(server.url("/v1/files"))
-        .bearer_auth(&server.token)
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let listing = list_files(&server, &server.token, None).to_string();
     assert!(!listing.contains(".ferry-tmp-"), "{listing}");
     assert!(listing.contains("public/wip.txt"), "{listing}");
 
@@ -1425,7 +1331,7 @@ fn temporary_of_an_upload_in_progress_is_hidden_and_removed_when_the_client_leav
         temporaries(&server.data)
     );
     assert_eq!(std::fs::read(public.join("wip.txt")).unwrap(), b"previous");
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -1461,7 +1367,7 @@ fn concurrent_uploads_of_one_name_leave_one_whole_file() {
         .collect();
     assert_eq!(names.len(), 2, "race.txt and attachments: {names:?}");
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 #[test]
@@ -1482,7 +1388,7 @@ fn project_field_that_is_not_utf8_is_400() {
         assert!(!public_dir(&server).join("a.txt").exists());
     }
     assert_no_temporaries(&server);
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1491,7 +1397,7 @@ fn project_field_that_is_not_utf8_is_400() {
 
 #[test]
 fn server_survives_every_abuse_in_a_row() {
-    let mut server = start_with_env(&[
+    let mut server = Server::start_with_env(&[
         ("FERRY_MEDIA__MAX_UPLOAD_BYTES", &CAP.to_string()),
         ("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "2"),
     ]);
@@ -1551,5 +1457,5 @@ fn server_survives_every_abuse_in_a_row() {
     // And it still does its job.
     let (status, json) = upload(&server, "after.txt", b"still here");
     assert_eq!(status, 201, "{json}");
-    assert_still_serving(&mut server);
+    assert_alive(&mut server);
 }

@@ -3,7 +3,7 @@
 // the streamed reply of POST /v1/chat (delta, notice, error, done).
 
 import { ApiError, downloadFile, parseJson, readEvents, request, uploadFile } from "./api.js";
-import { baseName, el, formatChatTime } from "./format.js";
+import { baseName, el, formatChatTime, showAlertIn } from "./format.js";
 
 export function createChat({ getProject, onNotice }) {
   const log = document.getElementById("conversation");
@@ -25,21 +25,7 @@ export function createChat({ getProject, onNotice }) {
   // ---------------------------------------------------------------- alerts
 
   function showAlert(message) {
-    const dismiss = el("button", {
-      type: "button",
-      className: "icon-button",
-      "aria-label": "Dismiss chat message",
-      title: "Dismiss",
-    });
-    dismiss.append(el("span", { className: "icon icon-close", "aria-hidden": "true" }));
-    const box = el(
-      "div",
-      { className: "alert-box" },
-      el("p", { role: "alert", className: "alert" }, message),
-      dismiss,
-    );
-    dismiss.addEventListener("click", () => box.remove());
-    alerts.replaceChildren(box);
+    showAlertIn(alerts, message, "Dismiss chat message");
   }
 
   function clearAlerts() {

@@ -8,7 +8,7 @@
 
 import { ApiError, downloadFile, request } from "./api.js";
 import { confirmDialog, promptDialog } from "./dialogs.js";
-import { el, formatSize, formatTime, parentPath } from "./format.js";
+import { el, formatSize, formatTime, parentPath, showAlertIn } from "./format.js";
 
 const ROOT = "public";
 const MANAGED = "public/attachments";
@@ -83,21 +83,7 @@ export function createFilesPanel({ getProject, uploads }) {
   // ---------------------------------------------------------------- alerts
 
   function showAlert(message) {
-    const dismiss = el("button", {
-      type: "button",
-      className: "icon-button",
-      "aria-label": "Dismiss message",
-      title: "Dismiss",
-    });
-    dismiss.append(el("span", { className: "icon icon-close", "aria-hidden": "true" }));
-    const box = el(
-      "div",
-      { className: "alert-box" },
-      el("p", { role: "alert", className: "alert" }, message),
-      dismiss,
-    );
-    dismiss.addEventListener("click", () => box.remove());
-    alerts.replaceChildren(box);
+    showAlertIn(alerts, message, "Dismiss message");
   }
 
   function clearAlert() {

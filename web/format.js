@@ -98,3 +98,25 @@ export function parentPath(path) {
 export function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/**
+ * Shows `message` in `container` as a dismissible alert, replacing any earlier one.
+ * `dismissLabel` is the accessible name of its close button.
+ */
+export function showAlertIn(container, message, dismissLabel) {
+  const dismiss = el("button", {
+    type: "button",
+    className: "icon-button",
+    "aria-label": dismissLabel,
+    title: "Dismiss",
+  });
+  dismiss.append(el("span", { className: "icon icon-close", "aria-hidden": "true" }));
+  const box = el(
+    "div",
+    { className: "alert-box" },
+    el("p", { role: "alert", className: "alert" }, message),
+    dismiss,
+  );
+  dismiss.addEventListener("click", () => box.remove());
+  container.replaceChildren(box);
+}

@@ -8,7 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use reqwest::blocking::Response;
+use reqwest::blocking::multipart::{Form, Part};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 /// The `ferry` binary cargo built for these tests.
 pub fn ferry_bin() -> PathBuf {
@@ -40,6 +45,17 @@ impl Server {
         Server::start_with(Options::default())
     }
 
+    /// Starts a server with extra environment (`FERRY_SECTION__KEY` overrides and the like).
+    pub fn start_with_env(env: &[(&str, &str)]) -> Server {
+        Server::start_with(Options {
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..Options::default()
+        })
+    }
+
     pub fn start_with(options: Options) -> Server {
         let tmp = tempfile::tempdir().unwrap();
         let data = tmp.path().join("site");
@@ -48,16 +64,14 @@ impl Server {
             std::fs::write(data.join("ferry.toml"), toml).unwrap();
         }
         let stderr = std::fs::File::create(tmp.path().join("server.log")).unwrap();
-        let mut cmd = Command::new(ferry_bin());
+        let mut cmd = ferry_command();
         cmd.arg("serve")
             .arg("--data")
             .arg(&data)
             .arg("--listen")
             .arg("127.0.0.1:0")
             .stdout(Stdio::piped())
-            .stderr(stderr)
-            .stdin(Stdio::null());
-        clear_ferry_env(&mut cmd);
+            .stderr(stderr);
         cmd.envs(options.env.iter().map(|(k, v)| (k, v)));
         let mut child = cmd.spawn().expect("ferry serve starts");
         let stdout = child.stdout.take().unwrap();
@@ -90,9 +104,8 @@ impl Server {
 
     /// Runs the `ferry` CLI on this server's data dir.
     pub fn ferry(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new(ferry_bin());
-        clear_ferry_env(&mut cmd);
-        cmd.args(args)
+        ferry_command()
+            .args(args)
             .env("FERRY_DATA", &self.data)
             .output()
             .unwrap()
@@ -111,6 +124,15 @@ impl Server {
     /// Where a person's workspace lives on disk.
     pub fn home(&self, person: &str) -> PathBuf {
         self.data.join("home").join(person)
+    }
+
+    /// The folder holding a workspace's `public/`: `person`'s main workspace (`project`
+    /// `None`) or one of their projects.
+    pub fn workspace(&self, person: &str, project: Option<&str>) -> PathBuf {
+        match project {
+            None => self.home(person),
+            Some(p) => self.home(person).join("projects").join(p),
+        }
     }
 
     /// The server's log so far.
@@ -136,12 +158,81 @@ impl Drop for Server {
     }
 }
 
-fn clear_ferry_env(cmd: &mut Command) {
+/// The `ferry` command with no `FERRY_` variable inherited from the test's environment,
+/// and nothing on its standard input.
+pub fn ferry_command() -> Command {
+    let mut cmd = Command::new(ferry_bin());
     for (key, _) in std::env::vars() {
         if key.starts_with("FERRY_") {
             cmd.env_remove(key);
         }
     }
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// What a finished command printed.
+pub struct Finished {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    /// Standard output and standard error, one after the other.
+    pub fn both(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+/// Runs `cmd` to completion; a command that is still running after 30 s (a `serve` that
+/// should have refused to start, say) is killed and fails the test.
+pub fn finish(mut cmd: Command) -> Finished {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("stdout");
+    let err_path = dir.path().join("stderr");
+    cmd.stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the command did not exit; it printed {:?} {:?}",
+                std::fs::read_to_string(&out_path).unwrap_or_default(),
+                std::fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Finished {
+        status,
+        stdout: std::fs::read_to_string(&out_path).unwrap(),
+        stderr: std::fs::read_to_string(&err_path).unwrap(),
+    }
+}
+
+/// The value of `key` in `[section]` of a printed configuration (`ferry serve
+/// --print-config`), as written there (strings keep their quotes).
+pub fn config_value(printed: &str, section: &str, key: &str) -> Option<String> {
+    let mut current = String::new();
+    for line in printed.lines() {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = name.to_owned();
+        } else if current == section
+            && let Some((k, v)) = line.split_once('=')
+            && k.trim() == key
+        {
+            return Some(v.trim().to_owned());
+        }
+    }
+    None
 }
 
 /// The last non-empty line of a command's standard output; panics if it failed.
@@ -171,8 +262,195 @@ pub fn client() -> reqwest::blocking::Client {
 }
 
 /// The `error.code` of a JSON error body.
-pub fn error_code(body: &serde_json::Value) -> &str {
+pub fn error_code(body: &Value) -> &str {
     body["error"]["code"].as_str().unwrap_or("<no error code>")
+}
+
+/// Asserts an error answer: `want_status` with `error.code` `want_code`.
+#[track_caller]
+pub fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str) {
+    assert_eq!(
+        (status, error_code(body)),
+        (want_status, want_code),
+        "body: {body}"
+    );
+}
+
+/// The status and JSON body of an API answer, which must be `application/json` and hold
+/// JSON; panics, showing what came instead, when it does not.
+#[track_caller]
+pub fn json_answer(response: Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let text = response.text().unwrap();
+    assert!(
+        content_type.starts_with("application/json"),
+        "status {status}, Content-Type {content_type:?}: {text:?}"
+    );
+    let body = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("status {status}: body is not JSON ({e}): {text:?}"));
+    (status, body)
+}
+
+/// `GET <url>` with `token`: the status and JSON body ([`json_answer`]).
+#[track_caller]
+pub fn get_json(url: &str, token: &str) -> (u16, Value) {
+    json_answer(client().get(url).bearer_auth(token).send().unwrap())
+}
+
+/// `POST <path>` of a JSON `body` with `token`: the status and JSON body ([`json_answer`]).
+#[track_caller]
+pub fn post_json(server: &Server, token: &str, path: &str, body: &Value) -> (u16, Value) {
+    json_answer(
+        client()
+            .post(server.url(path))
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .unwrap(),
+    )
+}
+
+/// `POST /v1/media` of one file `name` holding `bytes`, with a `project` field when given:
+/// the status and JSON body ([`json_answer`]).
+#[track_caller]
+pub fn upload(
+    server: &Server,
+    token: &str,
+    name: &str,
+    bytes: &[u8],
+    project: Option<&str>,
+) -> (u16, Value) {
+    let mut form = Form::new().part(
+        "file",
+        Part::bytes(bytes.to_vec()).file_name(name.to_owned()),
+    );
+    if let Some(project) = project {
+        form = form.text("project", project.to_owned());
+    }
+    json_answer(
+        client()
+            .post(server.url("/v1/media"))
+            .bearer_auth(token)
+            .multipart(form)
+            .send()
+            .unwrap(),
+    )
+}
+
+/// Creates the project `id` of the holder of `token` through the API; asserts the 201.
+#[track_caller]
+pub fn create_project(server: &Server, token: &str, id: &str) {
+    let (status, body) = post_json(server, token, "/v1/projects", &json!({ "id": id }));
+    assert_eq!(status, 201, "creating project {id}: {body}");
+    assert_eq!(body["id"], id, "creating project {id}: {body}");
+}
+
+/// The listing (`GET /v1/files`) of the main workspace or of `project`, as the holder of
+/// `token` sees it; asserts the 200.
+#[track_caller]
+pub fn list_files(server: &Server, token: &str, project: Option<&str>) -> Value {
+    let mut request = client().get(server.url("/v1/files")).bearer_auth(token);
+    if let Some(project) = project {
+        request = request.query(&[("project", project)]);
+    }
+    let (status, body) = json_answer(request.send().unwrap());
+    assert_eq!(status, 200, "listing: {body}");
+    body
+}
+
+/// Every node of a listing's `entries` (or of any `children`), depth first in listing
+/// order.
+pub fn flatten_entries(entries: &Value) -> Vec<&Value> {
+    let mut out = Vec::new();
+    for entry in entries.as_array().expect("entries is an array") {
+        out.push(entry);
+        if let Some(children) = entry.get("children") {
+            out.extend(flatten_entries(children));
+        }
+    }
+    out
+}
+
+/// Every path of a listing, flattened, depth first in listing order.
+pub fn listed_paths(listing: &Value) -> Vec<String> {
+    flatten_entries(&listing["entries"])
+        .iter()
+        .map(|e| e["path"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Whether `s` is an RFC 3339 date-time: `YYYY-MM-DDTHH:MM:SS`, optional fractional
+/// seconds, then `Z` or an offset `+HH:MM` / `-HH:MM`.
+pub fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits =
+        |from: usize, to: usize| (from..to).all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
+    let date_time = b.len() >= 20
+        && digits(0, 4)
+        && b[4] == b'-'
+        && digits(5, 7)
+        && b[7] == b'-'
+        && digits(8, 10)
+        && matches!(b[10], b'T' | b't')
+        && digits(11, 13)
+        && b[13] == b':'
+        && digits(14, 16)
+        && b[16] == b':'
+        && digits(17, 19);
+    if !date_time {
+        return false;
+    }
+    let mut rest = &s[19..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let n = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &fraction[n..];
+    }
+    let zone = rest.as_bytes();
+    rest == "Z"
+        || rest == "z"
+        || (zone.len() == 6
+            && matches!(zone[0], b'+' | b'-')
+            && zone[3] == b':'
+            && zone
+                .iter()
+                .enumerate()
+                .all(|(i, c)| i == 0 || i == 3 || c.is_ascii_digit()))
+}
+
+/// The lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Writes `bytes` at `path`, creating the parents (as an agent writes: straight to disk).
+pub fn write_file(path: &Path, bytes: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The server process still runs, and it answers `GET /healthz` with `ok`.
+#[track_caller]
+pub fn assert_alive(server: &mut Server) {
+    assert!(
+        server.is_running(),
+        "the server exited; log:\n{}",
+        server.log()
+    );
+    let response = client().get(server.url("/healthz")).send().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.text().unwrap(), "ok");
 }
 
 /// Sends raw bytes on a fresh connection and returns everything the server answered
@@ -365,6 +643,44 @@ pub fn tree(dir: &Path) -> Vec<String> {
     out
 }
 
+/// `link` is still a symbolic link, and still points at `target`.
+#[track_caller]
+pub fn assert_link_to(link: &Path, target: &Path) {
+    assert!(
+        std::fs::symlink_metadata(link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "{} is no longer a link",
+        link.display()
+    );
+    assert_eq!(
+        std::fs::read_link(link).unwrap(),
+        target,
+        "where {} points",
+        link.display()
+    );
+}
+
+/// Every `.ferry-tmp-*` temporary anywhere below `dir` (relative paths).
+pub fn temporaries(dir: &Path) -> Vec<String> {
+    tree(dir)
+        .into_iter()
+        .filter(|rel| {
+            Path::new(rel)
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".ferry-tmp-"))
+        })
+        .collect()
+}
+
+/// No `.ferry-tmp-*` temporary is left anywhere in the site.
+#[track_caller]
+pub fn assert_no_temporaries(server: &Server) {
+    let temps = temporaries(&server.data);
+    assert!(temps.is_empty(), "temporaries left behind: {temps:?}");
+}
+
 /// One server-sent event: its `event:` name (`message` when the server gave none) and
 /// its `data:` lines joined by newlines.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -375,7 +691,7 @@ pub struct SseEvent {
 
 impl SseEvent {
     /// The data as JSON; panics (naming the event) when it is not.
-    pub fn json(&self) -> serde_json::Value {
+    pub fn json(&self) -> Value {
         serde_json::from_str(&self.data).unwrap_or_else(|e| {
             panic!(
                 "event {:?}: data is not JSON ({e}): {:?}",

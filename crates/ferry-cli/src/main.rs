@@ -63,6 +63,17 @@ enum Command {
         #[command(subcommand)]
         command: DocsCommand,
     },
+    /// Checks bundled skills.
+    Skills {
+        #[command(subcommand)]
+        command: SkillsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SkillsCommand {
+    /// Checks every DIR/<name>/SKILL.md (or DIR/SKILL.md): front matter and size limits.
+    Check { dir: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -184,6 +195,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Docs { command } => match command {
             DocsCommand::Check { dir } => return docs_check(&dir),
         },
+        Command::Skills { command } => match command {
+            SkillsCommand::Check { dir } => return skills_check(&dir),
+        },
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -220,6 +234,12 @@ fn serve(data: &Path, config: Config) -> Result<()> {
     let site = Site::open(data, config)
         .with_context(|| format!("opening the site at {}", data.display()))?;
     let first_token = site.ensure_default_person()?;
+    // Refused skills are named once, here; the gateway never loads them.
+    let skills = ferry_site::skills::load_skills(&data.join("skills"))?;
+    for (dir, why) in &skills.refused {
+        tracing::warn!("skill {} is not loaded: {why}", dir.display());
+    }
+    tracing::info!("{} skill(s) loaded", skills.skills.len());
     for person in site.persons()? {
         site.provision_person(&person)?;
     }
@@ -276,4 +296,27 @@ fn docs_check(dir: &Path) -> Result<ExitCode> {
         );
         Ok(ExitCode::FAILURE)
     }
+}
+
+fn skills_check(dir: &Path) -> Result<ExitCode> {
+    let set = ferry_site::skills::load_skills(dir)
+        .with_context(|| format!("reading {}", dir.display()))?;
+    for skill in &set.skills {
+        println!("ok      {} ({})", skill.name, skill.dir.display());
+    }
+    for (dir, why) in &set.refused {
+        println!("refused {}: {why}", dir.display());
+    }
+    if set.skills.is_empty() && set.refused.is_empty() {
+        println!(
+            "no skills under {} (a skill is a folder with a SKILL.md)",
+            dir.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(if set.refused.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -11,6 +11,7 @@ mod error;
 mod ids;
 mod migrate;
 mod site;
+pub mod skills;
 mod time;
 mod tokens;
 mod workspace;

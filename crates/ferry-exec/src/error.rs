@@ -1,0 +1,65 @@
+use std::path::PathBuf;
+
+use ferry_fs::FsError;
+
+/// Why a command was not run, or could not be watched to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("commands are never run while the service is effectively root; run it as its own user")]
+    RefusedAsRoot,
+    #[error("the timeout must be more than zero seconds (at most 600)")]
+    InvalidTimeout,
+    #[error("the command contains a NUL byte")]
+    InvalidCommand,
+    #[error("the workspace folder {path} cannot be opened: {source}")]
+    RootUnavailable { path: PathBuf, source: FsError },
+    #[error(
+        "the working folder {path} is outside the workspace; use a folder inside it, without `..`"
+    )]
+    CwdOutside { path: PathBuf },
+    #[error("the working folder {path} does not exist; create it first or pick another")]
+    CwdNotFound { path: PathBuf },
+    #[error("the working folder {path} cannot be used: {source}")]
+    CwdUnusable { path: PathBuf, source: FsError },
+    #[error(
+        "the working folder {path} is not visible inside the sandbox; use a folder in a bound tree"
+    )]
+    CwdNotInSandbox { path: PathBuf },
+    #[error("the sandbox is required but bubblewrap is not installed at {path}")]
+    SandboxUnavailable { path: PathBuf },
+    #[error("the sandbox path {path} cannot be bound: {source}")]
+    SandboxBind {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the output folder {path} cannot be prepared: {source}")]
+    OutputDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the command could not be started: {0}")]
+    Spawn(std::io::Error),
+    #[error("watching the command failed: {0}")]
+    Io(std::io::Error),
+}
+
+impl ExecError {
+    /// The stable snake_case code for the HTTP and MCP edges.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ExecError::RefusedAsRoot => "refused_as_root",
+            ExecError::InvalidTimeout => "invalid_timeout",
+            ExecError::InvalidCommand => "invalid_command",
+            ExecError::RootUnavailable { .. } => "root_unavailable",
+            ExecError::CwdOutside { .. } => "cwd_outside",
+            ExecError::CwdNotFound { .. } => "cwd_not_found",
+            ExecError::CwdUnusable { .. } => "cwd_unusable",
+            ExecError::CwdNotInSandbox { .. } => "cwd_not_in_sandbox",
+            ExecError::SandboxUnavailable { .. } => "sandbox_unavailable",
+            ExecError::SandboxBind { .. } => "sandbox_bind_failed",
+            ExecError::OutputDir { .. } => "output_dir_unavailable",
+            ExecError::Spawn(_) => "spawn_failed",
+            ExecError::Io(_) => "exec_io",
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The requester primitive: runs one command the way spec tools.md T-GUARD says.
+//!
+//! [`run`] is synchronous and is called by whatever already *is* the person: the
+//! `terminal_run` tool in local mode, or `ferry-posix-helper` after its privilege drop
+//! in host mode. It does not switch identity itself; it enforces structure:
+//!
+//! - it refuses to run anything while the process is effectively root
+//!   ([`ExecError::RefusedAsRoot`]);
+//! - the working folder is opened beneath [`Policy::root`] by the kernel (ferry-fs,
+//!   core C-PATH) and the child `fchdir`s into that very handle, so a symlink swapped in
+//!   after the check cannot move it;
+//! - the environment is replaced by [`ENV_NAMES`] and [`CANONICAL_PATH`]. `TMPDIR` is a
+//!   private folder made for this run (`<full_output_dir>/tmp-<random>`, 0700) and removed
+//!   after it, so runs share no scratch files; under bwrap it is the sandbox's fresh `/tmp`;
+//! - the command runs as `/bin/bash -c` in a session (and process group) of its own, with
+//!   stdin on `/dev/null`; at the deadline, and also as soon as bash exits, the whole
+//!   group is killed: a command is one request, and what it backgrounds would otherwise
+//!   keep running unseen and keep the output pipes open. Reading stops a moment after
+//!   the kill even if some escaped process still holds a pipe;
+//! - output is capped ([`VISIBLE_OUTPUT_BYTES`] per stream visible, the rest streamed
+//!   to a file capped at [`FULL_OUTPUT_MAX_BYTES`] per stream); memory stays bounded
+//!   however much the command prints;
+//! - [`Sandbox::Bwrap`] runs the command under bubblewrap and refuses to run without it.
+//!
+//! What bounds a fork bomb: `RLIMIT_NPROC` ([`Policy::max_processes`]) is set in the
+//! child before exec. It counts every process of the real uid (the person), in or out
+//! of a bwrap user namespace, so forks fail with `EAGAIN` at the limit; the group kill
+//! (or, under bwrap, the end of the pid namespace) then removes what was started.
+//!
+//! Not here yet: Landlock (`[exec] sandbox = "landlock"`) and memory or CPU limits
+//! (those need cgroups). Under [`Sandbox::None`] a process that deliberately starts
+//! its own session (`setsid`) escapes the group kill; bwrap's pid namespace does not
+//! let it.
+
+mod capture;
+mod error;
+mod run;
+mod sandbox;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use error::ExecError;
+pub use run::{effective_timeout, run};
+
+/// How long a command may run when the caller names no timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The longest a command may run; longer requests are cut to this.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// Bytes of each stream (stdout, stderr) returned as text.
+pub const VISIBLE_OUTPUT_BYTES: usize = 64 * 1024;
+/// Bytes of each stream saved to the full-output file; the rest is counted, not kept.
+pub const FULL_OUTPUT_MAX_BYTES: u64 = 256 * 1024 * 1024;
+/// Processes the person may have at once while a command runs (`RLIMIT_NPROC`).
+/// Generous enough for `make -j`, small enough that a fork bomb stays a nuisance.
+pub const PROCESS_MAX_COUNT: u64 = 1024;
+/// Where bubblewrap is installed by Debian's `bubblewrap` package.
+pub const DEFAULT_BWRAP: &str = "/usr/bin/bwrap";
+/// The only `PATH` a command sees.
+pub const CANONICAL_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// The only environment names a command receives. bash then exports `PWD`, `SHLVL` and
+/// `_` itself; under bwrap, bwrap sets `PWD` (to the working folder) before bash starts.
+pub const ENV_NAMES: [&str; 9] = [
+    "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TERM", "TMPDIR", "PATH",
+];
+
+/// One command to run.
+#[derive(Clone, Debug)]
+pub struct Command {
+    /// Handed to `/bin/bash -c` as is.
+    pub command: String,
+    /// The working folder: absolute, or relative to [`Policy::root`]; it must lie inside it.
+    pub cwd: PathBuf,
+    /// `None` is [`DEFAULT_TIMEOUT`]; more than [`MAX_TIMEOUT`] is cut; zero is refused.
+    pub timeout: Option<Duration>,
+}
+
+/// Who the command runs as, for the environment only: the process already is that user.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    /// `HOME`.
+    pub home: PathBuf,
+    /// `USER` and `LOGNAME`.
+    pub user: String,
+}
+
+/// Whether and how the command is confined beyond the person's own permissions.
+#[derive(Clone, Debug)]
+pub enum Sandbox {
+    /// Ownership and mode bits alone decide what the command can touch.
+    None,
+    /// bubblewrap: read-only system folders, a private `/tmp`, `/proc` and `/dev`, and
+    /// only the listed trees; no network unless `network`.
+    Bwrap {
+        /// The bwrap binary; a missing one is [`ExecError::SandboxUnavailable`].
+        bwrap: PathBuf,
+        /// Bound read-write at the same path inside.
+        read_write: Vec<PathBuf>,
+        /// Bound read-only at the same path inside.
+        read_only: Vec<PathBuf>,
+        /// Share the host's network (otherwise only a private loopback exists).
+        network: bool,
+    },
+}
+
+impl Sandbox {
+    /// bubblewrap at [`DEFAULT_BWRAP`].
+    pub fn bwrap(read_write: Vec<PathBuf>, read_only: Vec<PathBuf>, network: bool) -> Sandbox {
+        Sandbox::Bwrap {
+            bwrap: PathBuf::from(DEFAULT_BWRAP),
+            read_write,
+            read_only,
+            network,
+        }
+    }
+}
+
+/// What the guardrail enforces for one person's commands.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// The tree the working folder must lie in (the person's workspace).
+    pub root: PathBuf,
+    pub sandbox: Sandbox,
+    /// Bytes of each stream returned as text.
+    pub visible_output_bytes: usize,
+    /// Where over-cap output is saved (`run-<random>.log`, 0600) and, without a sandbox,
+    /// where each run's private `TMPDIR` lives. Created (0700) when missing.
+    pub full_output_dir: PathBuf,
+    /// Bytes of each stream saved to the full-output file.
+    pub full_output_max_bytes: u64,
+    /// `RLIMIT_NPROC` for the command: the person's processes (threads, in fact), all of
+    /// them, anywhere on the machine, at once.
+    pub max_processes: u64,
+}
+
+impl Policy {
+    /// The default limits, no sandbox.
+    pub fn new(root: impl Into<PathBuf>, full_output_dir: impl Into<PathBuf>) -> Policy {
+        Policy {
+            root: root.into(),
+            sandbox: Sandbox::None,
+            visible_output_bytes: VISIBLE_OUTPUT_BYTES,
+            full_output_dir: full_output_dir.into(),
+            full_output_max_bytes: FULL_OUTPUT_MAX_BYTES,
+            max_processes: PROCESS_MAX_COUNT,
+        }
+    }
+}
+
+/// What a finished (or killed) command left behind.
+#[derive(Clone, Debug, Default)]
+pub struct Output {
+    /// The first [`Policy::visible_output_bytes`] bytes of stdout, decoded lossily (an
+    /// invalid byte becomes U+FFFD, three bytes); a character cut by the cap is dropped.
+    pub stdout: String,
+    pub stderr: String,
+    /// Bytes the command wrote to each stream, all of them.
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    /// The exit code, when the command exited. Under bwrap a command killed by signal N
+    /// shows as 128+N here, as in a shell.
+    pub exit_code: Option<i32>,
+    /// The signal that killed the command (SIGKILL, 9, after a timeout).
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    /// Either stream was longer than the visible cap.
+    pub truncated: bool,
+    /// The complete output (see [`Output::truncated`]): a stdout section, then a stderr
+    /// section, each headed `==== stdout: N bytes ====`.
+    pub full_output_path: Option<PathBuf>,
+    /// Why the saved file lacks part of the output (its cap was reached, or saving
+    /// failed); `None` when it is complete or there is none.
+    pub full_output_note: Option<String>,
+}

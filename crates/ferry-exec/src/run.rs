@@ -1,0 +1,351 @@
+//! Starting the command and watching it to its end.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use ferry_fs::{Dir, Follow, FsError};
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::fs::OFlags;
+use rustix::io::Errno;
+use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, Signal, WaitId, WaitIdOptions};
+
+use crate::capture::{Capture, SaveTo, random_hex, write_full_output};
+use crate::sandbox::Bwrap;
+use crate::{
+    CANONICAL_PATH, Command, DEFAULT_TIMEOUT, ExecError, Identity, MAX_TIMEOUT, Output, Policy,
+    Sandbox,
+};
+
+/// Absolute, so that `PATH` (which the command controls in spirit) plays no part.
+const BASH: &str = "/bin/bash";
+/// Bytes read from a pipe at a time.
+const READ_CHUNK_BYTES: usize = 256 * 1024;
+/// Pipe buffer asked for, so a loud command wakes the reader less often (1 MiB is the
+/// default `pipe-max-size` an unprivileged process may ask for).
+const PIPE_BYTES: usize = 1024 * 1024;
+/// After the group is killed, how long to keep reading what is still in the pipes. A
+/// process that left the group (setsid) may hold them open forever: it gets no longer.
+const DRAIN_AFTER_KILL: Duration = Duration::from_millis(250);
+/// How often to look for the exit when the kernel offers no pidfd to wait on.
+const EXIT_POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// The timeout a request gets: the default for none, at most [`MAX_TIMEOUT`], never zero.
+pub fn effective_timeout(requested: Option<Duration>) -> Result<Duration, ExecError> {
+    match requested {
+        None => Ok(DEFAULT_TIMEOUT),
+        Some(d) if d.is_zero() => Err(ExecError::InvalidTimeout),
+        Some(d) => Ok(d.min(MAX_TIMEOUT)),
+    }
+}
+
+/// Runs `cmd` as the current (non-root) user behind the guardrail of `policy`; `who`
+/// only fills `HOME`, `USER` and `LOGNAME`.
+pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, ExecError> {
+    // First, before touching anything: root may read and write every person's files.
+    if rustix::process::geteuid().is_root() {
+        return Err(ExecError::RefusedAsRoot);
+    }
+    let timeout = effective_timeout(cmd.timeout)?;
+    if cmd.command.contains('\0') {
+        return Err(ExecError::InvalidCommand);
+    }
+    let cwd = open_cwd(&policy.root, &cmd.cwd)?;
+    // With bwrap: the checked sandbox and the working folder's real path, which is how
+    // bwrap (inside its own mount namespace) finds it.
+    let sandbox = match &policy.sandbox {
+        Sandbox::None => None,
+        Sandbox::Bwrap {
+            bwrap,
+            read_write,
+            read_only,
+            network,
+        } => {
+            let sb = Bwrap::check(bwrap, read_write, read_only, *network)?;
+            let real = real_path(&cwd).map_err(ExecError::Io)?;
+            if !sb.shows(&real) {
+                return Err(ExecError::CwdNotInSandbox { path: real });
+            }
+            Some((sb, real))
+        }
+    };
+
+    let out_dir = &policy.full_output_dir;
+    let output_dir_error = |source| ExecError::OutputDir {
+        path: out_dir.clone(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(out_dir)
+        .map_err(output_dir_error)?;
+    // Without a sandbox each run gets a private TMPDIR, removed afterwards: nothing of
+    // one run is left for the next to trip over. Under bwrap /tmp is already that.
+    let run_tmp = match sandbox {
+        None => Some(RunTmp::create(out_dir).map_err(output_dir_error)?),
+        Some(_) => None,
+    };
+
+    let mut command = match &sandbox {
+        Some((sb, cwd_path)) => {
+            let mut c = std::process::Command::new(&sb.bwrap);
+            c.args(sb.args(cwd_path)).arg(BASH);
+            c
+        }
+        None => std::process::Command::new(BASH),
+    };
+    // `--`: a command that starts with `-` is a command, not an option to bash.
+    command.arg("-c").arg("--").arg(&cmd.command);
+    let tmpdir = run_tmp.as_ref().map_or(Path::new("/tmp"), |t| &t.0);
+    command
+        .env_clear()
+        .env("HOME", &who.home)
+        .env("USER", &who.user)
+        .env("LOGNAME", &who.user)
+        .env("LANG", "C.UTF-8")
+        .env("LC_ALL", "C.UTF-8")
+        .env("TZ", "UTC")
+        .env("TERM", "dumb")
+        .env("TMPDIR", tmpdir)
+        .env("PATH", CANONICAL_PATH)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+
+    let hard = rustix::process::getrlimit(Resource::Nproc).maximum;
+    let nproc = hard.map_or(policy.max_processes, |h| h.min(policy.max_processes));
+    let cwd_fd = cwd.as_fd().as_raw_fd();
+    // SAFETY: between fork and exec only raw syscalls run (rustix's linux_raw backend):
+    // no allocation, no locks. `cwd` outlives the spawn, so the descriptor is open.
+    unsafe {
+        command.pre_exec(move || {
+            // A session of its own makes the command a process-group leader (pgid = pid)
+            // and cuts it from any terminal of the service.
+            rustix::process::setsid()?;
+            let limit = Rlimit {
+                current: Some(nproc),
+                maximum: Some(nproc),
+            };
+            rustix::process::setrlimit(Resource::Nproc, limit)?;
+            // Into the very folder that was checked, not a path that could change since.
+            rustix::process::fchdir(BorrowedFd::borrow_raw(cwd_fd))?;
+            Ok(())
+        });
+    }
+
+    let deadline = Instant::now() + timeout;
+    let mut child = command.spawn().map_err(ExecError::Spawn)?;
+    let save = SaveTo {
+        dir: out_dir,
+        max_bytes: policy.full_output_max_bytes,
+    };
+    let mut stdout = Capture::new("stdout", policy.visible_output_bytes);
+    let mut stderr = Capture::new("stderr", policy.visible_output_bytes);
+    let watched = watch(&mut child, deadline, [&mut stdout, &mut stderr], &save);
+    let (status, timed_out) = match watched {
+        Ok(done) => done,
+        Err(e) => {
+            let pid = Pid::from_child(&child);
+            kill_group(pid);
+            let _ = child.wait();
+            return Err(e);
+        }
+    };
+    drop(run_tmp);
+
+    let (full_output_path, full_output_note) =
+        write_full_output([&mut stdout, &mut stderr], out_dir);
+    Ok(Output {
+        stdout: stdout.text(),
+        stderr: stderr.text(),
+        stdout_bytes: stdout.total(),
+        stderr_bytes: stderr.total(),
+        exit_code: status.code(),
+        signal: status.signal(),
+        timed_out,
+        truncated: stdout.overflowed() || stderr.overflowed(),
+        full_output_path,
+        full_output_note,
+    })
+}
+
+/// Opens the working folder beneath the root; the kernel refuses every way out.
+fn open_cwd(root: &Path, cwd: &Path) -> Result<Dir, ExecError> {
+    let root_dir = Dir::open_ambient(root).map_err(|source| ExecError::RootUnavailable {
+        path: root.to_path_buf(),
+        source,
+    })?;
+    let outside = || ExecError::CwdOutside {
+        path: cwd.to_path_buf(),
+    };
+    let real_root;
+    let rel = if cwd.is_absolute() {
+        match cwd.strip_prefix(root) {
+            Ok(rel) => rel,
+            // The root may be named through a link; its real path is the other way in.
+            Err(_) => {
+                real_root = real_path(&root_dir).map_err(ExecError::Io)?;
+                cwd.strip_prefix(&real_root).map_err(|_| outside())?
+            }
+        }
+    } else {
+        cwd
+    };
+    if rel.as_os_str().is_empty() {
+        return Ok(root_dir);
+    }
+    let unusable = |source| ExecError::CwdUnusable {
+        path: cwd.to_path_buf(),
+        source,
+    };
+    let rel = rel.to_str().ok_or_else(|| {
+        unusable(FsError::Io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the path is not valid UTF-8",
+        )))
+    })?;
+    root_dir
+        .open_dir(rel, Follow::Beneath)
+        .map_err(|e| match e {
+            FsError::PathEscapes => outside(),
+            FsError::NotFound => ExecError::CwdNotFound {
+                path: cwd.to_path_buf(),
+            },
+            other => unusable(other),
+        })
+}
+
+/// The path the kernel knows an open directory by.
+fn real_path(dir: &Dir) -> io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd()))
+}
+
+/// Reads both pipes until the command is done, and kills its group when it is: at the
+/// deadline, or as soon as it exits (so nothing it backgrounded keeps running).
+/// Returns the exit status and whether the deadline struck.
+fn watch(
+    child: &mut Child,
+    deadline: Instant,
+    mut captures: [&mut Capture; 2],
+    save: &SaveTo,
+) -> Result<(ExitStatus, bool), ExecError> {
+    let pid = Pid::from_child(child);
+    let mut pipes: [Option<File>; 2] = [
+        child.stdout.take().map(|p| File::from(OwnedFd::from(p))),
+        child.stderr.take().map(|p| File::from(OwnedFd::from(p))),
+    ];
+    for pipe in pipes.iter().flatten() {
+        rustix::fs::fcntl_setfl(pipe, OFlags::NONBLOCK).map_err(|e| ExecError::Io(e.into()))?;
+        let _ = rustix::pipe::fcntl_setpipe_size(pipe, PIPE_BYTES);
+    }
+    // Readable when the child exits; without it (old kernels, seccomp) we poll waitid.
+    let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok();
+    let mut buf = vec![0u8; READ_CHUNK_BYTES];
+    let mut timed_out = false;
+    let mut killed_at: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        if killed_at.is_none() {
+            if now >= deadline {
+                timed_out = true;
+                kill_group(pid);
+                killed_at = Some(now);
+            } else if has_exited(pid)? {
+                // The exited leader is not reaped yet, so its pid (the pgid) cannot have
+                // been reused: the kill reaches only what the command started.
+                kill_group(pid);
+                killed_at = Some(now);
+            }
+        }
+        let wake = match killed_at {
+            Some(at) => {
+                if pipes.iter().all(Option::is_none) || now >= at + DRAIN_AFTER_KILL {
+                    break;
+                }
+                at + DRAIN_AFTER_KILL
+            }
+            None => deadline,
+        };
+        let mut wait = wake.saturating_duration_since(now);
+        if killed_at.is_none() && pidfd.is_none() {
+            wait = wait.min(EXIT_POLL_INTERVAL);
+        }
+
+        let mut fds: Vec<PollFd> = pipes
+            .iter()
+            .flatten()
+            .map(|p| PollFd::new(p, PollFlags::IN))
+            .collect();
+        if let (Some(fd), None) = (&pidfd, killed_at) {
+            fds.push(PollFd::new(fd, PollFlags::IN));
+        }
+        let wait = Timespec::try_from(wait).unwrap_or(Timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        });
+        match rustix::event::poll(&mut fds, Some(&wait)) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(e) => return Err(ExecError::Io(e.into())),
+        }
+        drop(fds);
+
+        // One chunk per pipe per round keeps both streams moving when both are loud.
+        for (pipe, capture) in pipes.iter_mut().zip(captures.iter_mut()) {
+            let Some(file) = pipe else { continue };
+            match file.read(&mut buf) {
+                Ok(0) => *pipe = None,
+                Ok(n) => capture.push(&buf[..n], save),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(ExecError::Io(e)),
+            }
+        }
+    }
+    // Closing our ends: a writer that escaped the group gets EPIPE, not our attention.
+    drop(pipes);
+    let status = child.wait().map_err(ExecError::Io)?;
+    Ok((status, timed_out))
+}
+
+/// Whether the child has exited, without reaping it.
+fn has_exited(pid: Pid) -> Result<bool, ExecError> {
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    match rustix::process::waitid(WaitId::Pid(pid), options) {
+        Ok(status) => Ok(status.is_some()),
+        Err(Errno::INTR) => Ok(false),
+        Err(e) => Err(ExecError::Io(e.into())),
+    }
+}
+
+/// SIGKILL to the whole process group led by `pid`. ESRCH (all gone already) is fine.
+fn kill_group(pid: Pid) {
+    let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+}
+
+/// The per-run TMPDIR (0700), removed with everything in it when the run is over.
+struct RunTmp(PathBuf);
+
+impl RunTmp {
+    fn create(dir: &Path) -> io::Result<RunTmp> {
+        let path = dir.join(format!("tmp-{}", random_hex()));
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(RunTmp(path))
+    }
+}
+
+impl Drop for RunTmp {
+    fn drop(&mut self) {
+        // Best effort: the command's processes are gone, but it may have left a folder
+        // it made unwritable; that stays, private to the person (0700 parent).
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,111 @@
+//! The bubblewrap command line for [`Sandbox::Bwrap`](crate::Sandbox::Bwrap).
+//!
+//! Inside, the command sees read-only system folders, `/etc` (for passwd and resolv),
+//! a fresh `/tmp` (tmpfs: memory, bounded only by the tmpfs default of half the RAM;
+//! bwrap 0.8 has no `--size`), its own `/proc` and a minimal `/dev`, and the bound trees
+//! at their real paths, under a read-only root. Everything else, other people's trees
+//! included, is simply not there.
+
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::ExecError;
+
+/// Top-level system folders bound read-only; on merged-/usr systems they are symlinks
+/// into /usr and are recreated as such.
+const SYSTEM_DIRS: [&str; 3] = ["/bin", "/lib", "/lib64"];
+
+/// The checked sandbox: the bwrap binary and every bind, canonical.
+pub(crate) struct Bwrap {
+    pub bwrap: PathBuf,
+    /// (path, writable), shallowest first so that a nested bind lands on top.
+    binds: Vec<(PathBuf, bool)>,
+    network: bool,
+}
+
+impl Bwrap {
+    /// Checks that bwrap exists (never falls back to no sandbox) and resolves the binds.
+    pub(crate) fn check(
+        bwrap: &Path,
+        read_write: &[PathBuf],
+        read_only: &[PathBuf],
+        network: bool,
+    ) -> Result<Bwrap, ExecError> {
+        let executable = std::fs::metadata(bwrap)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        if !executable {
+            return Err(ExecError::SandboxUnavailable {
+                path: bwrap.to_path_buf(),
+            });
+        }
+        let mut binds = Vec::new();
+        let tagged = read_write.iter().map(|p| (p, true));
+        for (path, writable) in tagged.chain(read_only.iter().map(|p| (p, false))) {
+            // Canonical, because bwrap creates the mount point at the path given and the
+            // working folder is compared with it; these are operator paths, not the agent's.
+            let real = std::fs::canonicalize(path).map_err(|source| ExecError::SandboxBind {
+                path: path.clone(),
+                source,
+            })?;
+            binds.push((real, writable));
+        }
+        binds.sort_by_key(|(p, _)| p.components().count());
+        Ok(Bwrap {
+            bwrap: bwrap.to_path_buf(),
+            binds,
+            network,
+        })
+    }
+
+    /// Whether `path` (canonical) is inside some bound tree.
+    pub(crate) fn shows(&self, path: &Path) -> bool {
+        self.binds.iter().any(|(bound, _)| path.starts_with(bound))
+    }
+
+    /// Everything before the command: bwrap's options, ending with `--`.
+    pub(crate) fn args(&self, cwd: &Path) -> Vec<OsString> {
+        let mut args: Vec<OsString> = Vec::new();
+        let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
+            args.extend(items.iter().map(|i| i.as_ref().to_os_string()));
+        };
+        // --unshare-all: user, ipc, pid, net, uts, cgroup. The pid namespace is what
+        // kills a daemonized grandchild: it dies with the namespace's init.
+        push(&[&"--unshare-all"]);
+        if self.network {
+            push(&[&"--share-net"]);
+        }
+        // --die-with-parent: bwrap and its init die when the thread waiting in run() does
+        // (run() waits on the same thread that spawned it, so this is the whole call).
+        // --new-session: no TIOCSTI into a terminal the service might hold.
+        push(&[&"--die-with-parent", &"--new-session"]);
+        push(&[&"--ro-bind", &"/usr", &"/usr"]);
+        for dir in SYSTEM_DIRS {
+            match std::fs::symlink_metadata(dir) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    if let Ok(target) = std::fs::read_link(dir) {
+                        push(&[&"--symlink", &target, &dir]);
+                    }
+                }
+                Ok(m) if m.is_dir() => push(&[&"--ro-bind", &dir, &dir]),
+                _ => {}
+            }
+        }
+        push(&[&"--ro-bind", &"/etc", &"/etc"]);
+        if self.network {
+            // Where systemd-resolved hosts point /etc/resolv.conf; without it, no DNS.
+            let resolved = "/run/systemd/resolve";
+            push(&[&"--ro-bind-try", &resolved, &resolved]);
+        }
+        push(&[&"--proc", &"/proc", &"--dev", &"/dev", &"--tmpfs", &"/tmp"]);
+        for (path, writable) in &self.binds {
+            let flag = if *writable { "--bind" } else { "--ro-bind" };
+            push(&[&flag, path, path]);
+        }
+        // The new root is a tmpfs bwrap built: once the mount points are made, nothing
+        // else belongs there (writes to it would be memory, and invisible outside).
+        push(&[&"--remount-ro", &"/"]);
+        push(&[&"--chdir", &cwd, &"--"]);
+        args
+    }
+}

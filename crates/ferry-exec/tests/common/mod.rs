@@ -82,23 +82,39 @@ fn run_inner(inner: &str) {
     std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     // std drops the supplementary groups itself (setgroups(0)) when it changes the uid
     // as root; the inner half checks that it has none.
-    let mut child = std::process::Command::new(&exe)
-        .args([
-            "--ignored",
-            "--exact",
-            inner,
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(BASE_ENV, base.path())
-        .current_dir(base.path())
-        .uid(uid)
-        .gid(gid)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {} as nobody: {e}", exe.display()));
+    let spawn = || {
+        std::process::Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                inner,
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(BASE_ENV, base.path())
+            .current_dir(base.path())
+            .uid(uid)
+            .gid(gid)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+    };
+    // ETXTBSY: another test thread forked while this copy was still open for writing, and
+    // its child holds the descriptor until it execs. It passes within moments.
+    let mut attempts = 0;
+    let mut child = loop {
+        match spawn() {
+            Err(e) if e.raw_os_error() == Some(26) && attempts < 100 => {
+                attempts += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            result => {
+                break result
+                    .unwrap_or_else(|e| panic!("cannot run {} as nobody: {e}", exe.display()));
+            }
+        }
+    };
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {

@@ -3,7 +3,7 @@
 // the streamed reply of POST /v1/chat (delta, notice, error, done).
 
 import { ApiError, downloadFile, parseJson, readEvents, request, uploadFile } from "./api.js";
-import { baseName, el, formatChatTime, showAlertIn } from "./format.js";
+import { acceptFileDrops, baseName, el, formatChatTime, showAlertIn } from "./format.js";
 
 export function createChat({ getProject, onNotice }) {
   const log = document.getElementById("conversation");
@@ -359,28 +359,14 @@ export function createChat({ getProject, onNotice }) {
 
   // Files dropped on the Chat panel are attached to the next message.
   const panel = document.getElementById("chat");
-  let dragOverTimer = null;
-  const hasFiles = (event) => Array.from(event.dataTransfer.types).includes("Files");
-  panel.addEventListener("dragover", (event) => {
-    if (!hasFiles(event) || busy) return;
-    event.preventDefault();
-    event.dataTransfer.dropEffect = "copy";
-    panel.classList.add("drop-active");
-    clearTimeout(dragOverTimer);
-    dragOverTimer = setTimeout(() => panel.classList.remove("drop-active"), 200);
-  });
-  panel.addEventListener("dragleave", (event) => {
-    if (!panel.contains(event.relatedTarget)) panel.classList.remove("drop-active");
-  });
-  panel.addEventListener("drop", (event) => {
-    if (!hasFiles(event)) return;
-    event.preventDefault();
-    clearTimeout(dragOverTimer);
-    panel.classList.remove("drop-active");
-    if (busy) return;
-    for (const file of Array.from(event.dataTransfer.files || [])) addChip(file);
-    textarea.focus();
-  });
+  acceptFileDrops(
+    panel,
+    (files) => {
+      for (const file of files) addChip(file);
+      textarea.focus();
+    },
+    () => !busy,
+  );
 
   attachButton.addEventListener("click", () => attachInput.click());
   attachInput.addEventListener("change", () => {

@@ -8,7 +8,7 @@
 
 import { ApiError, downloadFile, request } from "./api.js";
 import { confirmDialog, promptDialog } from "./dialogs.js";
-import { el, formatSize, formatTime, parentPath, showAlertIn } from "./format.js";
+import { acceptFileDrops, el, formatSize, formatTime, parentPath, showAlertIn } from "./format.js";
 
 const ROOT = "public";
 const MANAGED = "public/attachments";
@@ -837,41 +837,7 @@ export function createFilesPanel({ getProject, uploads }) {
   });
 
   // Drop files from the computer anywhere on the panel to upload them.
-  let dragOverTimer = null;
-  function hasFiles(event) {
-    return Array.from(event.dataTransfer.types).includes("Files");
-  }
-
-  panel.addEventListener("dragover", (event) => {
-    if (!hasFiles(event)) {
-      return;
-    }
-    event.preventDefault();
-    event.dataTransfer.dropEffect = "copy";
-    panel.classList.add("drop-active");
-    clearTimeout(dragOverTimer);
-    // dragover repeats while the pointer stays: stop highlighting soon after it leaves.
-    dragOverTimer = setTimeout(() => panel.classList.remove("drop-active"), 200);
-  });
-
-  panel.addEventListener("dragleave", (event) => {
-    if (!panel.contains(event.relatedTarget)) {
-      panel.classList.remove("drop-active");
-    }
-  });
-
-  panel.addEventListener("drop", (event) => {
-    if (!hasFiles(event)) {
-      return;
-    }
-    event.preventDefault();
-    clearTimeout(dragOverTimer);
-    panel.classList.remove("drop-active");
-    const files = event.dataTransfer.files;
-    if (files && files.length) {
-      uploads.startAll(files, getProject());
-    }
-  });
+  acceptFileDrops(panel, (files) => uploads.startAll(files, getProject()));
 
   uploadButton.addEventListener("click", () => uploadInput.click());
   uploadInput.addEventListener("change", () => {

@@ -120,3 +120,36 @@ export function showAlertIn(container, message, dismissLabel) {
   dismiss.addEventListener("click", () => box.remove());
   container.replaceChildren(box);
 }
+
+/**
+ * Lets files from the computer be dropped on `panel`: highlights it (class
+ * `drop-active`) while they hover and hands the dropped files to `onFiles`.
+ * `accepts()` may refuse for now (the chat while a reply streams).
+ */
+export function acceptFileDrops(panel, onFiles, accepts = () => true) {
+  let dragOverTimer = null;
+  const hasFiles = (event) => Array.from(event.dataTransfer.types).includes("Files");
+  const unmark = () => {
+    clearTimeout(dragOverTimer);
+    panel.classList.remove("drop-active");
+  };
+  panel.addEventListener("dragover", (event) => {
+    if (!hasFiles(event) || !accepts()) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "copy";
+    panel.classList.add("drop-active");
+    clearTimeout(dragOverTimer);
+    // dragover repeats while the pointer stays: stop highlighting soon after it leaves.
+    dragOverTimer = setTimeout(() => panel.classList.remove("drop-active"), 200);
+  });
+  panel.addEventListener("dragleave", (event) => {
+    if (!panel.contains(event.relatedTarget)) unmark();
+  });
+  panel.addEventListener("drop", (event) => {
+    if (!hasFiles(event)) return;
+    event.preventDefault();
+    unmark();
+    const files = Array.from(event.dataTransfer.files || []);
+    if (files.length && accepts()) onFiles(files);
+  });
+}

@@ -15,7 +15,7 @@ use std::process::Stdio;
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
-use ferry_exec::{Command, Identity, Policy};
+use ferry_exec::{Command, Identity, Output, Policy};
 
 /// Names the folder the outer test prepared; set only for the inner half.
 const BASE_ENV: &str = "FERRY_EXEC_TEST_BASE";
@@ -352,4 +352,48 @@ pub fn process_limit_leaving(budget: u64) -> u64 {
     }
     // +1: the sampler thread of `peak_count_during`.
     tasks + 1 + budget
+}
+
+/// Runs a fork bomb (marked in /proc by `token`) under `policy` with a process limit of
+/// what runs already plus 64, and checks that the limit held, the call came back within
+/// `within`, and nothing of it is left. Returns the output for the caller's own checks.
+pub fn assert_fork_bomb_bounded(
+    site: &Site,
+    mut policy: Policy,
+    token: &str,
+    within: Duration,
+) -> Output {
+    policy.max_processes = process_limit_leaving(64);
+    // The sleep starts before the bomb, so that the wait needs no fork; the comment
+    // marks every forked copy of bash in /proc.
+    let command = format!(
+        "sleep 2 & s=$!; bomb() {{ bomb | bomb & }}; bomb; wait $s; echo survived # {token}"
+    );
+    let started = Instant::now();
+    let (out, peak) = peak_count_during(token, || {
+        ferry_exec::run(
+            &site.cmd(&command, Some(Duration::from_secs(8))),
+            &site.who(),
+            &policy,
+        )
+        .unwrap()
+    });
+    let took = started.elapsed();
+    assert!(
+        peak > 10 && peak as u64 <= policy.max_processes,
+        "{peak} processes at the peak, limit {}",
+        policy.max_processes
+    );
+    assert!(!out.timed_out, "{out:?}");
+    assert!(
+        out.stderr.contains("Resource temporarily unavailable"),
+        "forks hit the limit: {}",
+        out.stderr
+    );
+    assert!(took < within, "returned after {took:?}");
+    assert_eq!(
+        gone_within(token, Duration::from_secs(3)),
+        Vec::<u32>::new()
+    );
+    out
 }

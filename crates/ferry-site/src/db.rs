@@ -12,6 +12,7 @@ use rusqlite::{Connection, OptionalExtension};
 
 use crate::SiteError;
 
+/// The base tables; modules with tables of their own add their schema to `SCHEMAS`.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS persons (
     id TEXT PRIMARY KEY,
@@ -44,6 +45,9 @@ CREATE TABLE IF NOT EXISTS tokens (
 );
 ";
 
+/// Every schema, run in order at open (each statement is `IF NOT EXISTS`).
+const SCHEMAS: &[&str] = &[SCHEMA];
+
 /// One connection, shared behind a lock: every query here is a point lookup or a tiny write.
 pub(crate) struct Db {
     conn: Mutex<Connection>,
@@ -56,7 +60,9 @@ impl Db {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.execute_batch(SCHEMA)?;
+        for schema in SCHEMAS {
+            conn.execute_batch(schema)?;
+        }
         Ok(Db {
             conn: Mutex::new(conn),
         })

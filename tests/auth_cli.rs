@@ -719,7 +719,7 @@ fn served_limits_follow_the_file_and_the_environment() {
     // The file's limit is enforced by a running server...
     let server = Server::start_with(Options {
         config_toml: Some("[media]\nmax_upload_bytes = 4096\n".into()),
-        env: Vec::new(),
+        ..Options::default()
     });
     assert_eq!(
         upload(&server, &server.token, "ok.txt", &[b'a'; 4096], None).0,
@@ -733,6 +733,7 @@ fn served_limits_follow_the_file_and_the_environment() {
     let server = Server::start_with(Options {
         config_toml: Some("[media]\nmax_upload_bytes = 4096\n".into()),
         env: vec![("FERRY_MEDIA__MAX_UPLOAD_BYTES".into(), "123".into())],
+        ..Options::default()
     });
     assert_eq!(
         upload(&server, &server.token, "ok.txt", &[b'a'; 123], None).0,

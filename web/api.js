@@ -145,10 +145,25 @@ export async function request(method, path, { query, json, signal, raw = false, 
  * server's JSON (`{path,size,sha256,project}`) or rejects with an ApiError.
  */
 export function uploadFile(file, project, onProgress) {
+  const form = new FormData();
+  // The project first, so the server knows where the file goes before its bytes.
+  if (project) {
+    form.append("project", project);
+  }
+  form.append("file", file, file.name);
+  return postForm("/v1/media", form, onProgress);
+}
+
+/**
+ * POSTs `form` to `url` with XHR, reporting upload progress to `onProgress` (0..1).
+ * `withToken: false` sends no Authorization header (a signed link is its own authority).
+ * Returns `{promise, abort}` as `uploadFile` does.
+ */
+export function postForm(url, form, onProgress, { withToken = true } = {}) {
   const xhr = new XMLHttpRequest();
   const promise = new Promise((resolve, reject) => {
-    xhr.open("POST", "/v1/media");
-    if (token) {
+    xhr.open("POST", url);
+    if (token && withToken) {
       xhr.setRequestHeader("Authorization", `Bearer ${token}`);
     }
     xhr.upload.onprogress = (e) => {
@@ -187,12 +202,6 @@ export function uploadFile(file, project, onProgress) {
       );
     };
     xhr.onabort = () => reject(new ApiError(0, "aborted", "Upload cancelled."));
-    const form = new FormData();
-    // The project first, so the server knows where the file goes before its bytes.
-    if (project) {
-      form.append("project", project);
-    }
-    form.append("file", file, file.name);
     xhr.send(form);
   });
   return { promise, abort: () => xhr.abort() };

@@ -6,6 +6,7 @@ import { createChat } from "./chat.js";
 import { promptDialog } from "./dialogs.js";
 import { startEvents, stopEvents } from "./events.js";
 import { createFilesPanel } from "./files.js";
+import { createInteractions } from "./interactions.js";
 import { el } from "./format.js";
 import { createUploads } from "./uploads.js";
 
@@ -34,6 +35,11 @@ const uploads = createUploads({
   },
 });
 const files = createFilesPanel({ getProject, uploads });
+const interactions = createInteractions({
+  region: document.getElementById("interactions"),
+  list: document.getElementById("interaction-list"),
+  status: document.getElementById("interactions-status"),
+});
 const chat = createChat({
   getProject,
   onNotice: (_notice, noticeProject) => {
@@ -47,6 +53,7 @@ function showSignIn(message) {
   stopEvents();
   files.reset();
   chat.reset();
+  interactions.reset();
   for (const dialog of document.querySelectorAll("dialog[open]")) dialog.close();
   appView.hidden = true;
   projectBar.hidden = true;
@@ -162,7 +169,10 @@ function onEvent({ event, data }) {
     if (eventProject === project) {
       files.scheduleReload(100);
     }
+    // A files event without paths means the stream fell behind: reload everything.
+    if (Array.isArray(data.paths) && data.paths.length === 0) interactions.refresh();
   }
+  if (event === "interaction") interactions.refresh();
 }
 
 async function start() {
@@ -198,6 +208,8 @@ function startLive() {
     onEvent,
     onOpen() {
       opened += 1;
+      // What is pending now; later changes come as `interaction` events.
+      interactions.refresh();
       // After a reconnection, catch up on whatever changed while the stream was down.
       if (opened > 1 || !projectsLoaded) {
         if (!projectsLoaded) {

@@ -2,8 +2,11 @@
 //! a fresh data directory per server, the real CLI, and a small scripted HTTP peer.
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod mcp;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
@@ -14,6 +17,24 @@ use reqwest::blocking::Response;
 use reqwest::blocking::multipart::{Form, Part};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+
+/// The uid and gid of `nobody`.
+pub const NOBODY: u32 = 65534;
+
+/// `ferry` as `nobody`: a copy of the binary in `dir` (made traversable), and `data`
+/// handed to `nobody`.
+fn nobody_command(dir: &Path, data: &Path) -> Command {
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = dir.join("ferry");
+    std::fs::copy(ferry_bin(), &copy).unwrap();
+    std::os::unix::fs::chown(data, Some(NOBODY), Some(NOBODY)).unwrap();
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--reuid={NOBODY}"))
+        .arg(format!("--regid={NOBODY}"))
+        .arg("--clear-groups")
+        .arg(copy);
+    cmd
+}
 
 /// The `ferry` binary cargo built for these tests.
 pub fn ferry_bin() -> PathBuf {
@@ -27,6 +48,8 @@ pub struct Options {
     pub config_toml: Option<String>,
     /// Extra environment (`FERRY_SECTION__KEY` overrides and the like).
     pub env: Vec<(String, String)>,
+    /// Run the gateway as `nobody` (commands are refused as root), on a site it owns.
+    pub as_nobody: bool,
 }
 
 /// A running gateway on a fresh site; killed on drop.
@@ -64,7 +87,11 @@ impl Server {
             std::fs::write(data.join("ferry.toml"), toml).unwrap();
         }
         let stderr = std::fs::File::create(tmp.path().join("server.log")).unwrap();
-        let mut cmd = ferry_command();
+        let mut cmd = if options.as_nobody {
+            nobody_command(tmp.path(), &data)
+        } else {
+            ferry_command()
+        };
         cmd.arg("serve")
             .arg("--data")
             .arg(&data)

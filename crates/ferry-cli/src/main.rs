@@ -9,6 +9,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use ferry_site::{Config, DEFAULT_PERSON, Site, SiteMode, TokenKind};
 
+mod mcp_cmd;
+mod site_cmd;
+
 #[derive(Parser)]
 #[command(
     name = "ferry",
@@ -67,6 +70,27 @@ enum Command {
     Skills {
         #[command(subcommand)]
         command: SkillsCommand,
+    },
+    /// Sets a site up for a deployment mode (host mode: POSIX users, groups, the helper).
+    Site {
+        #[command(subcommand)]
+        command: site_cmd::SiteCommand,
+    },
+    /// Serves the agent tools of one person over MCP stdio.
+    Mcp {
+        #[command(flatten)]
+        site: SiteArgs,
+        /// The person the tools act for.
+        #[arg(long)]
+        person: String,
+    },
+    /// Acts as a person for the gateway (host mode; started by ferry-posix-helper).
+    #[command(hide = true)]
+    Worker,
+    /// Manages circles (groups of persons sharing circles/<circle>/).
+    Circle {
+        #[command(subcommand)]
+        command: site_cmd::CircleCommand,
     },
 }
 
@@ -164,6 +188,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             PersonCommand::Add { id, site } => {
                 let site = open_site(&site)?;
                 site.add_person(&id)?;
+                site_cmd::reconcile_host_after_change(&site)?;
                 let token = site.create_token(&id, TokenKind::Person)?;
                 println!("added person {id}; their token:");
                 println!("{token}");
@@ -198,6 +223,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Skills { command } => match command {
             SkillsCommand::Check { dir } => return skills_check(&dir),
         },
+        Command::Site { command } => return site_cmd::site(command),
+        Command::Circle { command } => return site_cmd::circle(command),
+        Command::Mcp { site, person } => return mcp_cmd::mcp(&site, &person),
+        Command::Worker => return mcp_cmd::worker(),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -225,10 +254,16 @@ fn serve(data: &Path, config: Config) -> Result<()> {
         SiteMode::Container => {
             bail!("site.mode = \"container\" hands files to the agent's uid:gid and needs root")
         }
-        SiteMode::Host => bail!(
-            "site.mode = \"host\" is not available in this version; use \"local\" or \"container\""
+        SiteMode::Host if rustix::process::geteuid().is_root() => bail!(
+            "site.mode = \"host\" runs the gateway as the service user `ferry`, never as root \
+             (ferry site init --mode host creates it)"
+        ),
+        SiteMode::Host => tracing::warn!(
+            "host mode: the agent tools act through ferry-posix-helper; the member file API \
+             (uploads, the Files panel, deliveries) does not go through it yet"
         ),
     }
+    let host = config.site.mode == SiteMode::Host;
     let listen = config.server.listen.clone();
     let header_timeout = Duration::from_secs(config.server.header_read_timeout_secs);
     let site = Site::open(data, config)
@@ -240,10 +275,14 @@ fn serve(data: &Path, config: Config) -> Result<()> {
         tracing::warn!("skill {} is not loaded: {why}", dir.display());
     }
     tracing::info!("{} skill(s) loaded", skills.skills.len());
-    for person in site.persons()? {
-        site.provision_person(&person)?;
+    // In host mode the service cannot enter people's folders; `site init` provisions them.
+    if !host {
+        for person in site.persons()? {
+            site.provision_person(&person)?;
+        }
     }
-    let state = ferry_gateway::AppState::new(Arc::new(site))?;
+    let state =
+        ferry_gateway::AppState::new(Arc::new(site))?.with_worker(mcp_cmd::worker_program()?);
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&listen)

@@ -25,8 +25,10 @@ pub enum ExecError {
         "the working folder {path} is not visible inside the sandbox; use a folder in a bound tree"
     )]
     CwdNotInSandbox { path: PathBuf },
-    #[error("the sandbox is required but bubblewrap is not installed at {path}")]
-    SandboxUnavailable { path: PathBuf },
+    #[error(
+        "the sandbox is required but {what} (looked at {path}); commands are not run without it"
+    )]
+    SandboxUnavailable { what: &'static str, path: PathBuf },
     #[error("the sandbox path {path} cannot be bound: {source}")]
     SandboxBind {
         path: PathBuf,

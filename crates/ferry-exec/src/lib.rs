@@ -27,21 +27,32 @@
 //! of a bwrap user namespace, so forks fail with `EAGAIN` at the limit; the group kill
 //! (or, under bwrap, the end of the pid namespace) then removes what was started.
 //!
-//! Not here yet: Landlock (`[exec] sandbox = "landlock"`) and memory or CPU limits
-//! (those need cgroups). Under [`Sandbox::None`] a process that deliberately starts
+//! [`Sandbox::Landlock`] confines the same trees without root or user namespaces.
+//!
+//! Not here yet: memory or CPU limits (those need cgroups). Under [`Sandbox::None`] or
+//! [`Sandbox::Landlock`] a process that deliberately starts
 //! its own session (`setsid`) escapes the group kill; bwrap's pid namespace does not
 //! let it.
 
 mod capture;
 mod error;
+mod landlock;
+pub mod ops;
+mod request_error;
+mod requester;
 mod run;
 mod sandbox;
+mod scope;
+pub mod worker;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use error::ExecError;
+pub use request_error::RequestError;
+pub use requester::Requester;
 pub use run::{effective_timeout, run};
+pub use scope::{Access, Scope, Tree};
 
 /// How long a command may run when the caller names no timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -101,6 +112,19 @@ pub enum Sandbox {
         /// Share the host's network (otherwise only a private loopback exists).
         network: bool,
     },
+    /// Landlock: the same trees at their own paths, read-only system folders, a few
+    /// devices and a private `TMPDIR`, everything else denied; no TCP unless `network`.
+    /// Needs no root and no user namespace, only a kernel with Landlock (ABI 4, Linux
+    /// 6.7, when the network is cut); without it the run is
+    /// [`ExecError::SandboxUnavailable`]. A read-only tree may not lie in a read-write one.
+    Landlock {
+        /// Everything allowed beneath each.
+        read_write: Vec<PathBuf>,
+        /// Reading and executing allowed beneath each.
+        read_only: Vec<PathBuf>,
+        /// Allow TCP (otherwise binding and connecting fail with `EACCES`).
+        network: bool,
+    },
 }
 
 impl Sandbox {
@@ -108,6 +132,15 @@ impl Sandbox {
     pub fn bwrap(read_write: Vec<PathBuf>, read_only: Vec<PathBuf>, network: bool) -> Sandbox {
         Sandbox::Bwrap {
             bwrap: PathBuf::from(DEFAULT_BWRAP),
+            read_write,
+            read_only,
+            network,
+        }
+    }
+
+    /// Landlock over the given trees.
+    pub fn landlock(read_write: Vec<PathBuf>, read_only: Vec<PathBuf>, network: bool) -> Sandbox {
+        Sandbox::Landlock {
             read_write,
             read_only,
             network,
@@ -123,8 +156,8 @@ pub struct Policy {
     pub sandbox: Sandbox,
     /// Bytes of each stream returned as text.
     pub visible_output_bytes: usize,
-    /// Where over-cap output is saved (`run-<random>.log`, 0600) and, without a sandbox,
-    /// where each run's private `TMPDIR` lives. Created (0700) when missing.
+    /// Where over-cap output is saved (`run-<random>.log`, 0600) and, unless bwrap gives
+    /// the command a fresh `/tmp`, where each run's private `TMPDIR` lives. Created (0700) when missing.
     pub full_output_dir: PathBuf,
     /// Bytes of each stream saved to the full-output file.
     pub full_output_max_bytes: u64,
@@ -148,7 +181,7 @@ impl Policy {
 }
 
 /// What a finished (or killed) command left behind.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Output {
     /// The first [`Policy::visible_output_bytes`] bytes of stdout, decoded lossily (an
     /// invalid byte becomes U+FFFD, three bytes); a character cut by the cap is dropped.

@@ -16,7 +16,8 @@ use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, Signal, WaitId, WaitIdOptions};
 
 use crate::capture::{Capture, SaveTo, random_hex, write_full_output};
-use crate::sandbox::Bwrap;
+use crate::landlock::Landlock;
+use crate::sandbox::{Bwrap, Trees};
 use crate::{
     CANONICAL_PATH, Command, DEFAULT_TIMEOUT, ExecError, Identity, MAX_TIMEOUT, Output, Policy,
     Sandbox,
@@ -56,10 +57,10 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
         return Err(ExecError::InvalidCommand);
     }
     let cwd = open_cwd(&policy.root, &cmd.cwd)?;
-    // With bwrap: the checked sandbox and the working folder's real path, which is how
-    // bwrap (inside its own mount namespace) finds it.
-    let sandbox = match &policy.sandbox {
-        Sandbox::None => None,
+    // The checked sandbox. bwrap also takes the working folder's real path, which is how
+    // it (inside its own mount namespace) finds it.
+    let (sandbox, landlock) = match &policy.sandbox {
+        Sandbox::None => (None, None),
         Sandbox::Bwrap {
             bwrap,
             read_write,
@@ -67,11 +68,17 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
             network,
         } => {
             let sb = Bwrap::check(bwrap, read_write, read_only, *network)?;
-            let real = real_path(&cwd).map_err(ExecError::Io)?;
-            if !sb.shows(&real) {
-                return Err(ExecError::CwdNotInSandbox { path: real });
-            }
-            Some((sb, real))
+            let real = cwd_in(&cwd, &sb.binds)?;
+            (Some((sb, real)), None)
+        }
+        Sandbox::Landlock {
+            read_write,
+            read_only,
+            network,
+        } => {
+            let ll = Landlock::check(read_write, read_only, *network)?;
+            cwd_in(&cwd, &ll.trees)?;
+            (None, Some(ll))
         }
     };
 
@@ -85,8 +92,9 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
         .mode(0o700)
         .create(out_dir)
         .map_err(output_dir_error)?;
-    // Without a sandbox each run gets a private TMPDIR, removed afterwards: nothing of
-    // one run is left for the next to trip over. Under bwrap /tmp is already that.
+    // Without bwrap each run gets a private TMPDIR, removed afterwards: nothing of one
+    // run is left for the next to trip over (Landlock denies the shared /tmp). Under
+    // bwrap /tmp is already that.
     let run_tmp = match sandbox {
         None => Some(RunTmp::create(out_dir).map_err(output_dir_error)?),
         Some(_) => None,
@@ -103,6 +111,7 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     // `--`: a command that starts with `-` is a command, not an option to bash.
     command.arg("-c").arg("--").arg(&cmd.command);
     let tmpdir = run_tmp.as_ref().map_or(Path::new("/tmp"), |t| &t.0);
+    let confine = landlock.map(|ll| ll.with_tmpdir(tmpdir)).transpose()?;
     command
         .env_clear()
         .env("HOME", &who.home)
@@ -137,6 +146,13 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
             rustix::process::fchdir(BorrowedFd::borrow_raw(cwd_fd))?;
             Ok(())
         });
+    }
+    if let Some(mut confine) = confine {
+        // SAFETY: enforcing is raw system calls only; landlock.rs says which, and why the
+        // ruleset was built before the fork.
+        unsafe {
+            command.pre_exec(move || confine.enforce());
+        }
     }
 
     let deadline = Instant::now() + timeout;
@@ -219,6 +235,16 @@ fn open_cwd(root: &Path, cwd: &Path) -> Result<Dir, ExecError> {
             },
             other => unusable(other),
         })
+}
+
+/// The working folder's real path, when a sandbox shows it; a folder the command could
+/// not see is refused rather than run in.
+fn cwd_in(cwd: &Dir, trees: &Trees) -> Result<PathBuf, ExecError> {
+    let real = real_path(cwd).map_err(ExecError::Io)?;
+    if !trees.shows(&real) {
+        return Err(ExecError::CwdNotInSandbox { path: real });
+    }
+    Ok(real)
 }
 
 /// The path the kernel knows an open directory by.

@@ -1,4 +1,5 @@
-//! The bubblewrap command line for [`Sandbox::Bwrap`](crate::Sandbox::Bwrap).
+//! The trees a sandbox exposes, and the bubblewrap command line for
+//! [`Sandbox::Bwrap`](crate::Sandbox::Bwrap).
 //!
 //! Inside, the command sees read-only system folders, `/etc` (for passwd and resolv),
 //! a fresh `/tmp` (tmpfs: memory, bounded only by the tmpfs default of half the RAM;
@@ -12,15 +13,56 @@ use std::path::{Path, PathBuf};
 
 use crate::ExecError;
 
-/// Top-level system folders bound read-only; on merged-/usr systems they are symlinks
-/// into /usr and are recreated as such.
-const SYSTEM_DIRS: [&str; 3] = ["/bin", "/lib", "/lib64"];
+/// Top-level system folders shown read-only besides /usr and /etc; on merged-/usr systems
+/// they are symlinks into /usr (bwrap recreates them as such).
+pub(crate) const SYSTEM_DIRS: [&str; 3] = ["/bin", "/lib", "/lib64"];
+/// Where systemd-resolved hosts point /etc/resolv.conf; shown read-only with the network,
+/// since without it there is no DNS.
+pub(crate) const RESOLVED_DIR: &str = "/run/systemd/resolve";
+
+/// The trees a sandbox shows the command: (path, writable), canonical, shallowest first.
+pub(crate) struct Trees(Vec<(PathBuf, bool)>);
+
+impl Trees {
+    /// Resolves every tree; one that cannot be resolved is an error, not a smaller sandbox.
+    pub(crate) fn resolve(
+        read_write: &[PathBuf],
+        read_only: &[PathBuf],
+    ) -> Result<Trees, ExecError> {
+        let mut trees = Vec::new();
+        let tagged = read_write.iter().map(|p| (p, true));
+        for (path, writable) in tagged.chain(read_only.iter().map(|p| (p, false))) {
+            // Canonical, because bwrap creates the mount point at the path given, Landlock
+            // follows links anyway, and the working folder is compared with it; these are
+            // operator paths, not the agent's.
+            let real = std::fs::canonicalize(path).map_err(|source| ExecError::SandboxBind {
+                path: path.clone(),
+                source,
+            })?;
+            trees.push((real, writable));
+        }
+        trees.sort_by_key(|(p, _)| p.components().count());
+        Ok(Trees(trees))
+    }
+
+    /// Whether `path` (canonical) is inside some tree.
+    pub(crate) fn shows(&self, path: &Path) -> bool {
+        self.0.iter().any(|(tree, _)| path.starts_with(tree))
+    }
+
+    /// (path, writable), shallowest first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&Path, bool)> {
+        self.0
+            .iter()
+            .map(|(path, writable)| (path.as_path(), *writable))
+    }
+}
 
 /// The checked sandbox: the bwrap binary and every bind, canonical.
 pub(crate) struct Bwrap {
     pub bwrap: PathBuf,
-    /// (path, writable), shallowest first so that a nested bind lands on top.
-    binds: Vec<(PathBuf, bool)>,
+    /// Shallowest first, so that a nested bind lands on top.
+    pub binds: Trees,
     network: bool,
 }
 
@@ -36,31 +78,15 @@ impl Bwrap {
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
         if !executable {
             return Err(ExecError::SandboxUnavailable {
+                what: "bubblewrap is not installed",
                 path: bwrap.to_path_buf(),
             });
         }
-        let mut binds = Vec::new();
-        let tagged = read_write.iter().map(|p| (p, true));
-        for (path, writable) in tagged.chain(read_only.iter().map(|p| (p, false))) {
-            // Canonical, because bwrap creates the mount point at the path given and the
-            // working folder is compared with it; these are operator paths, not the agent's.
-            let real = std::fs::canonicalize(path).map_err(|source| ExecError::SandboxBind {
-                path: path.clone(),
-                source,
-            })?;
-            binds.push((real, writable));
-        }
-        binds.sort_by_key(|(p, _)| p.components().count());
         Ok(Bwrap {
             bwrap: bwrap.to_path_buf(),
-            binds,
+            binds: Trees::resolve(read_write, read_only)?,
             network,
         })
-    }
-
-    /// Whether `path` (canonical) is inside some bound tree.
-    pub(crate) fn shows(&self, path: &Path) -> bool {
-        self.binds.iter().any(|(bound, _)| path.starts_with(bound))
     }
 
     /// Everything before the command: bwrap's options, ending with `--`.
@@ -93,14 +119,12 @@ impl Bwrap {
         }
         push(&[&"--ro-bind", &"/etc", &"/etc"]);
         if self.network {
-            // Where systemd-resolved hosts point /etc/resolv.conf; without it, no DNS.
-            let resolved = "/run/systemd/resolve";
-            push(&[&"--ro-bind-try", &resolved, &resolved]);
+            push(&[&"--ro-bind-try", &RESOLVED_DIR, &RESOLVED_DIR]);
         }
         push(&[&"--proc", &"/proc", &"--dev", &"/dev", &"--tmpfs", &"/tmp"]);
-        for (path, writable) in &self.binds {
-            let flag = if *writable { "--bind" } else { "--ro-bind" };
-            push(&[&flag, path, path]);
+        for (path, writable) in self.binds.iter() {
+            let flag = if writable { "--bind" } else { "--ro-bind" };
+            push(&[&flag, &path, &path]);
         }
         // The new root is a tmpfs bwrap built: once the mount points are made, nothing
         // else belongs there (writes to it would be memory, and invisible outside).

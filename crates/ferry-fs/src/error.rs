@@ -34,6 +34,12 @@ pub enum FsError {
 }
 
 impl FsError {
+    /// The error for an `errno` seen outside this crate (an operation done as a person
+    /// through plain paths), mapped as the confined operations map theirs.
+    pub fn from_raw_os_error(errno: i32) -> FsError {
+        FsError::from_errno(Errno::from_raw_os_error(errno))
+    }
+
     pub(crate) fn from_errno(e: Errno) -> FsError {
         match e {
             // EXDEV: RESOLVE_BENEATH saw an escape; ELOOP: a link where none may be.

@@ -49,6 +49,17 @@ impl ApiError {
         )
     }
 
+    /// A tool's failure where the API, not the model, is the caller.
+    pub fn from_tool(err: ferry_tools::ToolError) -> ApiError {
+        match err.code.as_str() {
+            "unknown_person" => ApiError::new(StatusCode::NOT_FOUND, "not_found", err.message),
+            "permission_denied" => {
+                ApiError::new(StatusCode::FORBIDDEN, "permission_denied", err.message)
+            }
+            _ => ApiError::internal("tool", err.message),
+        }
+    }
+
     pub fn internal(context: &str, err: impl std::fmt::Display) -> ApiError {
         tracing::error!("{context}: {err}");
         ApiError::new(
@@ -75,6 +86,7 @@ impl From<SiteError> for ApiError {
             SiteError::MoveIntoItself => (S::BAD_REQUEST, "invalid_move"),
             SiteError::ExtensionNotAllowed(_) => (S::BAD_REQUEST, "extension_not_allowed"),
             SiteError::Fs(fs) => return fs_error(fs, message),
+            SiteError::Interaction(e) => return crate::interactions::api_error(e, message),
             SiteError::Db(_) | SiteError::Io(_) => return ApiError::internal("site", err),
         };
         ApiError::new(status, code, message)

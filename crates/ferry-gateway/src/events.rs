@@ -5,6 +5,10 @@
 //! agent writes into `public/attachments/` itself are noticed by polling, only for people
 //! with a page open, at [`ATTACHMENTS_POLL_INTERVAL`], against a first state taken when the
 //! page's stream opens (so a file written right after that is not taken for the baseline).
+//!
+//! The same watcher keeps the web presence of those people fresh and tells their pages
+//! when their pending approvals and picks change (`interaction` events; see
+//! `interactions.rs`), since the agent tool asking may run in another process.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -19,6 +23,7 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::auth::Member;
+use crate::interactions::InteractionsEvent;
 use crate::{AppState, blocking};
 
 /// How often watched `public/attachments/` folders are compared with their last state.
@@ -40,12 +45,40 @@ pub struct FileEvent {
 /// One watched workspace: a person and a project (`None`: the main workspace).
 type WorkspaceKey = (String, Option<String>);
 
-/// The broadcast of file events, and who is listening.
+/// What one person's pages are told.
+#[derive(Clone, Debug)]
+enum PageEvent {
+    Files(FileEvent),
+    Interactions(InteractionsEvent),
+}
+
+impl PageEvent {
+    fn person(&self) -> &str {
+        match self {
+            PageEvent::Files(e) => &e.person,
+            PageEvent::Interactions(e) => &e.person,
+        }
+    }
+
+    fn to_sse(&self) -> Event {
+        let (name, data) = match self {
+            PageEvent::Files(e) => ("files", serde_json::to_string(e)),
+            PageEvent::Interactions(e) => ("interaction", serde_json::to_string(e)),
+        };
+        Event::default()
+            .event(name)
+            .data(data.unwrap_or_else(|_| "{}".to_owned()))
+    }
+}
+
+/// The broadcast of page events, and who is listening.
 pub struct Events {
-    tx: broadcast::Sender<FileEvent>,
+    tx: broadcast::Sender<PageEvent>,
     listeners: Mutex<HashMap<String, usize>>,
     /// The last known `public/attachments/` of every watched workspace.
     known: Mutex<HashMap<WorkspaceKey, AttachmentsState>>,
+    /// The pending requests each watched person's pages last heard of.
+    pub(crate) interactions: crate::interactions::Watch,
 }
 
 impl Default for Events {
@@ -54,6 +87,7 @@ impl Default for Events {
             tx: broadcast::channel(EVENT_BACKLOG).0,
             listeners: Mutex::new(HashMap::new()),
             known: Mutex::new(HashMap::new()),
+            interactions: Default::default(),
         }
     }
 }
@@ -62,11 +96,16 @@ impl Events {
     /// Tells `person`'s open pages that `paths` changed in a workspace.
     pub fn publish(&self, person: &str, project: Option<&str>, paths: Vec<String>) {
         // No receiver is not an error: nobody has a page open.
-        let _ = self.tx.send(FileEvent {
+        let _ = self.tx.send(PageEvent::Files(FileEvent {
             person: person.to_owned(),
             project: project.map(str::to_owned),
             paths,
-        });
+        }));
+    }
+
+    /// Tells a person's open pages which of their requests are pending now.
+    pub(crate) fn publish_interactions(&self, event: InteractionsEvent) {
+        let _ = self.tx.send(PageEvent::Interactions(event));
     }
 
     /// The people with at least one page open.
@@ -141,24 +180,22 @@ pub async fn stream(
             known.entry((who.person.clone(), project)).or_insert(now);
         }
     }
+    crate::interactions::page_opened(&state, &who.person).await;
     let events = futures_util::stream::unfold((rx, listening), |(mut rx, listening)| async move {
         loop {
             let event = match rx.recv().await {
-                Ok(event) if event.person == listening.person => event,
+                Ok(event) if event.person() == listening.person => event,
                 Ok(_) => continue,
-                // Fell behind: an event without paths makes the page reload everything.
-                Err(broadcast::error::RecvError::Lagged(_)) => FileEvent {
+                // Fell behind: a files event without paths makes the page reload everything,
+                // its pending requests included.
+                Err(broadcast::error::RecvError::Lagged(_)) => PageEvent::Files(FileEvent {
                     person: listening.person.clone(),
                     project: None,
                     paths: Vec::new(),
-                },
+                }),
                 Err(broadcast::error::RecvError::Closed) => return None,
             };
-            let sse = Event::default()
-                .event("files")
-                .json_data(&event)
-                .unwrap_or_else(|_| Event::default().event("files").data("{}"));
-            return Some((Ok(sse), (rx, listening)));
+            return Some((Ok(event.to_sse()), (rx, listening)));
         }
     });
     let events = events.take_until(state.closing.clone().cancelled_owned());
@@ -166,10 +203,12 @@ pub async fn stream(
 }
 
 /// Publishes the files that appear or change in the `public/attachments/` folders of
-/// people with a page open, however they got there. Runs for the life of the gateway.
+/// people with a page open, however they got there, and the changes of their pending
+/// requests; keeps their web presence fresh. Runs for the life of the gateway.
 pub async fn watch_attachments(state: AppState) {
     let mut ticks = tokio::time::interval(ATTACHMENTS_POLL_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_touch = tokio::time::Instant::now();
     loop {
         ticks.tick().await;
         {
@@ -180,8 +219,18 @@ pub async fn watch_attachments(state: AppState) {
                 .events
                 .known()
                 .retain(|(person, _), _| listeners.contains_key(person));
+            state
+                .events
+                .interactions
+                .retain(|person| listeners.contains_key(person));
+        }
+        // A page that opened since the last touch was touched as it opened.
+        let touch = last_touch.elapsed() >= ferry_site::WEB_PRESENCE_TOUCH_INTERVAL;
+        if touch {
+            last_touch = tokio::time::Instant::now();
         }
         for person in state.events.watched() {
+            crate::interactions::notice(&state, &person, touch).await;
             let (site, who) = (state.site.clone(), person.clone());
             let Ok(states) = blocking(move || attachments_states(&site, &who)).await else {
                 continue;

@@ -13,6 +13,8 @@ mod error;
 mod events;
 mod extract;
 mod files;
+mod interactions;
+mod mcp;
 mod projects;
 mod range;
 mod upload;
@@ -47,6 +49,10 @@ pub struct AppState {
     events: Arc<events::Events>,
     /// The harness token this gateway presents upstream for each person, minted on first use.
     relay_tokens: Arc<tokio::sync::Mutex<HashMap<String, String>>>,
+    /// How the person's worker starts in host mode (the `ferry` binary).
+    worker: Option<ferry_tools::WorkerProgram>,
+    /// One toolbox per person, opened on first use.
+    toolboxes: Arc<std::sync::Mutex<HashMap<String, Arc<ferry_tools::Toolbox>>>>,
     /// Cancelled when the gateway stops, so that streams which never end on their own
     /// (events, chat replies) let the shutdown finish.
     closing: CancellationToken,
@@ -70,8 +76,34 @@ impl AppState {
             pace,
             events: Arc::default(),
             relay_tokens: Arc::default(),
+            worker: None,
+            toolboxes: Arc::default(),
             closing: CancellationToken::new(),
         })
+    }
+
+    /// Sets how host mode starts a person's worker.
+    pub fn with_worker(mut self, worker: ferry_tools::WorkerProgram) -> AppState {
+        self.worker = Some(worker);
+        self
+    }
+
+    /// The tools of `person`, opened once and kept.
+    pub(crate) fn toolbox(
+        &self,
+        person: &str,
+    ) -> Result<Arc<ferry_tools::Toolbox>, ferry_tools::ToolError> {
+        let mut toolboxes = self.toolboxes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(toolbox) = toolboxes.get(person) {
+            return Ok(toolbox.clone());
+        }
+        let toolbox = Arc::new(ferry_tools::Toolbox::open(
+            self.site.clone(),
+            person,
+            self.worker.clone(),
+        )?);
+        toolboxes.insert(person.to_owned(), toolbox.clone());
+        Ok(toolbox)
     }
 
     /// Ends the open event and chat streams; call when the server begins to stop.
@@ -115,6 +147,7 @@ impl AppState {
     pub fn start_background(&self) -> Result<(), ferry_site::SiteError> {
         self.site.revoke_relay_tokens()?;
         tokio::spawn(events::watch_attachments(self.clone()));
+        tokio::spawn(interactions::sweep_picks(self.clone()));
         Ok(())
     }
 }
@@ -135,6 +168,7 @@ where
 
 /// Every route of the API.
 pub fn router(state: AppState) -> Router {
+    let mcp = mcp::routes(&state);
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/v1/events", get(events::stream))
@@ -147,6 +181,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/files/move", post(files::move_entry))
         .route("/v1/projects", get(projects::list).post(projects::create))
         .route("/v1/deliveries", post(deliveries::deliver))
+        .route("/v1/artifacts", get(mcp::artifacts))
+        .merge(interactions::routes())
+        .merge(mcp)
         .fallback(assets::serve)
         .method_not_allowed_fallback(|| async {
             ApiError::new(

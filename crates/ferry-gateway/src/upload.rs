@@ -7,11 +7,12 @@ use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use bytes::BytesMut;
+use ferry_fs::AtomicWriter;
 use multer::{Constraints, Multipart, SizeLimit};
 use serde::Serialize;
 
 use crate::auth::Member;
-use crate::body::{BodyError, Filled, Sink, paced};
+use crate::body::{BodyError, Filled, Pace, Sink, paced};
 use crate::{ApiError, AppState};
 
 /// Room for the multipart framing around the file's bytes (boundaries, part headers,
@@ -42,29 +43,7 @@ pub async fn upload(
     request: Request,
 ) -> Result<(StatusCode, Json<Uploaded>), ApiError> {
     let max = state.site.config().media.max_upload_bytes;
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > max + MULTIPART_ALLOWANCE_BYTES) {
-        return Err(ApiError::too_large(max));
-    }
-    let boundary = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|ct| multer::parse_boundary(ct).ok())
-        .ok_or_else(|| {
-            ApiError::bad_request(
-                "bad_multipart",
-                "send multipart/form-data with a boundary, with the file in a part named 'file'",
-            )
-        })?;
-    let stream = paced(request.into_body(), state.pace);
-    let limits = SizeLimit::new().whole_stream(max + MULTIPART_ALLOWANCE_BYTES);
-    let mut multipart =
-        Multipart::with_constraints(stream, boundary, Constraints::new().size_limit(limits));
+    let mut multipart = open_multipart(request, max, state.pace)?;
 
     let mut project: Option<String> = None;
     let mut incoming: Option<Incoming> = None;
@@ -86,22 +65,8 @@ pub async fn upload(
                         true => ws.staged_upload_writer(&raw_name),
                     })
                     .await?;
-                let mut sink = Sink::new(writer);
-                let streamed = async {
-                    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-                        if !sink.send(chunk).await {
-                            break;
-                        }
-                    }
-                    Ok::<(), ApiError>(())
-                }
-                .await;
-                // Waited for even when the body failed, so that the writer (and with it the
-                // temporary) is gone before the answer goes out, not some time after.
-                let finished = sink.finish().await;
-                streamed?;
                 incoming = Some(Incoming {
-                    filled: finished?,
+                    filled: receive_file(&mut field, writer).await?,
                     name,
                     staged: project.is_none(),
                 });
@@ -162,6 +127,64 @@ pub async fn upload(
     ))
 }
 
+/// Opens a multipart body whose file may hold `max` bytes: a declared `Content-Length`
+/// over that (plus the framing allowance) is refused before anything is read, and the
+/// stream is cut off at it while reading.
+pub(crate) fn open_multipart(
+    request: Request,
+    max: u64,
+    pace: Pace,
+) -> Result<Multipart<'static>, ApiError> {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > max + MULTIPART_ALLOWANCE_BYTES) {
+        return Err(ApiError::too_large(max));
+    }
+    let boundary = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ct| multer::parse_boundary(ct).ok())
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "bad_multipart",
+                "send multipart/form-data with a boundary, with the file in a part named 'file'",
+            )
+        })?;
+    let stream = paced(request.into_body(), pace);
+    let limits = SizeLimit::new().whole_stream(max + MULTIPART_ALLOWANCE_BYTES);
+    Ok(Multipart::with_constraints(
+        stream,
+        boundary,
+        Constraints::new().size_limit(limits),
+    ))
+}
+
+/// Streams one file part into `writer`; what is left to write and commit comes back.
+pub(crate) async fn receive_file(
+    field: &mut multer::Field<'_>,
+    writer: AtomicWriter,
+) -> Result<Filled, ApiError> {
+    let mut sink = Sink::new(writer);
+    let streamed = async {
+        while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+            if !sink.send(chunk).await {
+                break;
+            }
+        }
+        Ok::<(), ApiError>(())
+    }
+    .await;
+    // Waited for even when the body failed, so that the writer (and with it the
+    // temporary) is gone before the answer goes out, not some time after.
+    let finished = sink.finish().await;
+    streamed?;
+    finished
+}
+
 async fn read_text_field(field: &mut multer::Field<'_>) -> Result<String, ApiError> {
     let mut value = BytesMut::new();
     while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
@@ -178,7 +201,7 @@ async fn read_text_field(field: &mut multer::Field<'_>) -> Result<String, ApiErr
     })
 }
 
-fn multipart_error(err: multer::Error) -> ApiError {
+pub(crate) fn multipart_error(err: multer::Error) -> ApiError {
     match err {
         multer::Error::StreamReadFailed(inner) => match inner.downcast::<BodyError>() {
             Ok(body) => (*body).into(),

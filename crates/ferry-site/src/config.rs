@@ -83,6 +83,10 @@ pub struct Config {
     pub deliveries: DeliveriesConfig,
     /// The upstream agent the chat relay talks to (M-CHAT).
     pub agent: AgentConfig,
+    /// The agent tools (T-MCP, T-WS).
+    pub tools: ToolsConfig,
+    /// How commands run (T-GUARD).
+    pub exec: ExecConfig,
 }
 
 /// How ferry is deployed relative to the agents whose files it serves.
@@ -113,6 +117,9 @@ pub struct SiteConfig {
     /// Per-person uid/gid, for containers that do not all share the site-wide ids.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub agents: BTreeMap<String, AgentIds>,
+    /// Where host mode installs and finds `ferry-posix-helper` (default `host::DEFAULT_HELPER_PATH`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub helper_path: Option<PathBuf>,
 }
 
 /// A uid/gid pair owning one person's agent files.
@@ -222,6 +229,72 @@ impl Default for AgentConfig {
             timeout_secs: CHAT_TURN_TIMEOUT_SECS,
         }
     }
+}
+
+/// Every tool ferry offers, in the order `tools/list` shows them.
+pub const TOOL_NAMES: [&str; 11] = [
+    "file_read",
+    "file_write",
+    "file_edit",
+    "file_preview",
+    "file_delete",
+    "file_deliver",
+    "image_read",
+    "terminal_run",
+    "dir_list",
+    "skill_search",
+    "file_pick",
+];
+
+/// The `[tools]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// The tools that exist; a tool not named here is neither listed nor callable.
+    pub enabled: Vec<String>,
+    /// `"ask"`: `file_delete` needs the person's approval; `"auto"`: it does not.
+    pub delete_approval: DeleteApproval,
+    /// Origins a browser may call `/mcp` from; the gateway's own origin is always allowed.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: TOOL_NAMES.iter().map(|name| (*name).to_owned()).collect(),
+            delete_approval: DeleteApproval::Ask,
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
+/// Whether deleting a file needs the person's approval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeleteApproval {
+    #[default]
+    Ask,
+    Auto,
+}
+
+/// The `[exec]` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecConfig {
+    /// `"none"`, `"bwrap"` or `"landlock"`.
+    pub sandbox: SandboxChoice,
+    /// Whether sandboxed commands may use the network.
+    pub network: bool,
+}
+
+/// Which sandbox commands run in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxChoice {
+    #[default]
+    None,
+    Bwrap,
+    Landlock,
 }
 
 /// The environment variable that overrides `section.key`.
@@ -374,6 +447,20 @@ impl Config {
             return Err(invalid(
                 "agent.upstream",
                 "must be an http:// or https:// URL of a chat completions endpoint",
+            ));
+        }
+        if let Some(unknown) = self
+            .tools
+            .enabled
+            .iter()
+            .find(|name| !TOOL_NAMES.contains(&name.as_str()))
+        {
+            return Err(invalid(
+                "tools.enabled",
+                &format!(
+                    "names no tool `{unknown}`; the tools are {}",
+                    TOOL_NAMES.join(", ")
+                ),
             ));
         }
         if self.agent.timeout_secs == 0 {

@@ -46,7 +46,12 @@ CREATE TABLE IF NOT EXISTS tokens (
 ";
 
 /// Every schema, run in order at open (each statement is `IF NOT EXISTS`).
-const SCHEMAS: &[&str] = &[SCHEMA];
+const SCHEMAS: &[&str] = &[
+    SCHEMA,
+    crate::interactions::SCHEMA,
+    crate::artifacts::SCHEMA,
+    crate::circles::SCHEMA,
+];
 
 /// One connection, shared behind a lock: every query here is a point lookup or a tiny write.
 pub(crate) struct Db {

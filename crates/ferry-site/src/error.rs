@@ -26,6 +26,8 @@ pub enum SiteError {
     #[error("no token starts with {0:?}")]
     UnknownToken(String),
     #[error(transparent)]
+    Interaction(#[from] crate::InteractionError),
+    #[error(transparent)]
     Fs(#[from] FsError),
     #[error("metadata database: {0}")]
     Db(#[from] rusqlite::Error),

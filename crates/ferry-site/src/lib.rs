@@ -3,12 +3,16 @@
 //! Every operation the HTTP API offers is a function here that a test can call
 //! directly; the gateway only parses, authorizes and maps errors.
 
+mod artifacts;
 mod chat;
+mod circles;
 pub mod config;
 mod db;
 pub mod docs;
 mod error;
+pub mod host;
 mod ids;
+mod interactions;
 mod migrate;
 mod site;
 pub mod skills;
@@ -16,10 +20,18 @@ mod time;
 mod tokens;
 mod workspace;
 
+pub use artifacts::{Artifact, ArtifactKind};
 pub use chat::{ChatMessage, ChatRole};
-pub use config::{Config, SiteMode};
+pub use circles::Circle;
+pub use config::{Config, DeleteApproval, SandboxChoice, SiteMode, TOOL_NAMES};
 pub use error::SiteError;
 pub use ids::{ID_MAX_BYTES, check_id};
+pub use interactions::{
+    APPROVAL_MAX_WAIT, ApprovalOutcome, ClaimedPick, INTERACTION_POLL_INTERVAL,
+    INTERACTION_RECORD_TTL, INTERACTION_TEXT_MAX_BYTES, Interaction, InteractionError,
+    InteractionKind, PICK_FILE_TTL, PICK_LINK_TTL, PickArrival, PickOutcome, PickRequest,
+    WEB_PRESENCE_TOUCH_INTERVAL, WEB_PRESENCE_TTL, is_interaction_id,
+};
 pub use migrate::{LEGACY_PUBLIC_DIR_NAME, PUBLIC_DIR_NAME, migrate_legacy_public};
 pub use site::{DEFAULT_PERSON, MEMORY_DIR, Project, SERVICE_DIR, Site};
 pub use time::rfc3339;

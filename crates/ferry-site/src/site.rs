@@ -176,7 +176,8 @@ impl Site {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    pub(crate) fn require_person(&self, person: &str) -> Result<(), SiteError> {
+    /// Fails with [`SiteError::UnknownPerson`] unless `person` exists.
+    pub fn require_person(&self, person: &str) -> Result<(), SiteError> {
         self.db
             .row("SELECT 1 FROM persons WHERE id = ?1", [person], |_| Ok(()))?
             .map(|_| ())

@@ -1,0 +1,41 @@
+//! `ferry mcp` (the agent tools over MCP stdio) and the hidden `ferry worker` that acts
+//! as a person in host mode.
+
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixStream;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use ferry_tools::{Toolbox, WorkerProgram};
+
+use crate::{SiteArgs, open_site};
+
+/// The worker subcommand the helper execs after its privilege drop.
+pub(crate) const WORKER_COMMAND: &str = "worker";
+
+/// How the person's worker is started in host mode: this very binary.
+pub(crate) fn worker_program() -> Result<WorkerProgram> {
+    Ok(WorkerProgram {
+        program: std::env::current_exe().context("finding the ferry binary")?,
+        args: vec![WORKER_COMMAND.to_owned()],
+    })
+}
+
+pub(crate) fn mcp(site: &SiteArgs, person: &str) -> Result<ExitCode> {
+    let site = Arc::new(open_site(site)?);
+    let toolbox = Toolbox::open(site, person, Some(worker_program()?))
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime
+        .block_on(ferry_tools::mcp::serve_stdio(Arc::new(toolbox)))
+        .context("serving MCP on stdio")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn worker() -> Result<ExitCode> {
+    // SAFETY: fd 0 is the socket the helper was started with; nothing else owns it.
+    let stream = unsafe { UnixStream::from_raw_fd(0) };
+    ferry_exec::worker::serve(stream).context("serving as the person")?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,193 @@
+//! `ferry site init --mode host` and `ferry circle …` (spec tools T-ID, core C-SITE).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use ferry_site::{Site, SiteMode, host};
+
+use crate::{SiteArgs, load_config, open_site};
+
+#[derive(Subcommand)]
+pub(crate) enum SiteCommand {
+    /// Sets a site up for a deployment mode. `host` (as root): a POSIX user per person,
+    /// a group per circle, owners and modes of the layout, and the setuid helper.
+    /// Re-running it adds what is missing and fixes owners and modes.
+    Init {
+        /// The mode to set up (local and container sites need no setup: `ferry serve` makes them).
+        #[arg(long, value_parser = ["host"])]
+        mode: String,
+        #[command(flatten)]
+        site: SiteArgs,
+        /// The helper binary to install [default: ferry-posix-helper beside this ferry].
+        #[arg(long)]
+        helper_source: Option<PathBuf>,
+        /// Where to install the helper [default: site.helper_path, else
+        /// /usr/local/lib/ferry/ferry-posix-helper].
+        #[arg(long)]
+        helper_path: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum CircleCommand {
+    /// Adds a circle, or adds members to an existing one (members it has stay). In a
+    /// host-mode site run as root, also creates its group and adds the members to it.
+    Add {
+        id: String,
+        /// A person to add to the circle (repeat for several).
+        #[arg(long = "member", value_name = "PERSON")]
+        members: Vec<String>,
+        #[command(flatten)]
+        site: SiteArgs,
+    },
+    /// Lists the circles with their members.
+    List {
+        #[command(flatten)]
+        site: SiteArgs,
+    },
+}
+
+pub(crate) fn site(command: SiteCommand) -> Result<ExitCode> {
+    match command {
+        SiteCommand::Init {
+            mode: _,
+            site,
+            helper_source,
+            helper_path,
+        } => init_host(&site, helper_source, helper_path),
+    }
+}
+
+pub(crate) fn circle(command: CircleCommand) -> Result<ExitCode> {
+    match command {
+        CircleCommand::Add { id, members, site } => {
+            let site = open_site(&site)?;
+            let circle = site.add_circle(&id, &members)?;
+            reconcile_host_after_change(&site)?;
+            println!(
+                "circle {}: {}",
+                circle.id,
+                if circle.members.is_empty() {
+                    "no members".to_owned()
+                } else {
+                    circle.members.join(", ")
+                }
+            );
+        }
+        CircleCommand::List { site } => {
+            for circle in open_site(&site)?.circles()? {
+                println!("{}\t{}", circle.id, circle.members.join(","));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// After a person or circle is added: in a host-mode site, run as root, makes their
+/// POSIX user or group and fixes the layout; elsewhere nothing (with a hint in host mode).
+pub(crate) fn reconcile_host_after_change(site: &Site) -> Result<()> {
+    if site.mode() != SiteMode::Host {
+        return Ok(());
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!(
+            "ferry: host mode: the POSIX users and groups were not updated (not root); \
+             run `ferry site init --mode host --data {}` as root",
+            site.path().display()
+        );
+        return Ok(());
+    }
+    let report = host::reconcile_host(site).context("updating host-mode users and groups")?;
+    print_changes(&report);
+    Ok(())
+}
+
+fn init_host(
+    args: &SiteArgs,
+    helper_source: Option<PathBuf>,
+    helper_path: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let euid = rustix::process::geteuid();
+    if !euid.is_root() {
+        bail!(
+            "`ferry site init --mode host` creates users and sets owners: run it as root \
+             (effective uid {})",
+            euid.as_raw()
+        );
+    }
+    let source = match helper_source {
+        Some(source) => source,
+        None => host::default_helper_source().context("finding the helper beside ferry")?,
+    };
+    if !source.is_file() {
+        bail!(
+            "the helper {} is missing: build it (`cargo build -p ferry-posix-helper`) or name \
+             it with --helper-source",
+            source.display()
+        );
+    }
+    let mut config = load_config(args)?;
+    if config.site.mode != SiteMode::Host {
+        write_host_config(args, helper_path.as_deref())?;
+        config = load_config(args)?;
+    }
+    let target = helper_path.unwrap_or_else(|| host::helper_path(&config));
+    if target != host::helper_path(&config) {
+        eprintln!(
+            "ferry: note: installing the helper at {}, but the site's config names {}: \
+             set site.helper_path so the gateway finds it",
+            target.display(),
+            host::helper_path(&config).display()
+        );
+    }
+    let site = Site::open(&args.data, config)
+        .with_context(|| format!("opening the site at {}", args.data.display()))?;
+    let report = host::init_host(&site, &source, &target)?;
+    print_changes(&report);
+    println!(
+        "host mode ready at {} ({} person(s), {} circle(s)); helper at {}",
+        args.data.display(),
+        site.persons()?.len(),
+        site.circles()?.len(),
+        target.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Records `site.mode = "host"` in a new `<data>/ferry.toml`; an existing config file
+/// that says otherwise is the operator's to change.
+fn write_host_config(args: &SiteArgs, helper_path: Option<&Path>) -> Result<()> {
+    let file = args
+        .config
+        .clone()
+        .unwrap_or_else(|| args.data.join("ferry.toml"));
+    if file.exists() {
+        bail!(
+            "{} does not set site.mode = \"host\": add `mode = \"host\"` under [site] and run \
+             this again",
+            file.display()
+        );
+    }
+    let mut text = String::from("[site]\nmode = \"host\"\n");
+    if let Some(path) = helper_path {
+        // A TOML literal string: no escapes, so refuse what it cannot hold.
+        let path = path
+            .to_str()
+            .filter(|p| !p.contains(['\'', '\n', '\r']))
+            .with_context(|| format!("cannot write {} into ferry.toml", path.display()))?;
+        text.push_str(&format!("helper_path = '{path}'\n"));
+    }
+    std::fs::create_dir_all(&args.data)
+        .with_context(|| format!("creating {}", args.data.display()))?;
+    std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
+    println!("wrote {} (site.mode = \"host\")", file.display());
+    Ok(())
+}
+
+fn print_changes(report: &host::HostReport) {
+    for change in &report.changes {
+        println!("  {change}");
+    }
+}

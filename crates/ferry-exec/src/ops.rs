@@ -1,0 +1,599 @@
+//! The operations every file tool and `terminal_run` are made of (spec tools.md T-ID:
+//! one requester primitive). An [`Executor`] performs them: in-process in local and
+//! container mode, inside the person's worker in host mode. They are plain data so the
+//! same enum crosses the worker's socket.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+use ferry_fs::{AtomicWriter, Dir, EntryKind, Follow, FsError, safe_name};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::scope::{Scope, Target};
+use crate::{Command, Identity, Output, Policy, RequestError, Sandbox};
+
+/// One operation, as the person.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// Opens a regular file for reading; the reply carries its descriptor.
+    Open { path: String },
+    /// Metadata of a path, without following a link at its last component.
+    Stat { path: String },
+    /// Creates or replaces one file atomically.
+    Write {
+        path: String,
+        #[serde(with = "base64_bytes")]
+        data: Vec<u8>,
+        create_parents: bool,
+    },
+    /// Replaces several files, all or none: every `expect_sha256` must still match.
+    WriteAll { files: Vec<FileWrite> },
+    /// The entries of a folder.
+    List { path: String },
+    /// Removes one file (never a folder).
+    Delete { path: String },
+    /// Creates a folder and its parents.
+    Mkdir { path: String },
+    /// Copies a file into the folder `to_dir` under its safe name (C-NAME).
+    Deliver { from: String, to_dir: String },
+    /// Runs a command behind the guardrail (T-GUARD).
+    Run {
+        command: String,
+        cwd: Option<String>,
+        timeout_secs: Option<u64>,
+    },
+}
+
+/// One file of [`Op::WriteAll`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FileWrite {
+    pub path: String,
+    #[serde(with = "base64_bytes")]
+    pub data: Vec<u8>,
+    /// The sha256 (hex) the file had when it was read; a change since refuses the write.
+    pub expect_sha256: Option<String>,
+}
+
+/// What an operation returns.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Reply {
+    /// For [`Op::Open`]; the descriptor travels beside it.
+    Opened(FileInfo),
+    Info(FileInfo),
+    Written(WrittenFile),
+    WrittenAll {
+        files: Vec<WrittenFile>,
+    },
+    Listing {
+        entries: Vec<FileInfo>,
+    },
+    Done,
+    Ran(Output),
+}
+
+/// Metadata of one file or folder.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FileInfo {
+    /// The absolute path (for a listing entry: its name).
+    pub path: String,
+    pub kind: Kind,
+    pub size: u64,
+    /// Seconds since the epoch.
+    pub mtime: i64,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+/// A file that was written: where, how big, its sha256 (hex).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WrittenFile {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// How commands run for this person.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// The `USER` and `LOGNAME` commands see.
+    pub user: String,
+    /// Where over-cap output is saved; the model reads it back with `file_read`.
+    pub full_output_dir: PathBuf,
+    pub sandbox: SandboxKind,
+    /// Share the network with a sandboxed command.
+    pub network: bool,
+}
+
+/// Which sandbox, if any (T-GUARD `[exec] sandbox`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxKind {
+    #[default]
+    None,
+    Bwrap,
+    Landlock,
+}
+
+/// Performs [`Op`]s for one person.
+#[derive(Debug)]
+pub struct Executor {
+    scope: Scope,
+    run: RunSettings,
+    /// Owner given to every file and folder created (container mode: the agent's ids).
+    owner: Option<(u32, u32)>,
+}
+
+/// A file mode for new files: readable by the person's group, so circles can share.
+const NEW_FILE_MODE: u32 = 0o644;
+const NEW_DIR_MODE: u32 = 0o755;
+
+impl Executor {
+    pub fn new(scope: Scope, run: RunSettings, owner: Option<(u32, u32)>) -> Executor {
+        Executor { scope, run, owner }
+    }
+
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// Performs `op`; for [`Op::Open`] the file comes back beside the reply.
+    pub fn execute(&self, op: Op) -> Result<(Reply, Option<File>), RequestError> {
+        let reply = match op {
+            Op::Open { path } => {
+                let (file, info) = self.open(&path)?;
+                return Ok((Reply::Opened(info), Some(file)));
+            }
+            Op::Stat { path } => Reply::Info(self.stat(&path)?),
+            Op::Write {
+                path,
+                data,
+                create_parents,
+            } => Reply::Written(self.write(&path, &data, create_parents)?),
+            Op::WriteAll { files } => Reply::WrittenAll {
+                files: self.write_all(files)?,
+            },
+            Op::List { path } => Reply::Listing {
+                entries: self.list(&path)?,
+            },
+            Op::Delete { path } => {
+                self.delete(&path)?;
+                Reply::Done
+            }
+            Op::Mkdir { path } => {
+                self.mkdir(&path)?;
+                Reply::Done
+            }
+            Op::Deliver { from, to_dir } => Reply::Written(self.deliver(&from, &to_dir)?),
+            Op::Run {
+                command,
+                cwd,
+                timeout_secs,
+            } => Reply::Ran(self.run(command, cwd.as_deref(), timeout_secs)?),
+        };
+        Ok((reply, None))
+    }
+
+    fn open(&self, path: &str) -> Result<(File, FileInfo), RequestError> {
+        let abs = self.scope.absolute(path)?;
+        let file = match self.scope.resolve(path)? {
+            Target::Beneath { dir, rel, .. } => dir.open_file(non_empty(&rel)?, Follow::Beneath)?,
+            Target::Absolute(abs) => {
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+                    .open(&abs)?;
+                if file.metadata()?.is_dir() {
+                    return Err(FsError::IsDirectory.into());
+                }
+                if !file.metadata()?.is_file() {
+                    return Err(FsError::NotRegular.into());
+                }
+                file
+            }
+        };
+        let info = info_of(&abs, &file.metadata()?);
+        Ok((file, info))
+    }
+
+    fn stat(&self, path: &str) -> Result<FileInfo, RequestError> {
+        let abs = self.scope.absolute(path)?;
+        match self.scope.resolve(path)? {
+            Target::Beneath { dir, rel, .. } => {
+                let meta = if rel.is_empty() {
+                    dir.own_metadata()?
+                } else {
+                    dir.metadata(&rel)?
+                };
+                Ok(FileInfo {
+                    path: abs.display().to_string(),
+                    kind: kind_of(meta.kind),
+                    size: meta.size,
+                    mtime: unix_secs(meta.mtime),
+                    mode: meta.mode & 0o7777,
+                })
+            }
+            Target::Absolute(abs) => Ok(info_of(&abs, &std::fs::symlink_metadata(&abs)?)),
+        }
+    }
+
+    fn write(
+        &self,
+        path: &str,
+        data: &[u8],
+        create_parents: bool,
+    ) -> Result<WrittenFile, RequestError> {
+        let mut staged = self.stage(path, create_parents)?;
+        staged.writer.write(data)?;
+        staged.commit()
+    }
+
+    /// Stages every file, checks none changed since it was read, then places them all;
+    /// if placing one fails, the ones already placed get their previous content back.
+    fn write_all(&self, files: Vec<FileWrite>) -> Result<Vec<WrittenFile>, RequestError> {
+        let mut staged = Vec::with_capacity(files.len());
+        for file in &files {
+            let previous = match &file.expect_sha256 {
+                Some(expected) => {
+                    let (mut handle, _) = self.open(&file.path)?;
+                    let mut old = Vec::new();
+                    handle.read_to_end(&mut old)?;
+                    if &sha256_hex(&old) != expected {
+                        return Err(RequestError::new(
+                            "changed_meanwhile",
+                            format!(
+                                "{} changed since it was read; read it again and redo the edit",
+                                file.path
+                            ),
+                        ));
+                    }
+                    Some(old)
+                }
+                None => None,
+            };
+            let mut stage = self.stage(&file.path, false)?;
+            stage.writer.write(&file.data)?;
+            staged.push((stage, previous, &file.path));
+        }
+        let mut done: Vec<(WrittenFile, Option<Vec<u8>>, &String)> = Vec::new();
+        for (stage, previous, path) in staged {
+            match stage.commit() {
+                Ok(written) => done.push((written, previous, path)),
+                Err(e) => {
+                    for (_, previous, path) in done.iter().rev() {
+                        match previous {
+                            Some(old) => {
+                                let _ = self.write(path, old, false);
+                            }
+                            None => {
+                                let _ = self.delete(path);
+                            }
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(done.into_iter().map(|(written, _, _)| written).collect())
+    }
+
+    fn list(&self, path: &str) -> Result<Vec<FileInfo>, RequestError> {
+        let entries = match self.scope.resolve(path)? {
+            Target::Beneath { dir, rel, .. } => {
+                let opened;
+                let dir = if rel.is_empty() {
+                    dir
+                } else {
+                    opened = dir.open_dir(&rel, Follow::Beneath)?;
+                    &opened
+                };
+                dir.entries()?
+                    .into_iter()
+                    .map(|e| FileInfo {
+                        path: e.name,
+                        kind: kind_of(e.meta.kind),
+                        size: e.meta.size,
+                        mtime: unix_secs(e.meta.mtime),
+                        mode: e.meta.mode & 0o7777,
+                    })
+                    .collect()
+            }
+            Target::Absolute(abs) => {
+                let mut out = Vec::new();
+                for entry in std::fs::read_dir(&abs)? {
+                    let entry = entry?;
+                    let Ok(meta) = entry.metadata() else { continue };
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    out.push(FileInfo {
+                        path: name,
+                        ..info_of(&entry.path(), &meta)
+                    });
+                }
+                out
+            }
+        };
+        Ok(entries
+            .into_iter()
+            .filter(|e| !ferry_fs::is_temporary(&e.path))
+            .collect())
+    }
+
+    fn delete(&self, path: &str) -> Result<(), RequestError> {
+        let info = self.stat(path)?;
+        if info.kind == Kind::Dir {
+            return Err(RequestError::new(
+                "is_directory",
+                format!("{} is a folder; file_delete removes one file", info.path),
+            ));
+        }
+        match self.scope.resolve(path)? {
+            Target::Beneath { dir, rel, tree } => {
+                writable(tree)?;
+                dir.remove(non_empty(&rel)?)?;
+            }
+            Target::Absolute(abs) => std::fs::remove_file(abs)?,
+        }
+        Ok(())
+    }
+
+    fn mkdir(&self, path: &str) -> Result<(), RequestError> {
+        match self.scope.resolve(path)? {
+            Target::Beneath { dir, rel, tree } => {
+                writable(tree)?;
+                self.make_dirs(dir, &rel)?;
+            }
+            Target::Absolute(abs) => std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(NEW_DIR_MODE)
+                .create(abs)?,
+        }
+        Ok(())
+    }
+
+    fn deliver(&self, from: &str, to_dir: &str) -> Result<WrittenFile, RequestError> {
+        let (mut source, info) = self.open(from)?;
+        let base = Path::new(&info.path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let name = safe_name(&base)?;
+        let dest = format!("{}/{name}", to_dir.trim_end_matches('/'));
+        let mut staged = self.stage(&dest, true)?;
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let n = source.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            staged.writer.write(&buf[..n])?;
+        }
+        staged.commit()
+    }
+
+    fn run(
+        &self,
+        command: String,
+        cwd: Option<&str>,
+        timeout_secs: Option<u64>,
+    ) -> Result<Output, RequestError> {
+        let cwd = self.scope.absolute(cwd.unwrap_or("~"))?;
+        let tree = self.scope.tree_of(&cwd)?;
+        let mut policy = Policy::new(&tree.path, &self.run.full_output_dir);
+        policy.sandbox = self.sandbox();
+        let identity = Identity {
+            home: self.scope.home().to_path_buf(),
+            user: self.run.user.clone(),
+        };
+        let cmd = Command {
+            command,
+            cwd,
+            timeout: timeout_secs.map(Duration::from_secs),
+        };
+        Ok(crate::run(&cmd, &identity, &policy)?)
+    }
+
+    /// The sandbox for a command: the person's trees, read-write where writable.
+    fn sandbox(&self) -> Sandbox {
+        let (read_write, read_only): (Vec<_>, Vec<_>) =
+            self.scope.trees().partition(|tree| tree.writable);
+        let paths = |trees: Vec<&crate::Tree>| trees.into_iter().map(|t| t.path.clone()).collect();
+        match self.run.sandbox {
+            SandboxKind::None => Sandbox::None,
+            SandboxKind::Bwrap => {
+                Sandbox::bwrap(paths(read_write), paths(read_only), self.run.network)
+            }
+            SandboxKind::Landlock => {
+                Sandbox::landlock(paths(read_write), paths(read_only), self.run.network)
+            }
+        }
+    }
+
+    /// A hidden temporary beside `path`, ready for bytes; the previous file's mode is kept.
+    fn stage(&self, path: &str, create_parents: bool) -> Result<Staged, RequestError> {
+        let display = self.scope.absolute(path)?;
+        let (dir, name) = match self.scope.resolve(path)? {
+            Target::Beneath { dir, rel, tree } => {
+                writable(tree)?;
+                let rel = non_empty(&rel)?;
+                let (parent, name) = match rel.trim_end_matches('/').rsplit_once('/') {
+                    Some((parent, name)) => (parent, name),
+                    None => ("", rel),
+                };
+                let dir = if create_parents {
+                    self.make_dirs(dir, parent)?
+                } else if parent.is_empty() {
+                    dir.try_clone()?
+                } else {
+                    dir.open_dir(parent, Follow::Never)?
+                };
+                (dir, name.to_owned())
+            }
+            Target::Absolute(abs) => {
+                // As the person, a link is followed where the person could follow it: the
+                // file lands where the link points, under the person's own permissions.
+                let abs = match std::fs::symlink_metadata(&abs) {
+                    Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(&abs)?,
+                    _ => abs,
+                };
+                let parent = abs.parent().unwrap_or(Path::new("/"));
+                let name = abs
+                    .file_name()
+                    .ok_or_else(|| RequestError::new("invalid_path", "the path names no file"))?
+                    .to_str()
+                    .ok_or_else(|| RequestError::new("invalid_path", "the name is not UTF-8"))?
+                    .to_owned();
+                if create_parents {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(NEW_DIR_MODE)
+                        .create(parent)?;
+                }
+                (Dir::open_ambient(&std::fs::canonicalize(parent)?)?, name)
+            }
+        };
+        let mode = match dir.metadata(&name) {
+            Ok(meta) if meta.kind == EntryKind::Dir => return Err(FsError::IsDirectory.into()),
+            Ok(meta) => meta.mode & 0o777,
+            Err(FsError::NotFound) => NEW_FILE_MODE,
+            Err(e) => return Err(e.into()),
+        };
+        let mut writer = AtomicWriter::create(&dir, &name)?.owner(self.owner);
+        writer.set_mode(mode)?;
+        Ok(Staged {
+            writer,
+            path: display,
+        })
+    }
+
+    /// Creates `rel` and its parents beneath `dir`, giving new folders to the owner.
+    fn make_dirs(&self, dir: &Dir, rel: &str) -> Result<Dir, RequestError> {
+        let mut current = dir.try_clone()?;
+        for component in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            match current.create_dir(component, NEW_DIR_MODE) {
+                Ok(()) => {
+                    let created = current.open_dir(component, Follow::Never)?;
+                    if let Some((uid, gid)) = self.owner {
+                        created.chown(uid, gid)?;
+                    }
+                    current = created;
+                }
+                Err(FsError::Exists) => current = current.open_dir(component, Follow::Never)?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(current)
+    }
+}
+
+struct Staged {
+    writer: AtomicWriter,
+    path: PathBuf,
+}
+
+impl Staged {
+    fn commit(self) -> Result<WrittenFile, RequestError> {
+        let written = self.writer.commit()?;
+        Ok(WrittenFile {
+            path: self.path.display().to_string(),
+            size: written.size,
+            sha256: written.sha256_hex(),
+        })
+    }
+}
+
+fn writable(tree: &crate::Tree) -> Result<(), RequestError> {
+    if tree.writable {
+        Ok(())
+    } else {
+        Err(RequestError::new(
+            "read_only",
+            format!("{} is read-only for this workspace", tree.path.display()),
+        ))
+    }
+}
+
+/// The root of a tree is a folder; a file operation needs a name beneath it.
+fn non_empty(rel: &str) -> Result<&str, RequestError> {
+    if rel.is_empty() || rel == "." {
+        Err(FsError::IsDirectory.into())
+    } else {
+        Ok(rel)
+    }
+}
+
+fn kind_of(kind: EntryKind) -> Kind {
+    match kind {
+        EntryKind::File => Kind::File,
+        EntryKind::Dir => Kind::Dir,
+        EntryKind::Symlink => Kind::Symlink,
+        _ => Kind::Other,
+    }
+}
+
+fn info_of(path: &Path, meta: &std::fs::Metadata) -> FileInfo {
+    let ft = meta.file_type();
+    FileInfo {
+        path: path.display().to_string(),
+        kind: if ft.is_file() {
+            Kind::File
+        } else if ft.is_dir() {
+            Kind::Dir
+        } else if ft.is_symlink() {
+            Kind::Symlink
+        } else {
+            Kind::Other
+        },
+        size: meta.len(),
+        mtime: meta.mtime(),
+        mode: meta.permissions().mode() & 0o7777,
+    }
+}
+
+fn unix_secs(t: std::time::SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs() as i64),
+    }
+}
+
+/// The sha256 of `bytes`, in lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for byte in digest {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// Bytes as base64 in JSON: a file's content crossing the worker's socket.
+mod base64_bytes {
+    use data_encoding::BASE64;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&BASE64.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        BASE64
+            .decode(text.as_bytes())
+            .map_err(serde::de::Error::custom)
+    }
+}

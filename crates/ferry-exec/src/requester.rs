@@ -1,0 +1,125 @@
+//! The one requester primitive (spec tools.md T-ID): every file tool and every command
+//! goes through [`Requester::execute`], whichever mode the site runs in.
+
+use std::fs::File;
+
+use crate::ops::{Executor, FileInfo, FileWrite, Op, Reply, WrittenFile};
+use crate::worker::WorkerPool;
+use crate::{Output, RequestError};
+
+/// Performs operations as one person.
+#[derive(Debug)]
+pub enum Requester {
+    /// Local and container mode: in this process, confined to the person's trees.
+    InProcess(Executor),
+    /// Host mode: in the person's own worker processes, behind `ferry-posix-helper`.
+    Worker(WorkerPool),
+}
+
+impl Requester {
+    pub fn execute(&self, op: Op) -> Result<(Reply, Option<File>), RequestError> {
+        match self {
+            Requester::InProcess(executor) => executor.execute(op),
+            Requester::Worker(pool) => pool.execute(&op),
+        }
+    }
+
+    /// Opens a regular file for reading, as the person.
+    pub fn open(&self, path: &str) -> Result<(File, FileInfo), RequestError> {
+        match self.execute(Op::Open {
+            path: path.to_owned(),
+        })? {
+            (Reply::Opened(info), Some(file)) => Ok((file, info)),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn stat(&self, path: &str) -> Result<FileInfo, RequestError> {
+        match self.execute(Op::Stat {
+            path: path.to_owned(),
+        })? {
+            (Reply::Info(info), _) => Ok(info),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn write(&self, path: &str, data: Vec<u8>) -> Result<WrittenFile, RequestError> {
+        self.written(Op::Write {
+            path: path.to_owned(),
+            data,
+            create_parents: true,
+        })
+    }
+
+    pub fn write_all(&self, files: Vec<FileWrite>) -> Result<Vec<WrittenFile>, RequestError> {
+        match self.execute(Op::WriteAll { files })? {
+            (Reply::WrittenAll { files }, _) => Ok(files),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn list(&self, path: &str) -> Result<Vec<FileInfo>, RequestError> {
+        match self.execute(Op::List {
+            path: path.to_owned(),
+        })? {
+            (Reply::Listing { entries }, _) => Ok(entries),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn delete(&self, path: &str) -> Result<(), RequestError> {
+        self.done(Op::Delete {
+            path: path.to_owned(),
+        })
+    }
+
+    pub fn mkdir(&self, path: &str) -> Result<(), RequestError> {
+        self.done(Op::Mkdir {
+            path: path.to_owned(),
+        })
+    }
+
+    pub fn deliver(&self, from: &str, to_dir: &str) -> Result<WrittenFile, RequestError> {
+        self.written(Op::Deliver {
+            from: from.to_owned(),
+            to_dir: to_dir.to_owned(),
+        })
+    }
+
+    pub fn run(
+        &self,
+        command: String,
+        cwd: Option<String>,
+        timeout_secs: Option<u64>,
+    ) -> Result<Output, RequestError> {
+        match self.execute(Op::Run {
+            command,
+            cwd,
+            timeout_secs,
+        })? {
+            (Reply::Ran(output), _) => Ok(output),
+            _ => Err(unexpected()),
+        }
+    }
+
+    fn written(&self, op: Op) -> Result<WrittenFile, RequestError> {
+        match self.execute(op)? {
+            (Reply::Written(file), _) => Ok(file),
+            _ => Err(unexpected()),
+        }
+    }
+
+    fn done(&self, op: Op) -> Result<(), RequestError> {
+        match self.execute(op)? {
+            (Reply::Done, _) => Ok(()),
+            _ => Err(unexpected()),
+        }
+    }
+}
+
+fn unexpected() -> RequestError {
+    RequestError::new(
+        "worker_failed",
+        "the process acting as the person answered out of turn",
+    )
+}

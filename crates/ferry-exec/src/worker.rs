@@ -1,0 +1,236 @@
+//! The person's worker (host mode): a long-lived process that already *is* the person
+//! and performs [`Op`]s sent over a unix socket.
+//!
+//! `ferry-posix-helper` authorizes the service, drops to the person and execs the
+//! worker with the socket as its stdin; from then on every operation costs one round
+//! trip instead of a process spawn. A frame is a 4-byte big-endian length and a JSON
+//! document. An opened file travels back as a descriptor (`SCM_RIGHTS`) beside its
+//! reply, so reads happen in the service with the person's permission checked once, at
+//! open, by the kernel.
+
+use std::fs::File;
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::Mutex;
+
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::RequestError;
+use crate::ops::{Executor, Op, Reply, RunSettings};
+use crate::scope::{Access, Scope, Tree};
+
+/// The largest frame either side accepts: a file's content in a write, base64-encoded.
+pub const FRAME_MAX_BYTES: usize = 128 * 1024 * 1024;
+/// Idle workers kept per person; more calls at once spawn more, which then end.
+const IDLE_WORKERS_MAX: usize = 4;
+
+/// The first frame: who the worker works for.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Hello {
+    pub home: PathBuf,
+    pub trees: Vec<Tree>,
+    pub run: RunSettings,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Answer {
+    Ok(Reply),
+    Err(RequestError),
+}
+
+/// Serves operations on `stream` until the service closes it. Runs inside the worker.
+pub fn serve(mut stream: UnixStream) -> io::Result<()> {
+    let (hello, _) = recv_frame(&mut stream)?.ok_or_else(|| eof("no greeting"))?;
+    let hello: Hello = serde_json::from_slice(&hello).map_err(io::Error::other)?;
+    let scope = Scope::new(hello.home, hello.trees, Access::AsPerson);
+    let executor = scope.map(|scope| Executor::new(scope, hello.run, None));
+    while let Some((frame, _)) = recv_frame(&mut stream)? {
+        let (answer, file) = match (&executor, serde_json::from_slice::<Op>(&frame)) {
+            (Err(e), _) => (Answer::Err(e.clone()), None),
+            (Ok(_), Err(e)) => (
+                Answer::Err(RequestError::new("bad_request", e.to_string())),
+                None,
+            ),
+            (Ok(executor), Ok(op)) => match executor.execute(op) {
+                Ok((reply, file)) => (Answer::Ok(reply), file),
+                Err(e) => (Answer::Err(e), None),
+            },
+        };
+        let bytes = serde_json::to_vec(&answer).map_err(io::Error::other)?;
+        send_frame(&stream, &bytes, file.map(OwnedFd::from))?;
+    }
+    Ok(())
+}
+
+/// How to start a worker for one person.
+#[derive(Clone, Debug)]
+pub struct WorkerSpawn {
+    /// `ferry-posix-helper`.
+    pub helper: PathBuf,
+    pub person: String,
+    /// The program the helper execs after the drop, and its arguments: it must call
+    /// [`serve`] on its stdin.
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub hello: Hello,
+}
+
+/// Live workers for one person, reused across calls.
+#[derive(Debug)]
+pub struct WorkerPool {
+    spawn: WorkerSpawn,
+    idle: Mutex<Vec<Worker>>,
+}
+
+#[derive(Debug)]
+struct Worker {
+    stream: UnixStream,
+    child: Child,
+}
+
+impl WorkerPool {
+    pub fn new(spawn: WorkerSpawn) -> WorkerPool {
+        WorkerPool {
+            spawn,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Performs `op` in an idle worker, or a new one.
+    pub fn execute(&self, op: &Op) -> Result<(Reply, Option<File>), RequestError> {
+        let frame =
+            serde_json::to_vec(op).map_err(|e| RequestError::new("bad_request", e.to_string()))?;
+        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut worker = match pooled {
+            Some(worker) => worker,
+            None => self.start().map_err(worker_failed)?,
+        };
+        let result = worker.call(&frame).map_err(worker_failed);
+        if result.is_ok() {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            if idle.len() < IDLE_WORKERS_MAX {
+                idle.push(worker);
+            }
+        }
+        result?
+    }
+
+    fn start(&self) -> io::Result<Worker> {
+        let (ours, theirs) = UnixStream::pair()?;
+        let child = std::process::Command::new(&self.spawn.helper)
+            .arg(&self.spawn.person)
+            .arg(&self.spawn.program)
+            .args(&self.spawn.args)
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let hello = serde_json::to_vec(&self.spawn.hello).map_err(io::Error::other)?;
+        send_frame(&ours, &hello, None)?;
+        Ok(Worker {
+            stream: ours,
+            child,
+        })
+    }
+}
+
+impl Worker {
+    fn call(&mut self, frame: &[u8]) -> io::Result<Result<(Reply, Option<File>), RequestError>> {
+        send_frame(&self.stream, frame, None)?;
+        let (bytes, fd) = recv_frame(&mut self.stream)?
+            .ok_or_else(|| eof("the worker ended (was the helper refused? see its message)"))?;
+        let answer: Answer = serde_json::from_slice(&bytes).map_err(io::Error::other)?;
+        Ok(match answer {
+            Answer::Ok(reply) => Ok((reply, fd.map(File::from))),
+            Answer::Err(e) => Err(e),
+        })
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Closing the socket ends the worker's loop; reap it so no zombie is left.
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        let _ = self.child.wait();
+    }
+}
+
+fn worker_failed(e: io::Error) -> RequestError {
+    RequestError::new(
+        "worker_failed",
+        format!("the process acting as the person failed: {e}"),
+    )
+}
+
+fn eof(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, what.to_owned())
+}
+
+fn send_frame(stream: &UnixStream, bytes: &[u8], fd: Option<OwnedFd>) -> io::Result<()> {
+    if bytes.len() > FRAME_MAX_BYTES {
+        return Err(io::Error::other("frame too large"));
+    }
+    let header = (bytes.len() as u32).to_be_bytes();
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = SendAncillaryBuffer::new(&mut space);
+    let fds;
+    if let Some(fd) = &fd {
+        fds = [std::os::fd::AsFd::as_fd(fd)];
+        ancillary.push(SendAncillaryMessage::ScmRights(&fds));
+    }
+    // The descriptor rides on the header's bytes; the body follows as a plain write.
+    let sent = rustix::net::sendmsg(
+        stream,
+        &[IoSlice::new(&header)],
+        &mut ancillary,
+        SendFlags::NOSIGNAL,
+    )?;
+    let mut writer = stream;
+    writer.write_all(&header[sent..])?;
+    writer.write_all(bytes)?;
+    Ok(())
+}
+
+/// One frame, or `None` at a clean end of stream.
+fn recv_frame(stream: &mut UnixStream) -> io::Result<Option<(Vec<u8>, Option<OwnedFd>)>> {
+    let mut header = [0u8; 4];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+    let got = rustix::net::recvmsg(
+        &*stream,
+        &mut [IoSliceMut::new(&mut header)],
+        &mut ancillary,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    if got.bytes == 0 {
+        return Ok(None);
+    }
+    if got.flags.contains(ReturnFlags::CTRUNC) {
+        return Err(io::Error::other("a descriptor was cut off"));
+    }
+    let mut fd = None;
+    for message in ancillary.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = message {
+            for received in fds {
+                fd.get_or_insert(received);
+            }
+        }
+    }
+    stream.read_exact(&mut header[got.bytes..])?;
+    let len = u32::from_be_bytes(header) as usize;
+    if len > FRAME_MAX_BYTES {
+        return Err(io::Error::other("frame too large"));
+    }
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body)?;
+    Ok(Some((body, fd)))
+}

@@ -1,0 +1,464 @@
+//! T-GUARD with `Sandbox::Landlock`: the running kernel's Landlock, run as `nobody` with
+//! no root and no user namespace; see common/mod.rs for the two halves of each test.
+//!
+//! Every denial is checked against a control: the same command without the sandbox
+//! does reach the file, the port, the socket or the process.
+
+mod common;
+
+use std::net::TcpListener;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{Site, alive, as_nobody, dies_within, inner_base};
+use ferry_exec::{ExecError, Output, Policy, Sandbox, run};
+use landlock::{ABI, LandlockStatus, RestrictSelf};
+
+/// What bob keeps in his home, beside alice's workspace.
+const BOBS_SECRET: &str = "bob's secret";
+
+/// Alice's workspace (the site root), bob's home beside it, and a tree to share read-only.
+struct People {
+    site: Site,
+    bob: PathBuf,
+    shared: PathBuf,
+}
+
+impl People {
+    fn new(base: &Path) -> People {
+        let site = Site::new(base);
+        let bob = base.join("home").join("bob");
+        std::fs::create_dir_all(&bob).unwrap();
+        std::fs::write(bob.join("secret"), BOBS_SECRET).unwrap();
+        let shared = base.join("shared");
+        std::fs::create_dir_all(&shared).unwrap();
+        std::fs::write(shared.join("readme"), "shared").unwrap();
+        let tool = shared.join("tool.sh");
+        std::fs::write(&tool, "#!/bin/sh\necho tool ran\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        People { site, bob, shared }
+    }
+
+    /// Alice's workspace read-write, the shared tree read-only.
+    fn confined(&self, network: bool) -> Policy {
+        let mut policy = self.site.policy();
+        policy.sandbox = Sandbox::landlock(
+            vec![self.site.root.clone()],
+            vec![self.shared.clone()],
+            network,
+        );
+        policy
+    }
+
+    fn run(&self, policy: &Policy, command: &str) -> Output {
+        run(&self.site.cmd(command, None), &self.site.who(), policy)
+            .unwrap_or_else(|e| panic!("{command}: {e}"))
+    }
+
+    /// Runs `command` confined and checks that the kernel said no.
+    fn denied(&self, policy: &Policy, command: &str) -> Output {
+        let out = self.run(policy, command);
+        assert_ne!(out.exit_code, Some(0), "{command}: {out:?}");
+        assert!(
+            out.stderr.contains("Permission denied"),
+            "{command}: {out:?}"
+        );
+        out
+    }
+}
+
+/// The Landlock ABI the crate finds in the running kernel, without restricting anything.
+fn probed_abi() -> ABI {
+    let status = RestrictSelf::default().no_new_privs(false).apply().unwrap();
+    match status.landlock {
+        LandlockStatus::Available { effective_abi, .. } => effective_abi,
+        other => panic!("Landlock is not available here: {other:?}"),
+    }
+}
+
+#[test]
+fn the_kernel_has_every_landlock_feature_these_tests_check() {
+    // Network rules came with ABI 4, signal and abstract socket scopes with ABI 6.
+    let abi = probed_abi();
+    assert!(
+        abi >= ABI::V6,
+        "Landlock ABI {abi} is too old for these tests"
+    );
+}
+
+#[test]
+fn landlock_shows_only_the_trees() {
+    as_nobody("inner_landlock_shows_only_the_trees");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_landlock_shows_only_the_trees() {
+    let Some(base) = inner_base() else { return };
+    let people = People::new(&base);
+    let policy = people.confined(false);
+    let (bob, shared) = (people.bob.display(), people.shared.display());
+
+    // Alice's tree: everything.
+    let out = people.run(
+        &policy,
+        "echo made > new && mkdir -p d/e && mv new d/e/moved && cat d/e/moved && \
+         cp d/e/moved copy && rm -r d && cat copy",
+    );
+    assert_eq!(
+        (out.stdout.as_str(), out.exit_code),
+        ("made\nmade\n", Some(0)),
+        "{out:?}"
+    );
+    let copy = std::fs::read_to_string(people.site.root.join("copy")).unwrap();
+    assert_eq!(copy, "made\n");
+
+    // Bob's tree: not read, not listed, not written.
+    let control = people.run(&people.site.policy(), &format!("cat {bob}/secret"));
+    assert_eq!(
+        control.stdout, BOBS_SECRET,
+        "without the sandbox it is there"
+    );
+    for command in [
+        format!("cat {bob}/secret"),
+        format!("ls {bob}"),
+        format!("ls {}", base.join("home").display()),
+        format!("echo planted > {bob}/planted"),
+    ] {
+        let out = people.denied(&policy, &command);
+        assert!(!out.stdout.contains(BOBS_SECRET), "{command}: {out:?}");
+    }
+    assert!(!people.bob.join("planted").exists());
+
+    // The shared tree: read, listed and executed, never changed.
+    let out = people.run(
+        &policy,
+        &format!("cat {shared}/readme && echo && ls {shared} && {shared}/tool.sh"),
+    );
+    assert_eq!(out.stdout, "shared\nreadme\ntool.sh\ntool ran\n", "{out:?}");
+    for command in [
+        format!("echo no > {shared}/x"),
+        format!("echo no > {shared}/readme"),
+        format!("rm {shared}/readme"),
+        format!("mkdir {shared}/d"),
+        format!("mv {shared}/readme ."),
+    ] {
+        people.denied(&policy, &command);
+    }
+    let readme = std::fs::read_to_string(people.shared.join("readme")).unwrap();
+    assert_eq!(readme, "shared");
+    assert!(!people.shared.join("x").exists() && !people.shared.join("d").exists());
+
+    // The system: read and run, never changed; no shared /tmp, no /proc.
+    let out = people.run(&policy, "touch /usr/x /etc/x /x /tmp/x");
+    assert_eq!(
+        out.stderr.matches("Permission denied").count(),
+        4,
+        "{out:?}"
+    );
+    people.denied(&policy, "ls /proc");
+    people.denied(&policy, "cat /proc/self/status");
+    let out = people.run(
+        &policy,
+        "printf 'b\\na\\n' | sort | tr a-z A-Z && id -un && \
+         python3 -c 'print(6 * 7)' && perl -e 'print 7 * 6, qq(\\n)' && \
+         grep -c '^root:' /etc/passwd",
+    );
+    assert_eq!(
+        (out.stdout.as_str(), out.exit_code),
+        ("A\nB\nnobody\n42\n42\n1\n", Some(0)),
+        "{out:?}"
+    );
+
+    // The devices, /dev/fd (through /proc/self, which is only followed), and a TMPDIR
+    // of the run's own that is gone afterwards.
+    let out = people.run(
+        &policy,
+        "echo x > /dev/null && head -c 5 /dev/urandom | wc -c && cat <(echo substituted) && \
+         echo out > /dev/stdout && t=$(mktemp) && echo tmp > \"$t\" && cat \"$t\" && \
+         echo \"$TMPDIR\"",
+    );
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines[..4], ["5", "substituted", "out", "tmp"], "{out:?}");
+    let tmpdir = Path::new(lines[4]);
+    assert!(tmpdir.starts_with(&people.site.out), "{out:?}");
+    assert!(!tmpdir.exists(), "the run's TMPDIR is removed after it");
+
+    // Exit codes and signals as without a sandbox: no init in between.
+    let out = people.run(&policy, "exit 3");
+    assert_eq!((out.exit_code, out.signal), (Some(3), None));
+    let out = people.run(&policy, "kill -TERM $$");
+    assert_eq!((out.exit_code, out.signal), (None, Some(15)));
+}
+
+#[test]
+fn landlock_blocks_the_ways_out() {
+    as_nobody("inner_landlock_blocks_the_ways_out");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_landlock_blocks_the_ways_out() {
+    let Some(base) = inner_base() else { return };
+    let people = People::new(&base);
+    let root = &people.site.root;
+    // Links planted in alice's tree before the run, as an earlier command could have.
+    symlink(&people.bob, root.join("to-bob")).unwrap();
+    symlink(people.bob.join("secret"), root.join("secret-link")).unwrap();
+    let policy = people.confined(false);
+    let bob = people.bob.display();
+
+    let control = people.run(&people.site.policy(), "cat to-bob/secret ../bob/secret");
+    assert_eq!(control.stdout, BOBS_SECRET.repeat(2), "without the sandbox");
+    for command in [
+        "cat ../bob/secret".to_string(),
+        "cd .. && cat bob/secret".into(),
+        "cd ../.. && cat home/bob/secret".into(),
+        "cat to-bob/secret".into(),
+        "cat secret-link".into(),
+        format!("ln -s {bob}/secret fresh-link && cat fresh-link"),
+        format!("cat /proc/self/root{bob}/secret"),
+        "cat /proc/self/cwd/../bob/secret".into(),
+        format!("exec 3< {bob}/secret; cat /dev/fd/3"),
+        format!("cp {bob}/secret copied"),
+    ] {
+        let out = people.denied(&policy, &command);
+        assert!(!out.stdout.contains(BOBS_SECRET), "{command}: {out:?}");
+    }
+    // Moving or linking bob's file into alice's tree: Landlock says EXDEV to a move
+    // across trees, so mv falls back to copying, which cannot read it.
+    for command in [
+        format!("ln {bob}/secret hard"),
+        format!("mv {bob}/secret stolen"),
+    ] {
+        let out = people.run(&policy, &command);
+        assert_ne!(out.exit_code, Some(0), "{command}: {out:?}");
+    }
+    let secret = std::fs::read_to_string(people.bob.join("secret")).unwrap();
+    assert_eq!(secret, BOBS_SECRET, "bob's file is where it was");
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["fresh-link", "secret-link", "to-bob"]);
+}
+
+#[test]
+fn landlock_network_only_when_allowed() {
+    as_nobody("inner_landlock_network_only_when_allowed");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_landlock_network_only_when_allowed() {
+    let Some(base) = inner_base() else { return };
+    let people = People::new(&base);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let bind = "perl -MSocket -e 'socket(S, PF_INET, SOCK_STREAM, 0) or die; \
+                bind(S, pack_sockaddr_in(0, inet_aton(q(127.0.0.1)))) or die qq(bind: $!\\n); \
+                print qq(bound\\n)'";
+
+    let cut = people.confined(false);
+    let out = people.denied(&cut, &connect);
+    assert!(!out.stdout.contains("connected"), "{out:?}");
+    let out = people.denied(&cut, bind);
+    assert!(!out.stdout.contains("bound"), "{out:?}");
+
+    let open = people.confined(true);
+    let out = people.run(&open, &connect);
+    assert_eq!(
+        (out.stdout.as_str(), out.exit_code),
+        ("connected\n", Some(0)),
+        "{out:?}"
+    );
+    let out = people.run(&open, bind);
+    assert_eq!(
+        (out.stdout.as_str(), out.exit_code),
+        ("bound\n", Some(0)),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn landlock_keeps_signals_and_abstract_sockets_inside() {
+    as_nobody("inner_landlock_keeps_signals_and_abstract_sockets_inside");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_landlock_keeps_signals_and_abstract_sockets_inside() {
+    let Some(base) = inner_base() else { return };
+    let people = People::new(&base);
+    let policy = people.confined(false);
+
+    // A process of the same user, outside the run.
+    let mut outside = std::process::Command::new("sleep")
+        .arg("1012.5")
+        .spawn()
+        .unwrap();
+    let pid = outside.id();
+    let kill = format!("kill -TERM {pid}");
+    let out = people.run(&policy, &kill);
+    assert_ne!(out.exit_code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("Operation not permitted"), "{out:?}");
+    assert!(alive(pid as i32), "the signal did not arrive");
+    // Inside its own run a command still signals what it started.
+    let out = people.run(&policy, "sleep 30 & kill -TERM $! && wait $!; echo $?");
+    assert_eq!(out.stdout, "143\n", "{out:?}");
+    let out = people.run(&people.site.policy(), &kill);
+    assert_eq!(out.exit_code, Some(0), "without the sandbox: {out:?}");
+    assert!(dies_within(pid as i32, Duration::from_secs(2)));
+    let _ = outside.wait();
+
+    // An abstract unix socket of a process outside the run.
+    let name = format!("ferry-exec-test-{}", std::process::id());
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let _listener = UnixListener::bind_addr(&addr).unwrap();
+    let connect = format!(
+        "perl -MSocket -e 'socket(S, PF_UNIX, SOCK_STREAM, 0) or die; \
+         connect(S, pack_sockaddr_un(qq(\\0{name}))) or die qq(connect: $!\\n); \
+         print qq(connected\\n)'"
+    );
+    let out = people.run(&policy, &connect);
+    assert_ne!(out.exit_code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("connect: Operation not permitted"),
+        "{out:?}"
+    );
+    let out = people.run(&people.site.policy(), &connect);
+    assert_eq!(out.stdout, "connected\n", "without the sandbox: {out:?}");
+}
+
+#[test]
+fn landlock_bounds_a_fork_bomb() {
+    common::as_nobody_alone("inner_landlock_bounds_a_fork_bomb");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_landlock_bounds_a_fork_bomb() {
+    let Some(base) = inner_base() else { return };
+    let people = People::new(&base);
+    let policy = people.confined(false);
+    common::assert_fork_bomb_bounded(&people.site, policy, "ferry-bomb-3", Duration::from_secs(5));
+}
+
+#[test]
+fn landlock_refuses_what_it_cannot_confine() {
+    as_nobody("inner_landlock_refuses_what_it_cannot_confine");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_landlock_refuses_what_it_cannot_confine() {
+    let Some(base) = inner_base() else { return };
+    let people = People::new(&base);
+    let site = &people.site;
+    let marker = site.root.join("ran");
+    let command = site.cmd(&format!("touch {}", marker.display()), None);
+    let refused = |sandbox: Sandbox| {
+        let mut policy = site.policy();
+        policy.sandbox = sandbox;
+        let err = run(&command, &site.who(), &policy).unwrap_err();
+        assert!(!marker.exists(), "nothing ran: {err:?}");
+        err
+    };
+    let root = || site.root.clone();
+
+    // A read-only tree inside a read-write one would stay writable under Landlock.
+    let docs = site.root.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let err = refused(Sandbox::landlock(vec![root()], vec![docs.clone()], false));
+    assert_eq!(err.code(), "sandbox_bind_failed", "{err:?}");
+    // A tree that does not exist is an error, not a smaller sandbox.
+    let err = refused(Sandbox::landlock(
+        vec![root(), base.join("gone")],
+        vec![],
+        false,
+    ));
+    assert_eq!(err.code(), "sandbox_bind_failed", "{err:?}");
+    // A working folder the command could not see.
+    let err = refused(Sandbox::landlock(vec![docs], vec![], false));
+    assert!(matches!(err, ExecError::CwdNotInSandbox { .. }), "{err:?}");
+}
+
+#[test]
+fn missing_landlock_is_refused_never_skipped() {
+    as_nobody("inner_missing_landlock_is_refused_never_skipped");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_missing_landlock_is_refused_never_skipped() {
+    let Some(base) = inner_base() else { return };
+    let people = People::new(&base);
+    let marker = people.site.root.join("ran");
+    let command = format!("touch {}", marker.display());
+    hide_landlock();
+    let status = RestrictSelf::default().no_new_privs(false).apply().unwrap();
+    assert_eq!(status.landlock, LandlockStatus::NotImplemented);
+    for network in [false, true] {
+        let policy = people.confined(network);
+        let err = run(
+            &people.site.cmd(&command, None),
+            &people.site.who(),
+            &policy,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ExecError::SandboxUnavailable { .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.code(), "sandbox_unavailable");
+        assert!(!marker.exists(), "nothing ran without the sandbox");
+    }
+}
+
+/// Makes this thread (and what it starts) see a kernel without Landlock: a seccomp filter
+/// answers `landlock_create_ruleset`, the probe included, with `ENOSYS`, as such a kernel does.
+fn hide_landlock() {
+    // The syscall has the same number on every architecture, so the filter needs no
+    // architecture check to be right here.
+    let nr = u32::try_from(libc::SYS_landlock_create_ruleset).unwrap();
+    let enosys = u32::try_from(libc::ENOSYS).unwrap();
+    let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
+        code: u16::try_from(code).unwrap(),
+        jt,
+        jf,
+        k,
+    };
+    let mut program = [
+        // seccomp_data.nr is its first field.
+        op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 0, 1, nr),
+        op(
+            libc::BPF_RET | libc::BPF_K,
+            0,
+            0,
+            libc::SECCOMP_RET_ERRNO | enosys,
+        ),
+        op(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(program.len()).unwrap(),
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: plain prctl calls; the program outlives the call, which copies it.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        let mode = libc::c_ulong::from(libc::SECCOMP_MODE_FILTER);
+        let rc = libc::prctl(
+            libc::PR_SET_SECCOMP,
+            mode,
+            &fprog as *const libc::sock_fprog,
+        );
+        assert_eq!(rc, 0, "seccomp: {}", std::io::Error::last_os_error());
+    }
+}

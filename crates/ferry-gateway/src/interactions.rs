@@ -1,0 +1,429 @@
+//! The person in the loop (spec tools `file_delete`, `file_pick`): the person's pending
+//! approvals and picks, their answers, and the signed upload link of a pick.
+//!
+//! The requests themselves are rows in the metadata database (see `ferry_site`'s
+//! interactions), made by whichever process runs the agent's tool. The page watcher in
+//! `events.rs` keeps the presence of people with a page open fresh and, through
+//! [`Watch`], tells their pages when their pending requests change.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use ferry_site::{ClaimedPick, Interaction, InteractionError, InteractionKind, Site, SiteError};
+use serde::{Deserialize, Serialize};
+
+use crate::extract::{JsonBody, QueryParams};
+use crate::upload::{multipart_error, open_multipart, receive_file};
+use crate::{ApiError, AppState, auth::Member, blocking};
+
+/// How often the gateway removes picked files past their lifetime (also once at start).
+pub const PICK_SWEEP_INTERVAL: Duration = Duration::from_secs(60 * 60);
+
+/// The routes of this module, merged into the gateway's router.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/interactions", get(list))
+        .route("/v1/approvals/{id}", post(answer_approval))
+        .route("/v1/picks/{id}/cancel", post(cancel_pick))
+        .route("/v1/picks/{id}/upload", post(upload_pick))
+}
+
+/// Maps the site's interaction errors to statuses and codes.
+pub(crate) fn api_error(err: &InteractionError, message: String) -> ApiError {
+    use StatusCode as S;
+    let (status, code) = match err {
+        InteractionError::Unknown(_) => (S::NOT_FOUND, "unknown_interaction"),
+        InteractionError::AlreadyAnswered => (S::CONFLICT, "already_answered"),
+        InteractionError::UploadInProgress => (S::CONFLICT, "upload_in_progress"),
+        InteractionError::Expired => (S::GONE, "expired"),
+        InteractionError::LinkUsed => (S::GONE, "link_used"),
+        InteractionError::LinkExpired => (S::GONE, "link_expired"),
+        InteractionError::LinkCancelled => (S::GONE, "link_cancelled"),
+        InteractionError::BadSignature => (S::FORBIDDEN, "bad_signature"),
+        InteractionError::InvalidText { .. } => (S::BAD_REQUEST, "invalid_request"),
+    };
+    ApiError::new(status, code, message)
+}
+
+// ---------------------------------------------------------------------- the page watcher
+
+/// The pending request ids each watched person's pages last heard of.
+#[derive(Default)]
+pub(crate) struct Watch {
+    told: Mutex<HashMap<String, Vec<String>>>,
+}
+
+impl Watch {
+    fn told(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
+        self.told.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forgets the people for whom `watched` says no page is open any more.
+    pub(crate) fn retain(&self, watched: impl Fn(&str) -> bool) {
+        self.told().retain(|person, _| watched(person));
+    }
+}
+
+/// The `interaction` event: the ids of the person's pending requests, now.
+#[derive(Clone, Debug, Serialize)]
+pub struct InteractionsEvent {
+    #[serde(skip)]
+    pub(crate) person: String,
+    ids: Vec<String>,
+}
+
+fn pending_ids(site: &Site, person: &str) -> Result<Vec<String>, SiteError> {
+    Ok(site
+        .pending_interactions(person)?
+        .into_iter()
+        .map(|i| i.id)
+        .collect())
+}
+
+/// A page of `person` opened its event stream: they are present, and what is pending now
+/// is what the page loads itself, so only later changes are events.
+pub(crate) async fn page_opened(state: &AppState, person: &str) {
+    let (site, who) = (state.site.clone(), person.to_owned());
+    let first = blocking(move || {
+        site.touch_presence(&who)?;
+        pending_ids(&site, &who)
+    })
+    .await;
+    match first {
+        Ok(ids) => {
+            state
+                .events
+                .interactions
+                .told()
+                .entry(person.to_owned())
+                .or_insert(ids);
+        }
+        Err(e) => tracing::warn!("interactions of {person}: {}", e.message),
+    }
+}
+
+/// One tick of the page watcher for `person`: renews their presence when `touch`, and
+/// publishes an `interaction` event when their pending requests changed.
+pub(crate) async fn notice(state: &AppState, person: &str, touch: bool) {
+    let (site, who) = (state.site.clone(), person.to_owned());
+    let now = blocking(move || {
+        if touch {
+            site.touch_presence(&who)?;
+        }
+        pending_ids(&site, &who)
+    })
+    .await;
+    let ids = match now {
+        Ok(ids) => ids,
+        Err(e) => {
+            tracing::warn!("interactions of {person}: {}", e.message);
+            return;
+        }
+    };
+    let changed = {
+        let mut told = state.events.interactions.told();
+        let before = told.insert(person.to_owned(), ids.clone());
+        before.as_ref() != Some(&ids)
+    };
+    if changed {
+        state.events.publish_interactions(InteractionsEvent {
+            person: person.to_owned(),
+            ids,
+        });
+    }
+}
+
+/// Removes expired picked files now and every [`PICK_SWEEP_INTERVAL`], for the life of
+/// the gateway.
+pub(crate) async fn sweep_picks(state: AppState) {
+    let mut ticks = tokio::time::interval(PICK_SWEEP_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let site = state.site.clone();
+        match blocking(move || site.sweep_picks()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("removed {n} expired picked file folder(s)"),
+            Err(e) => tracing::warn!("sweeping picked files: {}", e.message),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------- routes
+
+#[derive(Serialize)]
+struct Listed {
+    interactions: Vec<Listing>,
+}
+
+/// One pending request as the page shows it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Listing {
+    id: String,
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subject: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt: Option<String>,
+    /// A pick's signed upload link, relative to the gateway.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upload_url: Option<String>,
+    expires: String,
+}
+
+impl Listing {
+    fn of(site: &Site, interaction: Interaction) -> Result<Listing, SiteError> {
+        let mut listing = Listing {
+            kind: "approval",
+            tool: None,
+            subject: None,
+            summary: None,
+            prompt: None,
+            upload_url: None,
+            expires: ferry_site::rfc3339(interaction.expires),
+            id: interaction.id,
+        };
+        match interaction.kind {
+            InteractionKind::Approval {
+                tool,
+                subject,
+                summary,
+            } => {
+                listing.tool = Some(tool);
+                listing.subject = Some(subject);
+                listing.summary = Some(summary);
+            }
+            InteractionKind::Pick { prompt } => {
+                listing.kind = "pick";
+                listing.prompt = Some(prompt);
+                listing.upload_url = Some(site.pick_link(&listing.id, interaction.expires)?);
+            }
+        }
+        Ok(listing)
+    }
+}
+
+/// `GET /v1/interactions`: what the person has not answered yet, oldest first.
+async fn list(
+    State(state): State<AppState>,
+    Member(who): Member,
+) -> Result<Json<Listed>, ApiError> {
+    let site = state.site.clone();
+    let interactions = blocking(move || {
+        site.pending_interactions(&who.person)?
+            .into_iter()
+            .map(|i| Listing::of(&site, i))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await?;
+    Ok(Json(Listed { interactions }))
+}
+
+/// The `{id}` of a route: a request id, else a request that does not exist.
+fn interaction_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    match path {
+        Ok(Path(id)) if ferry_site::is_interaction_id(&id) => Ok(id),
+        Ok(Path(id)) => Err(SiteError::from(InteractionError::Unknown(id)).into()),
+        Err(_) => Err(SiteError::from(InteractionError::Unknown(String::new())).into()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Answer {
+    approve: bool,
+}
+
+/// What became of a request.
+#[derive(Serialize)]
+struct Answered {
+    id: String,
+    state: &'static str,
+}
+
+/// `POST /v1/approvals/{id}` `{"approve":true|false}`.
+async fn answer_approval(
+    State(state): State<AppState>,
+    Member(who): Member,
+    path: Result<Path<String>, PathRejection>,
+    JsonBody(answer): JsonBody<Answer>,
+) -> Result<Json<Answered>, ApiError> {
+    let id = interaction_id(path)?;
+    let (site, answered) = (state.site.clone(), id.clone());
+    blocking(move || site.answer_approval(&who.person, &answered, answer.approve)).await?;
+    let state = if answer.approve { "approved" } else { "denied" };
+    Ok(Json(Answered { id, state }))
+}
+
+/// `POST /v1/picks/{id}/cancel`: the person declines to pick a file.
+async fn cancel_pick(
+    State(state): State<AppState>,
+    Member(who): Member,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Answered>, ApiError> {
+    let id = interaction_id(path)?;
+    let (site, cancelled) = (state.site.clone(), id.clone());
+    blocking(move || site.cancel_pick(&who.person, &cancelled)).await?;
+    Ok(Json(Answered {
+        id,
+        state: "cancelled",
+    }))
+}
+
+/// The query of a pick's upload link.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkQuery {
+    expires: Option<String>,
+    sig: Option<String>,
+}
+
+#[derive(Serialize)]
+struct PickUploaded {
+    id: String,
+    name: String,
+    size: u64,
+    sha256: String,
+}
+
+/// Holds a claimed link for the length of one upload; an upload that fails, or whose
+/// client goes away mid-body, gives the link back so the person can try again.
+struct Claim {
+    site: Arc<Site>,
+    claimed: Option<ClaimedPick>,
+}
+
+impl Claim {
+    fn pick(&self) -> Result<ClaimedPick, ApiError> {
+        self.claimed
+            .clone()
+            .ok_or_else(|| ApiError::internal("pick upload", "the claim was already given up"))
+    }
+
+    /// The upload completed: the link stays used.
+    fn keep(mut self) {
+        self.claimed = None;
+    }
+
+    /// Gives the link back before the answer goes out, so an immediate retry finds it free.
+    async fn give_back(mut self) {
+        if let Some(claimed) = self.claimed.take() {
+            let site = self.site.clone();
+            if let Err(e) = blocking(move || site.release_pick(&claimed)).await {
+                tracing::warn!("giving back a pick link: {}", e.message);
+            }
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        // Only a request dropped mid-flight gets here with its claim still held.
+        if let Some(claimed) = self.claimed.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let site = self.site.clone();
+            runtime.spawn_blocking(move || {
+                if let Err(e) = site.release_pick(&claimed) {
+                    tracing::warn!("giving back a pick link: {e}");
+                }
+            });
+        }
+    }
+}
+
+/// `POST /v1/picks/{id}/upload?expires=…&sig=…`: the person's file for a pick, in a
+/// multipart part named `file`. No token: the link's signature is the authority.
+async fn upload_pick(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    QueryParams(link): QueryParams<LinkQuery>,
+    request: Request,
+) -> Result<(StatusCode, Json<PickUploaded>), ApiError> {
+    let id = match (path, &link.expires, &link.sig) {
+        (Ok(Path(id)), Some(_), Some(_)) => id,
+        _ => return Err(SiteError::from(InteractionError::BadSignature).into()),
+    };
+    let (site, checked) = (state.site.clone(), id.clone());
+    blocking(move || {
+        site.check_pick_link(
+            &checked,
+            link.expires.as_deref().unwrap_or_default(),
+            link.sig.as_deref().unwrap_or_default(),
+        )
+    })
+    .await?;
+    // A body declared too large is refused before the link is taken.
+    let mut multipart = open_multipart(request, state.site.pick_max_bytes(), state.pace)?;
+    let (site, claimed) = (state.site.clone(), id.clone());
+    let claimed = blocking(move || site.claim_pick(&claimed)).await?;
+    let claim = Claim {
+        site: state.site.clone(),
+        claimed: Some(claimed),
+    };
+    let received = async {
+        let mut incoming = None;
+        while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
+            match field.name() {
+                Some("file") if incoming.is_none() => {
+                    let raw_name = field.file_name().unwrap_or_default().to_owned();
+                    let (site, pick) = (state.site.clone(), claim.pick()?);
+                    let (writer, name) =
+                        blocking(move || site.pick_writer(&pick, &raw_name)).await?;
+                    incoming = Some((receive_file(&mut field, writer).await?, name));
+                }
+                Some("file") => {
+                    return Err(ApiError::bad_request(
+                        "too_many_files",
+                        "send exactly one part named 'file'",
+                    ));
+                }
+                other => {
+                    return Err(ApiError::bad_request(
+                        "unexpected_field",
+                        format!(
+                            "unexpected form field {:?}: send only the part 'file'",
+                            other.unwrap_or("")
+                        ),
+                    ));
+                }
+            }
+        }
+        // Placed only once the whole body is read and found well formed.
+        let (filled, name) = incoming.ok_or_else(|| {
+            ApiError::bad_request("missing_file", "send the file in a part named 'file'")
+        })?;
+        let (site, pick) = (state.site.clone(), claim.pick()?);
+        blocking(move || site.finish_pick(&pick, filled.complete()?, &name)).await
+    }
+    .await;
+    match received {
+        Ok(arrival) => {
+            claim.keep();
+            Ok((
+                StatusCode::CREATED,
+                Json(PickUploaded {
+                    id: arrival.id,
+                    name: arrival.name,
+                    size: arrival.size,
+                    sha256: arrival.sha256,
+                }),
+            ))
+        }
+        Err(e) => {
+            claim.give_back().await;
+            Err(e)
+        }
+    }
+}

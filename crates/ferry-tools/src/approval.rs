@@ -1,0 +1,155 @@
+//! `file_delete` and the question it asks the person first: through MCP elicitation
+//! when the client offers it, else through the web client's approval prompt; with no
+//! way to ask, nothing is deleted (unless `[tools] delete_approval = "auto"`).
+
+use std::time::Duration;
+
+use ferry_exec::ops::Kind;
+use ferry_site::{ApprovalOutcome, DeleteApproval, Site};
+use serde_json::json;
+
+use crate::args::{self, PathArg};
+use crate::{ToolError, ToolOutput, Toolbox};
+
+/// How long the web client's prompt waits for the person.
+pub const APPROVAL_WAIT: Duration = Duration::from_secs(120);
+
+/// A question for the person.
+#[derive(Clone, Debug)]
+pub struct Question {
+    pub tool: &'static str,
+    /// What the question is about (the absolute path).
+    pub subject: String,
+    /// The sentence shown to the person.
+    pub summary: String,
+}
+
+/// The person's answer, or why there is none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Approval {
+    Approved,
+    Denied,
+    /// No channel reaches the person.
+    NoChannel,
+    /// Asking failed; the reason, for the model.
+    Failed(String),
+}
+
+/// Asks the person. Blocking.
+pub trait Approver: Send + Sync {
+    fn ask(&self, question: &Question) -> Approval;
+}
+
+/// The web client's prompt, through the metadata database (works for `ferry mcp` on
+/// stdio and for the gateway's `/mcp` alike).
+pub struct WebApprover<'a> {
+    pub site: &'a Site,
+    pub person: &'a str,
+}
+
+impl Approver for WebApprover<'_> {
+    fn ask(&self, question: &Question) -> Approval {
+        let asked = (|| {
+            if !self.site.web_channel_open(self.person)? {
+                return Ok(Approval::NoChannel);
+            }
+            let id = self.site.request_approval(
+                self.person,
+                question.tool,
+                &question.subject,
+                &question.summary,
+            )?;
+            Ok(match self.site.wait_for_approval(&id, APPROVAL_WAIT)? {
+                ApprovalOutcome::Approved => Approval::Approved,
+                _ => Approval::Denied,
+            })
+        })();
+        asked.unwrap_or_else(|e: ferry_site::SiteError| Approval::Failed(e.to_string()))
+    }
+}
+
+/// Tries each approver in turn while the answer is [`Approval::NoChannel`].
+pub struct FirstChannel<'a>(pub Vec<&'a dyn Approver>);
+
+impl Approver for FirstChannel<'_> {
+    fn ask(&self, question: &Question) -> Approval {
+        for approver in &self.0 {
+            match approver.ask(question) {
+                Approval::NoChannel => continue,
+                answer => return answer,
+            }
+        }
+        Approval::NoChannel
+    }
+}
+
+/// An answer given before the call (an elicitation answered in an earlier round).
+pub struct Answered(pub Approval);
+
+impl Approver for Answered {
+    fn ask(&self, _: &Question) -> Approval {
+        self.0.clone()
+    }
+}
+
+/// The question `file_delete` would ask about `path`, after checking it names a file.
+pub fn delete_question(tools: &Toolbox, args: &serde_json::Value) -> Result<Question, ToolError> {
+    let args: PathArg = args::parse("file_delete", args.clone())?;
+    let info = tools.requester().stat(&args.path)?;
+    if info.kind == Kind::Dir {
+        return Err(ToolError::new(
+            "is_directory",
+            format!("{} is a folder; file_delete removes one file", info.path),
+        ));
+    }
+    Ok(Question {
+        tool: "file_delete",
+        summary: format!(
+            "The agent asks to delete {} ({} bytes).",
+            info.path, info.size
+        ),
+        subject: info.path,
+    })
+}
+
+pub(crate) fn file_delete(
+    tools: &Toolbox,
+    args: serde_json::Value,
+    approver: &dyn Approver,
+) -> Result<ToolOutput, ToolError> {
+    let question = delete_question(tools, &args)?;
+    if tools.site().config().tools.delete_approval == DeleteApproval::Ask {
+        match approver.ask(&question) {
+            Approval::Approved => {}
+            Approval::Denied => {
+                return Err(ToolError::new(
+                    "denied",
+                    format!(
+                        "the person declined deleting {}; nothing was deleted",
+                        question.subject
+                    ),
+                ));
+            }
+            Approval::NoChannel => {
+                return Err(ToolError::new(
+                    "no_approval_channel",
+                    format!(
+                        "deleting needs the person's approval and there is no way to ask them \
+                         (the client offers no elicitation and no web client is open); nothing \
+                         was deleted. Ask them in your reply instead: {} was kept",
+                        question.subject
+                    ),
+                ));
+            }
+            Approval::Failed(why) => {
+                return Err(ToolError::new(
+                    "approval_failed",
+                    format!("asking the person failed ({why}); nothing was deleted"),
+                ));
+            }
+        }
+    }
+    tools.requester().delete(&question.subject)?;
+    Ok(ToolOutput::text(format!("Deleted {}", question.subject))
+        .with_structured(json!({"deleted": question.subject})))
+}

@@ -1,0 +1,93 @@
+//! Typed arguments: a call whose JSON does not fit the schema gets a tool error that
+//! says what was wrong, never a transport failure.
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::ToolError;
+
+/// Parses a tool's arguments; unknown names and wrong types are refused.
+pub(crate) fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolError> {
+    let args = if args.is_null() {
+        Value::Object(Default::default())
+    } else {
+        args
+    };
+    serde_json::from_value(args).map_err(|e| {
+        ToolError::new(
+            "invalid_arguments",
+            format!("the arguments do not fit {tool}'s input schema: {e}"),
+        )
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct PathArg {
+    pub path: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct FileRead {
+    pub path: String,
+    pub start_line: Option<u64>,
+    pub line_count: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct FileWrite {
+    pub path: String,
+    pub content: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct FileEdit {
+    pub edits: Vec<Edit>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct Edit {
+    pub path: String,
+    pub old_text: String,
+    pub new_text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct FileDeliver {
+    pub paths: Vec<String>,
+    pub project: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct TerminalRun {
+    pub command: String,
+    pub cwd: Option<String>,
+    pub timeout_secs: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct DirList {
+    pub path: String,
+    pub page_token: Option<String>,
+    pub max_entries: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct Query {
+    pub query: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct Prompt {
+    pub prompt: String,
+}

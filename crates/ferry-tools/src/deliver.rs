@@ -1,0 +1,194 @@
+//! `file_deliver` and the artifact manifest (spec tools.md T-FLOW).
+
+use std::io::Read;
+use std::path::Path;
+
+use ferry_exec::ops::Kind;
+use ferry_site::{Artifact, ArtifactKind, check_id};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::args::{self, FileDeliver};
+use crate::read::io_error;
+use crate::{ToolError, ToolOutput, Toolbox};
+
+/// Files one `file_deliver` call takes.
+pub const DELIVER_MAX_FILES: usize = 32;
+/// How deep and how many files a scan of `artifacts/` goes; beyond, it stops and says so.
+const ARTIFACT_SCAN_MAX_DEPTH: usize = 16;
+const ARTIFACT_SCAN_MAX_FILES: usize = 10_000;
+
+pub(crate) fn file_deliver(
+    tools: &Toolbox,
+    args: serde_json::Value,
+) -> Result<ToolOutput, ToolError> {
+    let args: FileDeliver = args::parse("file_deliver", args)?;
+    if args.paths.is_empty() || args.paths.len() > DELIVER_MAX_FILES {
+        return Err(ToolError::new(
+            "invalid_arguments",
+            format!(
+                "paths must name 1 to {DELIVER_MAX_FILES} files (got {})",
+                args.paths.len()
+            ),
+        ));
+    }
+    let project = args.project.as_deref();
+    if let Some(project) = project {
+        check_id("project", project)?;
+        if !tools
+            .site()
+            .projects(tools.person())?
+            .iter()
+            .any(|p| p.id == project)
+        {
+            return Err(ToolError::new(
+                "unknown_project",
+                format!("there is no project `{project}` in this workspace"),
+            ));
+        }
+    }
+    // Every source is checked before the first copy: a bad path delivers nothing.
+    for path in &args.paths {
+        let info = tools.requester().stat(path)?;
+        if info.kind != Kind::File {
+            return Err(ToolError::new(
+                "not_a_file",
+                format!(
+                    "{} is not a regular file; deliver files, not folders",
+                    info.path
+                ),
+            ));
+        }
+    }
+    let attachments = tools.paths().attachments(project);
+    let attachments_str = attachments.display().to_string();
+    sync_artifacts(tools)?;
+    let mut delivered = Vec::new();
+    let mut lines = Vec::new();
+    for path in &args.paths {
+        let written = tools.requester().deliver(path, &attachments_str)?;
+        let source = tools.requester().stat(path)?.path;
+        let name = Path::new(&written.path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let public_path = format!("public/attachments/{name}");
+        let (task, slug) = task_and_slug(tools, &source);
+        tools.site().record_artifact(
+            tools.person(),
+            &Artifact {
+                kind: ArtifactKind::Delivery,
+                task,
+                slug,
+                path: source.clone(),
+                size: written.size,
+                sha256: written.sha256.clone(),
+                delivered_as: match project {
+                    Some(p) => format!("projects/{p}/{public_path}"),
+                    None => public_path.clone(),
+                },
+                created: String::new(),
+            },
+        )?;
+        lines.push(format!("📎 {name} — {public_path}"));
+        delivered.push(json!({
+            "source": source,
+            "path": public_path,
+            "project": project,
+            "size": written.size,
+            "sha256": written.sha256,
+            "notice": format!("📎 {name} — {public_path}"),
+        }));
+    }
+    Ok(ToolOutput::text(format!(
+        "Delivered {} file(s). Repeat these lines in your reply:\n{}",
+        delivered.len(),
+        lines.join("\n")
+    ))
+    .with_structured(json!({"delivered": delivered})))
+}
+
+/// The task and slug of a file: the first folder under `artifacts/` or `tmp/`.
+fn task_and_slug(tools: &Toolbox, abs: &str) -> (String, String) {
+    let paths = tools.paths();
+    let slug = [&paths.artifacts, &paths.tmp]
+        .iter()
+        .find_map(|root| Path::new(abs).strip_prefix(root).ok())
+        .and_then(|rest| {
+            let mut parts = rest.components();
+            let first = parts.next()?;
+            // A file directly in artifacts/ has no slug of its own.
+            parts.next()?;
+            Some(first.as_os_str().to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    (slug.clone(), slug)
+}
+
+/// Records every file under the person's `artifacts/` that the manifest does not hold
+/// with its current content. Runs as the person, like every other file access.
+pub fn sync_artifacts(tools: &Toolbox) -> Result<usize, ToolError> {
+    let root = tools.paths().artifacts.display().to_string();
+    let mut pending = vec![(root, 0usize)];
+    let mut seen = 0usize;
+    let mut recorded = 0usize;
+    while let Some((dir, depth)) = pending.pop() {
+        let entries = match tools.requester().list(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.code == "not_found" => continue,
+            Err(e) => return Err(e.into()),
+        };
+        for entry in entries {
+            let path = format!("{dir}/{}", entry.path);
+            match entry.kind {
+                Kind::Dir if depth < ARTIFACT_SCAN_MAX_DEPTH => pending.push((path, depth + 1)),
+                Kind::File => {
+                    seen += 1;
+                    if seen > ARTIFACT_SCAN_MAX_FILES {
+                        tracing::warn!(
+                            person = tools.person(),
+                            "artifacts/ scan stopped at {ARTIFACT_SCAN_MAX_FILES} files"
+                        );
+                        return Ok(recorded);
+                    }
+                    let (mut file, info) = tools.requester().open(&path)?;
+                    let sha256 = hash(&mut file)?;
+                    let (task, slug) = task_and_slug(tools, &info.path);
+                    let new = tools.site().record_artifact(
+                        tools.person(),
+                        &Artifact {
+                            kind: ArtifactKind::Artifact,
+                            task,
+                            slug,
+                            path: info.path,
+                            size: info.size,
+                            sha256,
+                            delivered_as: String::new(),
+                            created: String::new(),
+                        },
+                    )?;
+                    recorded += usize::from(new);
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(recorded)
+}
+
+fn hash(file: &mut std::fs::File) -> Result<String, ToolError> {
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = file.read(&mut buf).map_err(io_error)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}

@@ -1,0 +1,161 @@
+//! `dir_list` over the workspace, under the rules of spec nodes.md `dir_list`: sorted
+//! by name (bytes), complete names only, an 8192-byte text budget that counts the
+//! wrapper, and page tokens bound to the folder they came from.
+
+use data_encoding::BASE32_NOPAD;
+use ferry_exec::ops::{FileInfo, Kind};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::args::{self, DirList};
+use crate::wrap::{overhead, wrap};
+use crate::{ToolError, ToolOutput, Toolbox};
+
+/// The model-visible text of a directory tool, wrapper included (C-LIMIT).
+pub const MODEL_TEXT_MAX_BYTES: usize = 8192;
+pub const DIR_LIST_DEFAULT_ENTRIES: u64 = 200;
+pub const DIR_LIST_MAX_ENTRIES: u64 = 5000;
+const SOURCE: &str = "workspace";
+/// Bytes of the folder's hash a page token carries.
+const TOKEN_PATH_BYTES: usize = 8;
+
+pub(crate) fn dir_list(tools: &Toolbox, args: serde_json::Value) -> Result<ToolOutput, ToolError> {
+    let args: DirList = args::parse("dir_list", args)?;
+    let max = match args.max_entries {
+        Some(0) => {
+            return Err(ToolError::new(
+                "invalid_arguments",
+                "maxEntries must be at least 1",
+            ));
+        }
+        Some(n) => n.min(DIR_LIST_MAX_ENTRIES),
+        None => DIR_LIST_DEFAULT_ENTRIES,
+    } as usize;
+    let folder = tools.requester().stat(&args.path)?;
+    if folder.kind != Kind::Dir {
+        return Err(ToolError::new(
+            "not_a_directory",
+            format!(
+                "{} is not a folder; use file_read or file_preview",
+                folder.path
+            ),
+        ));
+    }
+    let after = match &args.page_token {
+        Some(token) => Some(decode_token(token, &folder.path)?),
+        None => None,
+    };
+    let mut entries = tools.requester().list(&args.path)?;
+    entries.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    let start = match &after {
+        Some(last) => entries.partition_point(|e| e.path.as_bytes() <= last.as_slice()),
+        None => 0,
+    };
+    let candidates = &entries[start..entries.len().min(start + max)];
+    let remaining_after = |shown: usize| start + shown < entries.len();
+
+    let header = format!("{} ({} entries in all)\n", folder.path, entries.len());
+    let mut body = header.clone();
+    let mut shown = 0;
+    for entry in candidates {
+        let line = line_of(entry);
+        let more = remaining_after(shown + 1);
+        let token_room = if more {
+            token_line_len(&folder.path, entry)
+        } else {
+            0
+        };
+        if overhead(SOURCE) + body.len() + line.len() + token_room > MODEL_TEXT_MAX_BYTES {
+            break;
+        }
+        body.push_str(&line);
+        shown += 1;
+    }
+    let next = (shown > 0 && remaining_after(shown))
+        .then(|| encode_token(&folder.path, &candidates[shown - 1].path));
+    let mut text = wrap(SOURCE, body.trim_end());
+    let mut returned: Vec<&FileInfo> = candidates[..shown].iter().collect();
+    if shown == 0 && !candidates.is_empty() {
+        text.push_str(
+            "\nThe next entry's name is too long to show within the 8192-byte budget, so \
+             pagination cannot advance; its complete metadata is in the structured result.",
+        );
+        returned.push(&candidates[0]);
+    } else if let Some(token) = &next {
+        text.push_str(&format!("\nnextPageToken: {token}"));
+    }
+    Ok(ToolOutput::text(text).with_structured(json!({
+        "path": folder.path,
+        "entries": returned.iter().map(|e| json!({
+            "name": e.path,
+            "isDir": e.kind == Kind::Dir,
+            "size": e.size,
+            "mtime": e.mtime,
+            "mode": format!("{:04o}", e.mode),
+        })).collect::<Vec<_>>(),
+        "pageToken": args.page_token,
+        "nextPageToken": next,
+    })))
+}
+
+fn line_of(entry: &FileInfo) -> String {
+    match entry.kind {
+        Kind::Dir => format!("{}/\n", entry.path),
+        Kind::Symlink => format!("{} (symlink)\n", entry.path),
+        _ => format!("{}  {} B\n", entry.path, entry.size),
+    }
+}
+
+fn token_line_len(folder: &str, last: &FileInfo) -> usize {
+    "\nnextPageToken: ".len() + encode_token(folder, &last.path).len()
+}
+
+fn folder_hash(folder: &str) -> [u8; TOKEN_PATH_BYTES] {
+    let digest = Sha256::digest(folder.as_bytes());
+    let mut out = [0u8; TOKEN_PATH_BYTES];
+    out.copy_from_slice(&digest[..TOKEN_PATH_BYTES]);
+    out
+}
+
+/// The folder's hash, then the last displayed name: the next page starts after it.
+fn encode_token(folder: &str, last: &str) -> String {
+    let mut raw = folder_hash(folder).to_vec();
+    raw.extend_from_slice(last.as_bytes());
+    BASE32_NOPAD.encode(&raw).to_ascii_lowercase()
+}
+
+fn decode_token(token: &str, folder: &str) -> Result<Vec<u8>, ToolError> {
+    let bad = || {
+        ToolError::new(
+            "bad_page_token",
+            "pageToken does not belong to this folder; pass back the nextPageToken of a \
+             dir_list with the same path, or omit it to start over",
+        )
+    };
+    let raw = BASE32_NOPAD
+        .decode(token.to_ascii_uppercase().as_bytes())
+        .map_err(|_| bad())?;
+    if raw.len() <= TOKEN_PATH_BYTES || raw[..TOKEN_PATH_BYTES] != folder_hash(folder) {
+        return Err(bad());
+    }
+    Ok(raw[TOKEN_PATH_BYTES..].to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_bound_to_their_folder() {
+        let token = encode_token("/w/a", "file.txt");
+        assert_eq!(decode_token(&token, "/w/a").unwrap(), b"file.txt");
+        assert_eq!(
+            decode_token(&token, "/w/b").unwrap_err().code,
+            "bad_page_token"
+        );
+        assert_eq!(
+            decode_token("!!", "/w/a").unwrap_err().code,
+            "bad_page_token"
+        );
+    }
+}

@@ -1,0 +1,178 @@
+//! `file_write` and `file_edit`: changing text files, atomically.
+
+use std::io::Read;
+
+use ferry_exec::ops::{FileWrite, sha256_hex};
+use serde_json::json;
+
+use crate::args::{self, FileEdit};
+use crate::read::io_error;
+use crate::{ToolError, ToolOutput, Toolbox};
+
+/// The largest content `file_write` takes, and the largest file `file_edit` edits.
+pub const TEXT_FILE_MAX_BYTES: usize = 16 * 1024 * 1024;
+
+pub(crate) fn file_write(
+    tools: &Toolbox,
+    args: serde_json::Value,
+) -> Result<ToolOutput, ToolError> {
+    let args: args::FileWrite = args::parse("file_write", args)?;
+    if args.content.len() > TEXT_FILE_MAX_BYTES {
+        return Err(ToolError::new(
+            "too_large",
+            format!(
+                "content is {} bytes, over the {TEXT_FILE_MAX_BYTES}-byte limit; write the file \
+                 in a command (terminal_run) or in smaller files",
+                args.content.len()
+            ),
+        ));
+    }
+    let written = tools
+        .requester()
+        .write(&args.path, args.content.into_bytes())?;
+    Ok(
+        ToolOutput::text(format!("Wrote {} bytes to {}", written.size, written.path))
+            .with_structured(
+                json!({"path": written.path, "size": written.size, "sha256": written.sha256}),
+            ),
+    )
+}
+
+/// One file's edits, applied in memory before anything is written.
+struct Pending {
+    path: String,
+    display: String,
+    before_sha256: String,
+    text: String,
+}
+
+pub(crate) fn file_edit(tools: &Toolbox, args: serde_json::Value) -> Result<ToolOutput, ToolError> {
+    let args: FileEdit = args::parse("file_edit", args)?;
+    if args.edits.is_empty() {
+        return Err(ToolError::new("invalid_arguments", "edits is empty"));
+    }
+    let mut files: Vec<Pending> = Vec::new();
+    for (index, edit) in args.edits.iter().enumerate() {
+        let number = index + 1;
+        if edit.old_text.is_empty() {
+            return Err(ToolError::new(
+                "invalid_arguments",
+                format!("edit {number} ({}): oldText is empty", edit.path),
+            ));
+        }
+        // Several spellings of one file (`a.txt`, `~/a.txt`) are one file.
+        let (mut file, info) = tools.requester().open(&edit.path)?;
+        let slot = match files.iter().position(|p| p.display == info.path) {
+            Some(slot) => slot,
+            None => {
+                files.push(read_for_edit(&mut file, &edit.path, &info.path, info.size)?);
+                files.len() - 1
+            }
+        };
+        let pending = &mut files[slot];
+        let (old, new) = line_endings_of(&pending.text, &edit.old_text, &edit.new_text);
+        match pending.text.matches(old.as_str()).count() {
+            1 => pending.text = pending.text.replacen(old.as_str(), &new, 1),
+            0 => {
+                return Err(ToolError::new(
+                    "no_match",
+                    format!(
+                        "edit {number} ({}): oldText was not found (0 matches); nothing was \
+                         changed. Read the file again and copy the text exactly",
+                        pending.display
+                    ),
+                ));
+            }
+            n => {
+                return Err(ToolError::new(
+                    "ambiguous_match",
+                    format!(
+                        "edit {number} ({}): oldText occurs {n} times; nothing was changed. \
+                         Include surrounding lines so it occurs exactly once",
+                        pending.display
+                    ),
+                ));
+            }
+        }
+    }
+    let writes = files
+        .iter()
+        .map(|p| FileWrite {
+            path: p.path.clone(),
+            data: p.text.clone().into_bytes(),
+            expect_sha256: Some(p.before_sha256.clone()),
+        })
+        .collect();
+    let written = tools.requester().write_all(writes)?;
+    let summary: Vec<String> = written
+        .iter()
+        .map(|w| format!("{} ({} bytes)", w.path, w.size))
+        .collect();
+    Ok(ToolOutput::text(format!(
+        "Applied {} edit(s) to {}",
+        args.edits.len(),
+        summary.join(", ")
+    ))
+    .with_structured(json!({"files": written.iter().map(|w| json!({"path": w.path, "size": w.size, "sha256": w.sha256})).collect::<Vec<_>>()})))
+}
+
+fn read_for_edit(
+    file: &mut std::fs::File,
+    path: &str,
+    display: &str,
+    size: u64,
+) -> Result<Pending, ToolError> {
+    if size > TEXT_FILE_MAX_BYTES as u64 {
+        return Err(ToolError::new(
+            "too_large",
+            format!("{display} is {size} bytes; file_edit edits files up to 16 MiB"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(TEXT_FILE_MAX_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_error)?;
+    let before_sha256 = sha256_hex(&bytes);
+    let text = String::from_utf8(bytes).map_err(|_| {
+        ToolError::new(
+            "not_text",
+            format!(
+                "{display} is not valid UTF-8 text; file_edit edits text only (use terminal_run \
+                 for binary files)"
+            ),
+        )
+    })?;
+    Ok(Pending {
+        path: path.to_owned(),
+        display: display.to_owned(),
+        before_sha256,
+        text,
+    })
+}
+
+/// Models write `\n`; in a CRLF file the same text is spelled with `\r\n`. When the
+/// text as given is absent but its CRLF spelling is present, edit with that.
+fn line_endings_of(text: &str, old: &str, new: &str) -> (String, String) {
+    if old.contains('\n') && !old.contains('\r') && !text.contains(old) {
+        let crlf = old.replace('\n', "\r\n");
+        if text.contains(&crlf) {
+            return (crlf, new.replace("\r\n", "\n").replace('\n', "\r\n"));
+        }
+    }
+    (old.to_owned(), new.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_endings_of;
+
+    #[test]
+    fn crlf_files_take_lf_edits() {
+        let text = "a\r\nb\r\nc\r\n";
+        let (old, new) = line_endings_of(text, "a\nb", "x\ny");
+        assert_eq!(old, "a\r\nb");
+        assert_eq!(new, "x\r\ny");
+        // Text found as given is left alone.
+        assert_eq!(line_endings_of("a\nb", "a\nb", "z").0, "a\nb");
+    }
+}

@@ -1,0 +1,251 @@
+//! The agent tools of spec tools.md (T-WS), run as the person through one
+//! [`ferry_exec::Requester`] (T-ID), and their MCP binding (T-MCP, [`mcp`]).
+//!
+//! A tool takes JSON arguments and returns a [`ToolOutput`]: text (and images) for the
+//! model, structured content for programs, and `is_error` with a sentence the model can
+//! act on when the call failed. Nothing here panics on input, and a failed call never
+//! changes a file.
+
+mod approval;
+mod args;
+mod deliver;
+mod dir_list;
+mod edit;
+mod person;
+mod pick;
+mod read;
+mod skills;
+mod spec;
+mod terminal;
+mod unicode;
+mod wrap;
+
+pub mod mcp;
+
+use std::sync::Arc;
+
+use ferry_exec::{RequestError, Requester};
+use ferry_site::Site;
+use serde_json::Value;
+
+pub use approval::{Approval, Approver, Question};
+pub use deliver::sync_artifacts;
+pub use person::{PersonPaths, WorkerProgram};
+pub use spec::ToolSpec;
+
+/// What a tool call returns.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolOutput {
+    pub content: Vec<Content>,
+    pub structured: Option<Value>,
+    pub is_error: bool,
+}
+
+/// One piece of a tool's answer to the model.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Content {
+    Text(String),
+    Image { mime: String, data: Vec<u8> },
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            content: vec![Content::Text(text.into())],
+            ..ToolOutput::default()
+        }
+    }
+
+    pub fn with_structured(mut self, value: Value) -> ToolOutput {
+        self.structured = Some(value);
+        self
+    }
+
+    /// A failed call: `is_error` and the sentence of `error`.
+    pub fn error(error: &ToolError) -> ToolOutput {
+        ToolOutput {
+            content: vec![Content::Text(error.message.clone())],
+            structured: Some(
+                serde_json::json!({"error": {"code": error.code, "message": error.message}}),
+            ),
+            is_error: true,
+        }
+    }
+
+    /// The text parts, joined (for logs and tests).
+    pub fn joined_text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|c| match c {
+                Content::Text(t) => Some(t.as_str()),
+                Content::Image { .. } => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Why a tool call failed: a stable code and a sentence for the model.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    pub code: String,
+    pub message: String,
+}
+
+impl ToolError {
+    pub fn new(code: &str, message: impl Into<String>) -> ToolError {
+        ToolError {
+            code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<RequestError> for ToolError {
+    fn from(e: RequestError) -> ToolError {
+        ToolError {
+            code: e.code,
+            message: e.message,
+        }
+    }
+}
+
+impl From<ferry_site::SiteError> for ToolError {
+    fn from(e: ferry_site::SiteError) -> ToolError {
+        use ferry_site::SiteError as E;
+        let code = match &e {
+            E::InvalidId { .. } => "invalid_id",
+            E::UnknownPerson(_) => "unknown_person",
+            E::UnknownProject(_) => "unknown_project",
+            E::Fs(fs) => return RequestError::from(fs_clone(fs)).into(),
+            _ => "site_error",
+        };
+        ToolError::new(code, e.to_string())
+    }
+}
+
+/// The same error again (FsError holds an io::Error, which does not clone).
+fn fs_clone(e: &ferry_fs::FsError) -> ferry_fs::FsError {
+    use ferry_fs::FsError as F;
+    match e {
+        F::PathEscapes => F::PathEscapes,
+        F::EmptyPath => F::EmptyPath,
+        F::PathTooLong => F::PathTooLong,
+        F::NulByte => F::NulByte,
+        F::UnsafeName(n) => F::UnsafeName(n.clone()),
+        F::NotFound => F::NotFound,
+        F::Exists => F::Exists,
+        F::IsDirectory => F::IsDirectory,
+        F::NotADirectory => F::NotADirectory,
+        F::NotRegular => F::NotRegular,
+        F::NotEmpty => F::NotEmpty,
+        F::TooLarge(n) => F::TooLarge(*n),
+        F::PermissionDenied => F::PermissionDenied,
+        F::Io(io) => F::Io(std::io::Error::new(io.kind(), io.to_string())),
+    }
+}
+
+/// The tools of one person: what they may use, and how to act as them.
+pub struct Toolbox {
+    site: Arc<Site>,
+    person: String,
+    paths: PersonPaths,
+    requester: Requester,
+    enabled: Vec<&'static ToolSpec>,
+}
+
+impl Toolbox {
+    /// The tools for `person` on `site`, acting as them the way the site's mode says.
+    /// `worker` is how to start the person's worker in host mode (the `ferry` binary).
+    pub fn open(
+        site: Arc<Site>,
+        person: &str,
+        worker: Option<WorkerProgram>,
+    ) -> Result<Toolbox, ToolError> {
+        let (paths, requester) = person::requester_for(&site, person, worker)?;
+        let enabled = spec::enabled(&site.config().tools.enabled);
+        Ok(Toolbox {
+            person: person.to_owned(),
+            site,
+            paths,
+            requester,
+            enabled,
+        })
+    }
+
+    pub fn person(&self) -> &str {
+        &self.person
+    }
+
+    pub fn paths(&self) -> &PersonPaths {
+        &self.paths
+    }
+
+    pub fn site(&self) -> &Site {
+        &self.site
+    }
+
+    pub fn requester(&self) -> &Requester {
+        &self.requester
+    }
+
+    /// The enabled tools, in a stable order.
+    pub fn tools(&self) -> &[&'static ToolSpec] {
+        &self.enabled
+    }
+
+    pub fn is_enabled(&self, name: &str) -> bool {
+        self.enabled.iter().any(|t| t.name == name)
+    }
+
+    /// Calls one tool. Blocking: run it on a thread that may block. `approver` answers
+    /// `file_delete`'s question to the person.
+    pub fn call(&self, name: &str, args: Value, approver: &dyn Approver) -> ToolOutput {
+        if !self.is_enabled(name) {
+            return ToolOutput::error(&ToolError::new(
+                "unknown_tool",
+                format!("there is no tool `{name}` here; tools/list shows the tools you have"),
+            ));
+        }
+        if unicode::holds_not_unicode(&args) {
+            return ToolOutput::error(&ToolError::new(
+                "invalid_unicode",
+                "the arguments hold text that is not valid Unicode (a lone UTF-16 surrogate \
+                 or bytes that are not UTF-8); nothing was done. Send the text as valid UTF-8",
+            ));
+        }
+        let result = match name {
+            "file_read" => read::file_read(self, args),
+            "file_write" => edit::file_write(self, args),
+            "file_edit" => edit::file_edit(self, args),
+            "file_preview" => read::file_preview(self, args),
+            "image_read" => read::image_read(self, args),
+            "file_delete" => approval::file_delete(self, args, approver),
+            "file_deliver" => deliver::file_deliver(self, args),
+            "terminal_run" => terminal::terminal_run(self, args),
+            "dir_list" => dir_list::dir_list(self, args),
+            "skill_search" => skills::skill_search(self, args),
+            "file_pick" => pick::file_pick(self, args),
+            _ => Err(ToolError::new("unknown_tool", format!("no tool `{name}`"))),
+        };
+        result.unwrap_or_else(|e| ToolOutput::error(&e))
+    }
+
+    /// The server instructions (T-MCP): the delivery rules of M-DOCS and where this
+    /// person's folders are.
+    pub fn instructions(&self) -> String {
+        let p = &self.paths;
+        format!(
+            "{rules}\n## Your folders\n\n- Workspace (home, `~`): {home}\n- Drafts: {tmp}/<task>/\n\
+             - Finished output: {artifacts}/<slug>/\n- Shared with everyone: {shared}\n\n\
+             Relative paths are relative to the workspace. Deliver finished files with \
+             `file_deliver` and repeat the 📎 lines it returns in your reply.\n",
+            rules = ferry_site::docs::FILE_DELIVERY_MD,
+            home = p.home.display(),
+            tmp = p.tmp.display(),
+            artifacts = p.artifacts.display(),
+            shared = p.shared_public.display(),
+        )
+    }
+}

@@ -1,0 +1,141 @@
+//! Where one person's tools may reach, and the requester that acts as them.
+
+use std::path::{Path, PathBuf};
+
+use ferry_exec::ops::{Executor, RunSettings, SandboxKind};
+use ferry_exec::worker::{Hello, WorkerPool, WorkerSpawn};
+use ferry_exec::{Access, Requester, Scope, Tree};
+use ferry_site::{SandboxChoice, Site, SiteMode};
+
+use crate::ToolError;
+
+/// The absolute folders of one person (spec core C-SITE).
+#[derive(Clone, Debug)]
+pub struct PersonPaths {
+    /// The site's data folder, without symlinks.
+    pub data: PathBuf,
+    /// `home/<p>`: the workspace, `$HOME`, `~`.
+    pub home: PathBuf,
+    /// `private/people/<p>`.
+    pub private: PathBuf,
+    /// `private/people/<p>/tmp`: drafts.
+    pub tmp: PathBuf,
+    /// `private/people/<p>/artifacts`: finished output.
+    pub artifacts: PathBuf,
+    pub shared_public: PathBuf,
+    pub skills: PathBuf,
+    /// Where `terminal_run` saves output over the visible cap.
+    pub terminal_output: PathBuf,
+}
+
+impl PersonPaths {
+    fn new(data: &Path, person: &str) -> PersonPaths {
+        let private = data.join("private/people").join(person);
+        PersonPaths {
+            data: data.to_path_buf(),
+            home: data.join("home").join(person),
+            tmp: private.join("tmp"),
+            artifacts: private.join("artifacts"),
+            terminal_output: private.join("tmp/terminal-output"),
+            private,
+            shared_public: data.join("shared/public"),
+            skills: data.join("skills"),
+        }
+    }
+
+    /// The folder a delivery lands in: the workspace's (or a project's) `public/attachments`.
+    pub fn attachments(&self, project: Option<&str>) -> PathBuf {
+        match project {
+            Some(project) => self
+                .home
+                .join("projects")
+                .join(project)
+                .join("public/attachments"),
+            None => self.home.join("public/attachments"),
+        }
+    }
+}
+
+/// How to start the person's worker in host mode: this program, with these arguments,
+/// serves operations on its stdin.
+#[derive(Clone, Debug)]
+pub struct WorkerProgram {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+pub(crate) fn requester_for(
+    site: &Site,
+    person: &str,
+    worker: Option<WorkerProgram>,
+) -> Result<(PersonPaths, Requester), ToolError> {
+    site.require_person(person)?;
+    let data = std::fs::canonicalize(site.path()).map_err(|e| {
+        ToolError::new(
+            "site_unavailable",
+            format!("the data folder cannot be resolved: {e}"),
+        )
+    })?;
+    let paths = PersonPaths::new(&data, person);
+    let mut trees = vec![
+        Tree {
+            path: paths.home.clone(),
+            writable: true,
+        },
+        Tree {
+            path: paths.private.clone(),
+            writable: true,
+        },
+        Tree {
+            path: paths.shared_public.clone(),
+            writable: true,
+        },
+    ];
+    for circle in site.circles_of(person)? {
+        trees.push(Tree {
+            path: data.join("circles").join(circle),
+            writable: true,
+        });
+    }
+    trees.push(Tree {
+        path: paths.skills.clone(),
+        writable: false,
+    });
+    let config = site.config();
+    let run = RunSettings {
+        user: person.to_owned(),
+        full_output_dir: paths.terminal_output.clone(),
+        sandbox: match config.exec.sandbox {
+            SandboxChoice::None => SandboxKind::None,
+            SandboxChoice::Bwrap => SandboxKind::Bwrap,
+            SandboxChoice::Landlock => SandboxKind::Landlock,
+        },
+        network: config.exec.network,
+    };
+    let requester = match site.mode() {
+        SiteMode::Local | SiteMode::Container => {
+            let scope = Scope::new(paths.home.clone(), trees, Access::Confined)?;
+            Requester::InProcess(Executor::new(scope, run, config.agent_ids(person)))
+        }
+        SiteMode::Host => {
+            let worker = worker.ok_or_else(|| {
+                ToolError::new(
+                    "host_mode_unavailable",
+                    "host mode needs the worker program to act as the person",
+                )
+            })?;
+            Requester::Worker(WorkerPool::new(WorkerSpawn {
+                helper: ferry_site::host::helper_path(config),
+                person: person.to_owned(),
+                program: worker.program,
+                args: worker.args,
+                hello: Hello {
+                    home: paths.home.clone(),
+                    trees,
+                    run,
+                },
+            }))
+        }
+    };
+    Ok((paths, requester))
+}

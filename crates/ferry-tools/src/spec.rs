@@ -1,0 +1,204 @@
+//! What `tools/list` shows: each tool's name, description and input schema. Every
+//! schema has `additionalProperties: false` (T-MCP).
+
+use serde_json::{Value, json};
+
+/// One tool as the model sees it.
+#[derive(Debug)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    /// Properties of the input object, and which are required.
+    properties: fn() -> Value,
+    required: &'static [&'static str],
+    /// Hints for clients (MCP annotations).
+    pub read_only: bool,
+    pub destructive: bool,
+}
+
+impl ToolSpec {
+    /// The input schema: a closed object.
+    pub fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": (self.properties)(),
+            "required": self.required,
+            "additionalProperties": false,
+        })
+    }
+}
+
+/// The enabled tools, in the order of [`ALL`]; unknown names were refused by the config.
+pub(crate) fn enabled(names: &[String]) -> Vec<&'static ToolSpec> {
+    ALL.iter()
+        .filter(|spec| names.iter().any(|n| n == spec.name))
+        .collect()
+}
+
+fn path_prop(what: &str) -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": 4096,
+           "description": format!("{what}: relative to the workspace, `~/…`, or absolute")})
+}
+
+pub(crate) const ALL: &[ToolSpec] = &[
+    ToolSpec {
+        name: "file_read",
+        title: "Read a text file",
+        description: "Reads a UTF-8 text file, or a range of its lines, with line numbers. \
+            Files over 256 KiB need a range (startLine, lineCount); non-text files need \
+            file_preview or image_read.",
+        properties: || {
+            json!({
+                "path": path_prop("The file"),
+                "startLine": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)"},
+                "lineCount": {"type": "integer", "minimum": 1, "description": "How many lines"},
+            })
+        },
+        required: &["path"],
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "file_write",
+        title: "Write a text file",
+        description: "Creates or replaces one text file atomically, creating missing parent \
+            folders. Drafts belong in your tmp/ folder; finished output in artifacts/.",
+        properties: || {
+            json!({
+                "path": path_prop("The file to write"),
+                "content": {"type": "string", "description": "The complete new content"},
+            })
+        },
+        required: &["path", "content"],
+        read_only: false,
+        destructive: true,
+    },
+    ToolSpec {
+        name: "file_edit",
+        title: "Edit text files",
+        description: "Exact text replacements applied as one atomic edit. Every oldText must \
+            occur exactly once in its file (include surrounding lines to make it unique); \
+            otherwise nothing changes. Edits to several files land all or none.",
+        properties: || {
+            json!({
+                "edits": {
+                    "type": "array", "minItems": 1, "maxItems": 64,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "path": path_prop("The file to edit"),
+                            "oldText": {"type": "string", "minLength": 1, "description": "Exact text to replace; must occur once"},
+                            "newText": {"type": "string", "description": "The replacement"},
+                        },
+                        "required": ["path", "oldText", "newText"],
+                        "additionalProperties": false,
+                    },
+                },
+            })
+        },
+        required: &["edits"],
+        read_only: false,
+        destructive: true,
+    },
+    ToolSpec {
+        name: "file_preview",
+        title: "Preview any file",
+        description: "Type, size, sha256 and a preview fit for you: the head of text, CSV \
+            and JSON; image size and a small rendering; PDF page count and first-page text; \
+            zip and office member lists; archive listings.",
+        properties: || json!({"path": path_prop("The file")}),
+        required: &["path"],
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "file_delete",
+        title: "Delete a file",
+        description: "Removes one file after the person approves. If they decline, or \
+            cannot be asked, nothing is deleted.",
+        properties: || json!({"path": path_prop("The file to delete")}),
+        required: &["path"],
+        read_only: false,
+        destructive: true,
+    },
+    ToolSpec {
+        name: "file_deliver",
+        title: "Deliver files to the person",
+        description: "Copies finished files into public/attachments/ (or a project's) under \
+            safe names, records them in the artifact manifest, and returns the 📎 lines to \
+            repeat in your reply.",
+        properties: || {
+            json!({
+                "paths": {"type": "array", "minItems": 1, "maxItems": 32,
+                          "items": path_prop("A finished file")},
+                "project": {"type": "string", "description": "Deliver into this project's public/ instead"},
+            })
+        },
+        required: &["paths"],
+        read_only: false,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "image_read",
+        title: "Look at an image",
+        description: "Returns the image itself, scaled to fit 2000×2000 and 5 MiB.",
+        properties: || json!({"path": path_prop("The image")}),
+        required: &["path"],
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "terminal_run",
+        title: "Run a command",
+        description: "Runs one command with bash -c in the workspace (or cwd), as the person. \
+            Returns stdout, stderr, the exit code and timedOut; output over 64 KiB is saved \
+            to a file returned as fullOutputPath. Timeout 120 s by default, at most 600.",
+        properties: || {
+            json!({
+                "command": {"type": "string", "minLength": 1, "maxLength": 65536},
+                "cwd": path_prop("The working folder (default: the workspace)"),
+                "timeoutSecs": {"type": "integer", "minimum": 1, "maximum": 600},
+            })
+        },
+        required: &["command"],
+        read_only: false,
+        destructive: true,
+    },
+    ToolSpec {
+        name: "dir_list",
+        title: "List a folder",
+        description: "Lists a folder of the workspace, sorted by name, with sizes. Long \
+            folders come in pages: pass nextPageToken back as pageToken with the same path.",
+        properties: || {
+            json!({
+                "path": path_prop("The folder"),
+                "pageToken": {"type": "string"},
+                "maxEntries": {"type": "integer", "minimum": 1, "description": "Default 200, at most 5000"},
+            })
+        },
+        required: &["path"],
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "skill_search",
+        title: "Find a skill",
+        description: "Finds a bundled skill by name and description and returns its SKILL.md; \
+            the scripts and references beside it are in its folder, to read when needed.",
+        properties: || json!({"query": {"type": "string", "minLength": 1, "maxLength": 1024}}),
+        required: &["query"],
+        read_only: true,
+        destructive: false,
+    },
+    ToolSpec {
+        name: "file_pick",
+        title: "Ask the person for a file",
+        description: "Asks the person to pick a file on their own computer. Returns a \
+            temporary path in your workspace and when it expires.",
+        properties: || json!({"prompt": {"type": "string", "minLength": 1, "maxLength": 1024}}),
+        required: &["prompt"],
+        read_only: false,
+        destructive: false,
+    },
+];

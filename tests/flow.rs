@@ -1,0 +1,380 @@
+//! T-FLOW end to end (spec tools.md): an agent drafts in tmp/, builds with
+//! `terminal_run`, moves the result to artifacts/, delivers it; `GET /v1/artifacts`
+//! lists both, and the member sees the file in the Files panel's listing. The agent
+//! speaks MCP over the gateway's `/mcp` with a harness token.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::mcp::{self, call, is_error, text_of};
+use support::{Options, Server, get_json, list_files, listed_paths};
+
+fn gateway() -> (Server, String) {
+    let server = Server::start_with(Options {
+        as_nobody: true,
+        ..Options::default()
+    });
+    let out = server.ferry(&["token", "create", "me", "--kind", "harness"]);
+    assert!(out.status.success(), "{out:?}");
+    let harness = support::last_line(&out);
+    (server, harness)
+}
+
+fn session(server: &Server, token: &str, elicitation: Option<&str>, steps: Vec<Value>) -> Value {
+    mcp::drive(&json!({
+        "server": mcp::http(&server.url("/mcp"), token),
+        "elicitation": elicitation,
+        "steps": steps,
+        "timeout_secs": 120,
+    }))
+}
+
+#[test]
+fn draft_build_move_deliver_and_the_member_sees_it() {
+    let (server, harness) = gateway();
+    let data = server.data.canonicalize().unwrap();
+    let tmp = data.join("private/people/me/tmp/q3-report");
+    let artifacts = data.join("private/people/me/artifacts/q3-report");
+    let out = session(
+        &server,
+        &harness,
+        None,
+        vec![
+            call(
+                "file_write",
+                json!({"path": tmp.join("draft.md"), "content": "# Q3\ndraft numbers\n"}),
+            ),
+            call(
+                "terminal_run",
+                json!({
+                    "command": format!("sed s/draft/final/ draft.md > report.md && mkdir -p {0} && mv report.md {0}/", artifacts.display()),
+                    "cwd": tmp,
+                }),
+            ),
+            call(
+                "file_deliver",
+                json!({"paths": [artifacts.join("report.md")]}),
+            ),
+        ],
+    );
+    let r = out["results"].as_array().unwrap();
+    for (i, result) in r.iter().enumerate() {
+        assert!(!is_error(result), "step {i}: {result}");
+    }
+    assert_eq!(r[1]["structuredContent"]["exitCode"], 0, "{}", r[1]);
+    let delivered = text_of(&r[2]);
+    assert!(
+        delivered.contains("📎 report.md — public/attachments/report.md"),
+        "{delivered}"
+    );
+    let final_text = "# Q3\nfinal numbers\n";
+    let sha = support::sha256_hex(final_text.as_bytes());
+
+    let (status, manifest) = get_json(&server.url("/v1/artifacts"), &server.token);
+    assert_eq!(status, 200, "{manifest}");
+    let records = manifest["artifacts"].as_array().unwrap();
+    let artifact = records
+        .iter()
+        .find(|a| a["kind"] == "artifact")
+        .unwrap_or_else(|| panic!("no artifact record: {manifest}"));
+    assert_eq!(artifact["slug"], "q3-report");
+    assert_eq!(
+        artifact["path"],
+        artifacts.join("report.md").to_str().unwrap()
+    );
+    assert_eq!(artifact["sha256"], sha);
+    assert_eq!(artifact["size"], final_text.len());
+    assert!(support::is_rfc3339(artifact["created"].as_str().unwrap()));
+    let delivery = records.iter().find(|a| a["kind"] == "delivery").unwrap();
+    assert_eq!(delivery["deliveredAs"], "public/attachments/report.md");
+    assert_eq!(delivery["sha256"], sha);
+
+    let listing = list_files(&server, &server.token, None);
+    assert!(
+        listed_paths(&listing).contains(&"public/attachments/report.md".to_owned()),
+        "{listing}"
+    );
+    let body = support::client()
+        .get(server.url("/v1/files/content?path=public/attachments/report.md"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert_eq!(body, final_text);
+
+    // A second listing of the manifest records nothing twice.
+    let (_, again) = get_json(&server.url("/v1/artifacts"), &server.token);
+    assert_eq!(again["artifacts"].as_array().unwrap().len(), records.len());
+}
+
+#[test]
+fn file_deliver_names_files_safely_and_checks_every_source_first() {
+    let (server, harness) = gateway();
+    let home = server.data.join("home/me");
+    let out = session(
+        &server,
+        &harness,
+        None,
+        vec![
+            call(
+                "file_write",
+                json!({"path": "Q2 report (final).txt", "content": "q2\n"}),
+            ),
+            call(
+                "file_deliver",
+                json!({"paths": ["Q2 report (final).txt", "missing.txt"]}),
+            ),
+            call("file_deliver", json!({"paths": ["Q2 report (final).txt"]})),
+            call("file_deliver", json!({"paths": ["memory"]})),
+            call("file_deliver", json!({"paths": []})),
+            call(
+                "file_deliver",
+                json!({"paths": ["Q2 report (final).txt"], "project": "nope"}),
+            ),
+        ],
+    );
+    let r = out["results"].as_array().unwrap();
+    assert!(is_error(&r[1]));
+    assert!(
+        !home
+            .join("public/attachments/Q2_report_final_.txt")
+            .exists()
+            || !is_error(&r[2])
+    );
+    assert!(!is_error(&r[2]), "{}", r[2]);
+    assert!(
+        text_of(&r[2])
+            .contains("📎 Q2_report_final_.txt — public/attachments/Q2_report_final_.txt")
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join("public/attachments/Q2_report_final_.txt")).unwrap(),
+        "q2\n"
+    );
+    assert_eq!(r[3]["structuredContent"]["error"]["code"], "not_a_file");
+    assert!(is_error(&r[4]));
+    assert_eq!(
+        r[5]["structuredContent"]["error"]["code"],
+        "unknown_project"
+    );
+}
+
+#[test]
+fn mcp_over_http_needs_a_harness_token() {
+    let (server, harness) = gateway();
+    let out = session(&server, &harness, None, vec![mcp::list_tools()]);
+    assert_eq!(out["results"][0].as_array().unwrap().len(), 11);
+    assert!(
+        out["initialize"]["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("public/attachments/")
+    );
+    for token in [server.token.as_str(), "fy_not_a_token", ""] {
+        let refused = mcp::try_drive(&json!({
+            "server": mcp::http(&server.url("/mcp"), token),
+            "elicitation": null,
+            "steps": [mcp::list_tools()],
+            "timeout_secs": 20,
+        }));
+        assert!(refused.is_err(), "token {token:?} was let in: {refused:?}");
+    }
+    // A browser on another origin is refused.
+    let response = support::client()
+        .post(server.url("/mcp"))
+        .bearer_auth(&harness)
+        .header("Origin", "http://evil.example")
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 403);
+}
+
+/// The person, at their web client: answers what the agent asks, the way the page does.
+fn answer_as_the_person(
+    server: &Server,
+    approve: &'static [(&'static str, bool)],
+    pick: (&'static str, &'static [u8]),
+) -> std::thread::JoinHandle<usize> {
+    let (base, token) = (server.base.clone(), server.token.clone());
+    std::thread::spawn(move || {
+        let client = support::client();
+        let mut answered = std::collections::HashSet::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while answered.len() < approve.len() + 1 && std::time::Instant::now() < deadline {
+            let pending: Value = client
+                .get(format!("{base}/v1/interactions"))
+                .bearer_auth(&token)
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            for item in pending["interactions"].as_array().unwrap() {
+                let id = item["id"].as_str().unwrap().to_owned();
+                if answered.contains(&id) {
+                    continue;
+                }
+                if item["kind"] == "approval" {
+                    let subject = item["subject"].as_str().unwrap();
+                    let Some((_, yes)) = approve.iter().find(|(name, _)| subject.ends_with(name))
+                    else {
+                        continue;
+                    };
+                    let status = client
+                        .post(format!("{base}/v1/approvals/{id}"))
+                        .bearer_auth(&token)
+                        .json(&json!({"approve": yes}))
+                        .send()
+                        .unwrap()
+                        .status();
+                    assert_eq!(status, 200);
+                } else {
+                    let url = format!("{base}{}", item["uploadUrl"].as_str().unwrap());
+                    let form = reqwest::blocking::multipart::Form::new().part(
+                        "file",
+                        reqwest::blocking::multipart::Part::bytes(pick.1.to_vec())
+                            .file_name(pick.0),
+                    );
+                    let response = client.post(&url).multipart(form).send().unwrap();
+                    assert_eq!(response.status(), 201);
+                    // The link is single-use.
+                    let again = reqwest::blocking::multipart::Form::new().part(
+                        "file",
+                        reqwest::blocking::multipart::Part::bytes(b"again".to_vec())
+                            .file_name("x.txt"),
+                    );
+                    assert_eq!(
+                        client.post(&url).multipart(again).send().unwrap().status(),
+                        410
+                    );
+                }
+                answered.insert(id);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        answered.len()
+    })
+}
+
+#[test]
+fn file_delete_and_file_pick_reach_the_person_through_the_web_client() {
+    let (server, harness) = gateway();
+    let home = server.data.join("home/me");
+    let out = session(
+        &server,
+        &harness,
+        None,
+        vec![
+            call("file_write", json!({"path": "old.txt", "content": "old"})),
+            call("file_write", json!({"path": "keep.txt", "content": "keep"})),
+            // No page open yet: nobody to ask.
+            call("file_delete", json!({"path": "old.txt"})),
+            call("file_pick", json!({"prompt": "Pick the CSV"})),
+        ],
+    );
+    assert_eq!(
+        out["results"][2]["structuredContent"]["error"]["code"],
+        "no_approval_channel"
+    );
+    assert_eq!(
+        out["results"][3]["structuredContent"]["error"]["code"],
+        "no_pick_channel"
+    );
+    assert!(home.join("old.txt").exists());
+
+    // The person opens the web client: its events stream is the channel.
+    let events = support::client()
+        .get(server.url("/v1/events"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let person = answer_as_the_person(
+        &server,
+        &[("old.txt", true), ("keep.txt", false)],
+        ("sales data.csv", b"a,b\n1,2\n"),
+    );
+    let out = session(
+        &server,
+        &harness,
+        None,
+        vec![
+            call("file_delete", json!({"path": "old.txt"})),
+            call("file_delete", json!({"path": "keep.txt"})),
+            call("file_pick", json!({"prompt": "Pick the CSV"})),
+        ],
+    );
+    assert_eq!(person.join().unwrap(), 3);
+    let r = out["results"].as_array().unwrap();
+    assert!(!is_error(&r[0]), "{}", r[0]);
+    assert!(!home.join("old.txt").exists());
+    assert_eq!(
+        r[1]["structuredContent"]["error"]["code"], "denied",
+        "{}",
+        r[1]
+    );
+    assert!(home.join("keep.txt").exists());
+    assert!(!is_error(&r[2]), "{}", r[2]);
+    let picked = r[2]["structuredContent"]["path"].as_str().unwrap();
+    let picks = server
+        .data
+        .canonicalize()
+        .unwrap()
+        .join("private/people/me/tmp/picks");
+    assert!(std::path::Path::new(picked).starts_with(&picks), "{picked}");
+    assert!(picked.ends_with("sales_data.csv"), "{picked}");
+    assert_eq!(std::fs::read(picked).unwrap(), b"a,b\n1,2\n");
+    assert!(support::is_rfc3339(
+        r[2]["structuredContent"]["expires"].as_str().unwrap()
+    ));
+    // The agent gets the workspace path and expiry only: the person's own path is not there.
+    assert!(!text_of(&r[2]).contains("sales data"));
+    // The agent reads it like any workspace file.
+    let read = session(
+        &server,
+        &harness,
+        None,
+        vec![call("file_read", json!({"path": picked}))],
+    );
+    assert!(text_of(&read["results"][0]).contains("1,2"));
+    drop(events);
+}
+
+#[test]
+fn file_delete_asks_through_elicitation_over_http_too() {
+    let (server, harness) = gateway();
+    let home = server.data.join("home/me");
+    let setup = session(
+        &server,
+        &harness,
+        None,
+        vec![
+            call("file_write", json!({"path": "a.txt", "content": "a"})),
+            call("file_write", json!({"path": "b.txt", "content": "b"})),
+        ],
+    );
+    assert!(!is_error(&setup["results"][1]));
+    let out = session(
+        &server,
+        &harness,
+        Some("decline"),
+        vec![call("file_delete", json!({"path": "a.txt"}))],
+    );
+    assert_eq!(
+        out["results"][0]["structuredContent"]["error"]["code"], "denied",
+        "{out}"
+    );
+    assert!(home.join("a.txt").exists());
+    let out = session(
+        &server,
+        &harness,
+        Some("accept"),
+        vec![call("file_delete", json!({"path": "b.txt"}))],
+    );
+    assert!(!is_error(&out["results"][0]), "{out}");
+    assert!(!home.join("b.txt").exists());
+    assert_eq!(out["elicitations"].as_array().unwrap().len(), 1, "{out}");
+}

@@ -1,0 +1,717 @@
+//! Host mode end to end (spec tools T-ID, core C-SITE): `ferry site init --mode host`
+//! makes a POSIX user per person and a group per circle, sets the layout's owners and
+//! modes, and installs `ferry-posix-helper`, which runs programs as a person.
+//!
+//! Users and groups are global to the machine, so this file holds one test that runs its
+//! steps in order, with ids no one else uses (persons `hta`, `htb`, `htd`, circle `htc`),
+//! and a guard that removes every user and group it made, even when a step fails. It must
+//! run as root (CI does); it fails, never skips, when it is not or a tool is missing.
+
+#[path = "support/host.rs"]
+mod host_support;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use host_support::{
+    AccountsGuard, build_helper, gid_of, group, groups_of, owner_mode, passwd,
+    require_root_and_tools, run_as, uid_of,
+};
+use serde_json::json;
+use support::{ferry_command, mcp};
+
+const A: &str = "hta";
+const B: &str = "htb";
+const D: &str = "htd";
+const CIRCLE: &str = "htc";
+const USER_A: &str = "fy_person_hta";
+const USER_B: &str = "fy_person_htb";
+const USER_D: &str = "fy_person_htd";
+const CIRCLE_GROUP: &str = "fy_circle_htc";
+
+/// The site under test: its data dir and where its helper is installed.
+struct Site {
+    data: PathBuf,
+    helper: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl Site {
+    fn ferry(&self, args: &[&str]) -> Output {
+        ferry_command()
+            .args(args)
+            .arg("--data")
+            .arg(&self.data)
+            .output()
+            .expect("running ferry")
+    }
+
+    fn ferry_ok(&self, args: &[&str]) -> String {
+        let output = self.ferry(args);
+        assert!(
+            output.status.success(),
+            "ferry {args:?} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn init(&self) -> String {
+        let helper = self.helper.to_str().unwrap();
+        self.ferry_ok(&["site", "init", "--mode", "host", "--helper-path", helper])
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        if rel == "." {
+            self.data.clone()
+        } else {
+            self.data.join(rel)
+        }
+    }
+
+    fn p(&self, rel: &str) -> String {
+        self.path(rel).to_str().unwrap().to_owned()
+    }
+
+    /// Runs `program args…` through the installed helper as `person`, called by `ferry`.
+    fn as_person(&self, person: &str, program: &str, args: &[&str]) -> Output {
+        let mut all = vec![person, program];
+        all.extend_from_slice(args);
+        run_as("ferry", &self.helper, &all)
+    }
+
+    /// `sh -c script` as `person`; whether it succeeded.
+    fn sh(&self, person: &str, script: &str) -> bool {
+        self.as_person(person, "/bin/sh", &["-c", script])
+            .status
+            .success()
+    }
+}
+
+fn new_site() -> Site {
+    let tmp = tempfile::Builder::new()
+        .prefix("ferry-host-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    // Persons walk down to their home through it.
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    Site {
+        data: tmp.path().join("site"),
+        helper: tmp.path().join("lib").join("ferry-posix-helper"),
+        _tmp: tmp,
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn host_mode_end_to_end() {
+    require_root_and_tools();
+    let helper_built = build_helper();
+    let mut guard = AccountsGuard::new(
+        &[USER_A, USER_B, USER_D],
+        &[USER_A, USER_B, USER_D, CIRCLE_GROUP],
+        &["ferry", "fy_shared"],
+    );
+    let site = new_site();
+
+    // A local site with two persons and a circle, then host mode on it.
+    site.ferry_ok(&["person", "add", A]);
+    site.ferry_ok(&["person", "add", B]);
+    site.ferry_ok(&["circle", "add", CIRCLE, "--member", A]);
+    let out = site.init();
+    assert!(out.contains("created the user fy_person_hta"), "{out}");
+    let toml = std::fs::read_to_string(site.path("ferry.toml")).unwrap();
+    assert!(toml.contains("mode = \"host\""), "{toml}");
+
+    accounts_are_made(&site);
+    layout_has_owners_and_modes(&site);
+    helper_is_installed(&site, &helper_built);
+    rerun_keeps_files_and_fixes_modes(&site);
+    helper_runs_as_the_person_for_ferry_only(&site);
+    privilege_cannot_be_regained(&site);
+    permissions_follow_the_layout(&site);
+    agent_tools_act_as_the_person(&site);
+    person_and_circle_add_in_host_mode(&site);
+
+    drop(site);
+    let left = guard.remove_all();
+    assert!(left.is_empty(), "could not remove: {left:?}");
+    for user in [USER_A, USER_B, USER_D] {
+        assert!(passwd(user).is_none(), "{user} is left");
+        assert!(group(user).is_none(), "group {user} is left");
+    }
+    assert!(group(CIRCLE_GROUP).is_none(), "{CIRCLE_GROUP} is left");
+}
+
+fn accounts_are_made(site: &Site) {
+    let shared = gid_of("fy_shared");
+    let circle = gid_of(CIRCLE_GROUP);
+    assert!(shared >= 100_000 && circle >= 100_000, "{shared} {circle}");
+    let (_, circle_members) = group(CIRCLE_GROUP).unwrap();
+    assert_eq!(circle_members, [USER_A], "members of {CIRCLE_GROUP}");
+
+    for (person, user) in [(A, USER_A), (B, USER_B)] {
+        let (uid, gid, home, shell) = passwd(user).unwrap_or_else(|| panic!("no user {user}"));
+        assert!(uid >= 100_000, "{user} has uid {uid}");
+        assert_eq!(gid, gid_of(user), "{user}'s primary group is its own");
+        let canonical = std::fs::canonicalize(site.path(&format!("home/{person}"))).unwrap();
+        assert_eq!(Path::new(&home), canonical, "{user}'s home");
+        assert_eq!(shell, "/bin/bash");
+        let groups = groups_of(user);
+        assert_eq!(groups[0], user, "{groups:?}");
+        assert!(groups.contains(&"fy_shared".to_owned()), "{groups:?}");
+        assert_eq!(
+            groups.contains(&CIRCLE_GROUP.to_owned()),
+            person == A,
+            "{user}: {groups:?}"
+        );
+    }
+    assert_ne!(uid_of(USER_A), uid_of(USER_B));
+
+    let (ferry_uid, ferry_gid, _, shell) = passwd("ferry").expect("the service user ferry");
+    assert_ne!(ferry_uid, 0);
+    assert_eq!(ferry_gid, gid_of("ferry"), "ferry's primary group is ferry");
+    assert!(
+        shell.ends_with("nologin") || shell == "/bin/false",
+        "ferry has no login shell: {shell}"
+    );
+}
+
+/// Every folder of core C-SITE with its owner and mode in host mode; `None` leaves the mode.
+fn expected_layout() -> Vec<(String, &'static str, &'static str, Option<u32>)> {
+    let mut rows: Vec<(String, &str, &str, Option<u32>)> = [
+        (".", "root", "root", Some(0o755)),
+        (".ferry", "ferry", "ferry", Some(0o700)),
+        ("home", "root", "root", Some(0o755)),
+        ("private", "root", "root", Some(0o755)),
+        ("private/people", "root", "root", Some(0o755)),
+        ("circles", "root", "root", Some(0o755)),
+        ("circles/htc", "root", CIRCLE_GROUP, Some(0o2770)),
+        ("shared/public", "root", "fy_shared", Some(0o2775)),
+        (
+            "shared/cache/dependencies",
+            "root",
+            "fy_shared",
+            Some(0o2775),
+        ),
+        ("skills", "root", "root", Some(0o755)),
+    ]
+    .into_iter()
+    .map(|(rel, user, group, mode)| (rel.to_owned(), user, group, mode))
+    .collect();
+    for (person, user) in [(A, USER_A), (B, USER_B)] {
+        let home = format!("home/{person}");
+        let private = format!("private/people/{person}");
+        rows.extend([
+            (home.clone(), user, user, Some(0o700)),
+            (format!("{home}/public"), user, user, None),
+            (format!("{home}/public/attachments"), user, user, None),
+            (private.clone(), user, user, Some(0o700)),
+            (format!("{private}/tmp"), user, user, Some(0o700)),
+            (format!("{private}/artifacts"), user, user, Some(0o700)),
+        ]);
+    }
+    rows
+}
+
+fn layout_has_owners_and_modes(site: &Site) {
+    for (rel, user, group_name, mode) in expected_layout() {
+        let (uid, gid, have_mode) = owner_mode(&site.path(&rel));
+        assert_eq!(
+            (uid, gid),
+            (uid_of(user), gid_of(group_name)),
+            "owner of {rel}: want {user}:{group_name}"
+        );
+        if let Some(mode) = mode {
+            assert_eq!(
+                have_mode, mode,
+                "mode of {rel}: {have_mode:04o}, want {mode:04o}"
+            );
+        }
+    }
+    // The metadata database is the service's, so the gateway (as ferry) can open it.
+    let (uid, gid, _) = owner_mode(&site.path(".ferry/site.db"));
+    assert_eq!(
+        (uid, gid),
+        (uid_of("ferry"), gid_of("ferry")),
+        ".ferry/site.db"
+    );
+}
+
+fn helper_is_installed(site: &Site, built: &Path) {
+    let (uid, gid, mode) = owner_mode(&site.helper);
+    assert_eq!(
+        (uid, gid, mode),
+        (0, gid_of("ferry"), 0o4750),
+        "the installed helper"
+    );
+    assert_eq!(
+        std::fs::read(&site.helper).unwrap(),
+        std::fs::read(built).unwrap(),
+        "the helper beside ferry was installed"
+    );
+}
+
+fn rerun_keeps_files_and_fixes_modes(site: &Site) {
+    std::fs::write(site.path("home/hta/public/keep.txt"), "mine").unwrap();
+    std::fs::write(site.path("circles/htc/team.txt"), "ours").unwrap();
+    let chmod = |rel: &str, mode: u32| {
+        std::fs::set_permissions(
+            site.path(rel),
+            std::os::unix::fs::PermissionsExt::from_mode(mode),
+        )
+        .unwrap();
+    };
+    chmod("home/hta", 0o755);
+    chmod("private/people/htb/tmp", 0o777);
+    chmod("circles/htc", 0o777);
+    chmod("shared/public", 0o700);
+    chmod(".ferry", 0o755);
+    chmod("skills", 0o777);
+    std::os::unix::fs::lchown(site.path("home"), Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::lchown(site.path("home/hta/public"), Some(0), Some(0)).unwrap();
+
+    let out = site.init();
+    assert!(out.contains("mode of home/hta: 0755 -> 0700"), "{out}");
+    assert!(out.contains("owner of home: 65534:65534 -> 0:0"), "{out}");
+    layout_has_owners_and_modes(site);
+    assert_eq!(
+        std::fs::read_to_string(site.path("home/hta/public/keep.txt")).unwrap(),
+        "mine"
+    );
+    assert_eq!(
+        std::fs::read_to_string(site.path("circles/htc/team.txt")).unwrap(),
+        "ours"
+    );
+
+    // In place now: a third run changes nothing.
+    let out = site.init();
+    let changes: Vec<&str> = out.lines().filter(|l| l.starts_with("  ")).collect();
+    assert!(
+        changes.is_empty(),
+        "a run with nothing to do changed: {changes:?}"
+    );
+    assert!(out.contains("host mode ready"), "{out}");
+}
+
+fn helper_runs_as_the_person_for_ferry_only(site: &Site) {
+    let (uid, gid) = (uid_of(USER_A), gid_of(USER_A));
+    let mut want_groups = vec![gid, gid_of("fy_shared"), gid_of(CIRCLE_GROUP)];
+    want_groups.sort();
+
+    let out = site.as_person(A, "/usr/bin/id", &[]);
+    assert!(out.status.success(), "id as hta: {}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with(&format!("uid={uid}({USER_A}) gid={gid}({USER_A}) groups=")),
+        "{text}"
+    );
+    assert!(
+        text.contains("fy_shared") && text.contains(CIRCLE_GROUP),
+        "{text}"
+    );
+    let numbers = |args: &[&str]| -> Vec<u32> {
+        let mut v: Vec<u32> = stdout(&site.as_person(A, "/usr/bin/id", args))
+            .split_whitespace()
+            .map(|n| n.parse().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(numbers(&["-u"]), [uid]);
+    assert_eq!(numbers(&["-g"]), [gid]);
+    assert_eq!(numbers(&["-G"]), want_groups);
+    assert_eq!(numbers(&["-ru"]), [uid], "the real uid too");
+
+    // The program starts in the person's home with the person's environment only.
+    let out = site.as_person(A, "/usr/bin/env", &[]);
+    let env = stdout(&out);
+    let home = std::fs::canonicalize(site.path("home/hta")).unwrap();
+    assert!(env.contains(&format!("HOME={}\n", home.display())), "{env}");
+    assert!(env.contains(&format!("USER={USER_A}\n")), "{env}");
+    assert!(env.contains("PATH=/usr/local/bin:/usr/bin:/bin\n"), "{env}");
+    let pwd = stdout(&site.as_person(A, "/bin/pwd", &[]));
+    assert_eq!(pwd.trim(), home.to_str().unwrap());
+
+    // Root may call it too.
+    let out = std::process::Command::new(&site.helper)
+        .args([B, "/usr/bin/id", "-u"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), uid_of(USER_B).to_string());
+
+    // nobody cannot even start the installed (4750) helper...
+    let out = run_as("nobody", &site.helper, &[A, "/usr/bin/id"]);
+    assert!(!out.status.success(), "nobody ran the helper");
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("Permission denied"),
+        "{}",
+        stderr(&out)
+    );
+    // ...and a world-executable setuid copy refuses nobody by its real uid.
+    let open_copy = site.helper.with_file_name("helper-4755");
+    std::fs::copy(&site.helper, &open_copy).unwrap();
+    std::fs::set_permissions(
+        &open_copy,
+        std::os::unix::fs::PermissionsExt::from_mode(0o4755),
+    )
+    .unwrap();
+    assert_eq!(owner_mode(&open_copy), (0, 0, 0o4755));
+    let out = run_as("nobody", &open_copy, &[A, "/usr/bin/id"]);
+    assert_eq!(out.status.code(), Some(126), "nobody: {}", stderr(&out));
+    assert!(stdout(&out).is_empty(), "the program ran: {}", stdout(&out));
+    assert!(stderr(&out).contains("refused"), "{}", stderr(&out));
+    // A person cannot use it to become another person either.
+    let out = run_as(USER_B, &open_copy, &[A, "/usr/bin/id"]);
+    assert_eq!(out.status.code(), Some(126), "htb: {}", stderr(&out));
+    std::fs::remove_file(&open_copy).unwrap();
+
+    // What it refuses to run.
+    for (args, why) in [
+        (vec!["nosuchperson", "/usr/bin/id"], "there is no user"),
+        (vec!["Bad!", "/usr/bin/id"], "invalid"),
+        (vec![A, "id"], "absolute"),
+        (vec![A], "usage"),
+    ] {
+        let out = run_as("ferry", &site.helper, &args);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(why), "{args:?}: {}", stderr(&out));
+    }
+    let out = site.as_person(A, "/nonexistent/program", &[]);
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    // A system user below the persons' range is never a target.
+    let out = run_as("ferry", &site.helper, &["root", "/usr/bin/id"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+}
+
+fn privilege_cannot_be_regained(site: &Site) {
+    let python = "/usr/bin/python3";
+    assert!(
+        Path::new(python).is_file(),
+        "{python} is needed to check the drop from inside (Debian: python3-minimal)"
+    );
+    let script = "import os\n\
+        for name, call in [('setuid', lambda: os.setuid(0)), ('seteuid', lambda: os.seteuid(0)),\n\
+                           ('setgid', lambda: os.setgid(0)), ('setgroups', lambda: os.setgroups([0]))]:\n\
+        \x20   try:\n\
+        \x20       call()\n\
+        \x20       print(name, 'SUCCEEDED')\n\
+        \x20   except PermissionError as e:\n\
+        \x20       print(name, 'EPERM', e.errno)\n\
+        print('res', *os.getresuid(), *os.getresgid())\n";
+    let out = site.as_person(A, python, &["-c", script]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (uid, gid) = (uid_of(USER_A), gid_of(USER_A));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "setuid EPERM 1\nseteuid EPERM 1\nsetgid EPERM 1\nsetgroups EPERM 1\n\
+             res {uid} {uid} {uid} {gid} {gid} {gid}\n"
+        )
+    );
+}
+
+fn permissions_follow_the_layout(site: &Site) {
+    // B's files, made as B.
+    assert!(site.sh(
+        B,
+        "echo secret > public/b.txt && echo draft > ../../private/people/htb/tmp/d.txt"
+    ));
+    assert_eq!(
+        owner_mode(&site.path("home/htb/public/b.txt")).0,
+        uid_of(USER_B)
+    );
+
+    // A cannot read or list B's home or private folders.
+    for (program, rel) in [
+        ("/bin/cat", "home/htb/public/b.txt"),
+        ("/bin/ls", "home/htb"),
+        ("/bin/ls", "private/people/htb"),
+        ("/bin/cat", "private/people/htb/tmp/d.txt"),
+    ] {
+        let out = site.as_person(A, program, &[&site.p(rel)]);
+        assert!(
+            !out.status.success(),
+            "hta ran {program} {rel}: {}",
+            stdout(&out)
+        );
+        assert!(
+            stderr(&out).contains("Permission denied"),
+            "{}",
+            stderr(&out)
+        );
+    }
+
+    // A reads and writes the circle and shared/public; B is not in the circle.
+    let circle_file = site.p("circles/htc/from_a.txt");
+    assert!(site.sh(
+        A,
+        &format!("echo hello > {circle_file} && cat {circle_file}")
+    ));
+    assert_eq!(
+        owner_mode(Path::new(&circle_file)),
+        (uid_of(USER_A), gid_of(CIRCLE_GROUP), 0o644),
+        "a file in the circle belongs to its group (setgid folder)"
+    );
+    assert!(
+        site.as_person(A, "/bin/ls", &[&site.p("circles/htc")])
+            .status
+            .success()
+    );
+    assert!(
+        !site
+            .as_person(B, "/bin/ls", &[&site.p("circles/htc")])
+            .status
+            .success()
+    );
+    let shared_file = site.p("shared/public/from_a.txt");
+    assert!(site.sh(A, &format!("echo hi > {shared_file}")));
+    let out = site.as_person(B, "/bin/cat", &[&shared_file]);
+    assert_eq!(stdout(&out), "hi\n", "everyone reads shared/public");
+    assert!(site.sh(
+        B,
+        &format!("echo b > {}", site.p("shared/cache/dependencies/b"))
+    ));
+
+    // Nobody but root writes skills/; nobody but the service enters .ferry/.
+    for rel in ["skills/x", ".ferry/x", "x", "home/x", "circles/x"] {
+        let out = site.as_person(A, "/usr/bin/touch", &[&site.p(rel)]);
+        assert!(!out.status.success(), "hta created {rel}");
+        assert!(!site.path(rel).exists());
+    }
+    assert!(
+        !site
+            .as_person(A, "/bin/ls", &[&site.p(".ferry")])
+            .status
+            .success()
+    );
+    assert!(
+        site.as_person(A, "/bin/ls", &[&site.p("skills")])
+            .status
+            .success()
+    );
+
+    // What A makes is A's.
+    let made = site.p("home/hta/public/touched.txt");
+    assert!(
+        site.as_person(A, "/usr/bin/touch", &[&made])
+            .status
+            .success()
+    );
+    let (uid, gid, _) = owner_mode(Path::new(&made));
+    assert_eq!((uid, gid), (uid_of(USER_A), gid_of(USER_A)));
+    assert!(site.sh(A, "touch private-test && test -O private-test"));
+}
+
+/// The agent tools, over MCP from a client ferry did not write, with `ferry mcp` and the
+/// gateway running as the service user: every file access and command happens as the
+/// person, through the helper and the person's worker.
+fn agent_tools_act_as_the_person(site: &Site) {
+    // A copy the service user can execute, wherever the build tree is.
+    let ferry = site.data.parent().unwrap().join("ferry");
+    std::fs::copy(support::ferry_bin(), &ferry).unwrap();
+    let ferry = ferry.to_str().unwrap().to_owned();
+    let data = site.p(".");
+    let b_file = site.p("home/htb/public/b.txt");
+    let b_draft = site.p("private/people/htb/tmp/d.txt");
+    let circle = site.p("circles/htc/tool.txt");
+    let shared = site.p("shared/public/tool.txt");
+    // Links in A's home: one to the circle (A may write there), one to B's file (not).
+    assert!(site.sh(
+        A,
+        &format!("ln -sf {circle} to-circle && ln -sf {b_file} to-b")
+    ));
+    let steps = vec![
+        mcp::call("file_read", json!({"path": b_file})),
+        mcp::call("dir_list", json!({"path": site.p("home/htb")})),
+        mcp::call("file_read", json!({"path": b_draft})),
+        mcp::call("file_write", json!({"path": circle, "content": "circle\n"})),
+        mcp::call("file_read", json!({"path": circle})),
+        mcp::call("file_write", json!({"path": shared, "content": "shared\n"})),
+        mcp::call(
+            "file_write",
+            json!({"path": site.p("skills/tool.txt"), "content": "x"}),
+        ),
+        mcp::call(
+            "file_write",
+            json!({"path": site.p(".ferry/tool.txt"), "content": "x"}),
+        ),
+        mcp::call(
+            "file_write",
+            json!({"path": "mine.txt", "content": "mine\n"}),
+        ),
+        mcp::call(
+            "file_write",
+            json!({"path": "to-circle", "content": "via link\n"}),
+        ),
+        mcp::call(
+            "file_write",
+            json!({"path": "to-b", "content": "overwrite"}),
+        ),
+        mcp::call("terminal_run", json!({"command": "id -u; cat mine.txt"})),
+        mcp::call("terminal_run", json!({"command": format!("cat {b_file}")})),
+        mcp::call(
+            "terminal_run",
+            json!({"command": "(sleep 3; touch late) & sleep 20", "timeoutSecs": 1}),
+        ),
+        mcp::call(
+            "file_edit",
+            json!({"edits": [{"path": "mine.txt", "oldText": "mine", "newText": "edited"}]}),
+        ),
+    ];
+    let out = mcp::drive(&json!({
+        "server": mcp::stdio(&["runuser", "-u", "ferry", "--", &ferry, "mcp", "--data", &data, "--person", A], &[]),
+        "elicitation": null,
+        "steps": steps,
+        "timeout_secs": 120,
+    }));
+    let r = out["results"].as_array().unwrap();
+    let denied = |i: usize| {
+        assert!(mcp::is_error(&r[i]), "step {i} should be refused: {}", r[i]);
+        assert_eq!(
+            r[i]["structuredContent"]["error"]["code"], "permission_denied",
+            "step {i}: {}",
+            r[i]
+        );
+    };
+    let ok = |i: usize| assert!(!mcp::is_error(&r[i]), "step {i} failed: {}", r[i]);
+    denied(0);
+    denied(1);
+    denied(2);
+    ok(3);
+    assert!(mcp::text_of(&r[4]).contains("circle"));
+    ok(5);
+    denied(6);
+    denied(7);
+    ok(8);
+    assert_eq!(
+        owner_mode(&site.path("home/hta/mine.txt")).0,
+        uid_of(USER_A)
+    );
+    assert_eq!(owner_mode(Path::new(&circle)).1, gid_of(CIRCLE_GROUP));
+    // Through a link, where the person could write: the circle file changed, the link stayed.
+    ok(9);
+    assert_eq!(std::fs::read_to_string(&circle).unwrap(), "via link\n");
+    assert!(site.path("home/hta/to-circle").is_symlink());
+    denied(10);
+    assert_eq!(std::fs::read_to_string(&b_file).unwrap(), "secret\n");
+    let id = mcp::text_of(&r[11]);
+    assert!(id.contains(&format!("{}\nmine", uid_of(USER_A))), "{id}");
+    assert_ne!(r[12]["structuredContent"]["exitCode"], 0, "{}", r[12]);
+    assert_eq!(r[13]["structuredContent"]["timedOut"], true, "{}", r[13]);
+    ok(14);
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(
+        !site.path("home/hta/late").exists(),
+        "the backgrounded child outlived the timeout"
+    );
+
+    // The gateway, as the service user, serves the same tools at /mcp.
+    let token = site.ferry_ok(&["token", "create", A, "--kind", "harness"]);
+    let token = token.lines().last().unwrap().trim().to_owned();
+    let log_path = site.data.parent().unwrap().join("gateway.log");
+    // setpriv execs in place (runuser would stay the parent), so the kill below reaches it.
+    let mut gateway = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=ferry",
+            "--regid=ferry",
+            "--init-groups",
+            &ferry,
+            "serve",
+            "--data",
+            &data,
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    // Kept open until the gateway ends: it prints more than the first line.
+    let mut gateway_out = std::io::BufReader::new(gateway.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut gateway_out, &mut first).unwrap();
+    let base = first
+        .trim()
+        .split('/')
+        .take(3)
+        .collect::<Vec<_>>()
+        .join("/");
+    let out = mcp::try_drive(&json!({
+        "server": mcp::http(&format!("{base}/mcp"), &token),
+        "elicitation": null,
+        "steps": [
+            mcp::call("file_read", json!({"path": b_file})),
+            mcp::call("terminal_run", json!({"command": "id -un"})),
+        ],
+    }));
+    let _ = gateway.kill();
+    let _ = gateway.wait();
+    drop(gateway_out);
+    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let out = out.unwrap_or_else(|e| {
+        panic!("gateway /mcp as ferry: {e}\nfirst line {first:?}\nlog:\n{log}")
+    });
+    assert_eq!(
+        out["results"][0]["structuredContent"]["error"]["code"],
+        "permission_denied"
+    );
+    assert!(
+        mcp::text_of(&out["results"][1]).contains(USER_A),
+        "{}",
+        out["results"][1]
+    );
+}
+
+fn person_and_circle_add_in_host_mode(site: &Site) {
+    // Root adds a person to the host-mode site: the POSIX user comes with it.
+    let out = site.ferry_ok(&["person", "add", D]);
+    assert!(out.contains("created the user fy_person_htd"), "{out}");
+    let token = out.lines().last().unwrap();
+    assert!(
+        token.starts_with("fy_"),
+        "the token stays the last line: {out}"
+    );
+    let (uid, _, _, _) = passwd(USER_D).expect("fy_person_htd");
+    assert!(uid >= 100_000);
+    assert_eq!(
+        owner_mode(&site.path("home/htd")),
+        (uid, gid_of(USER_D), 0o700)
+    );
+    assert_eq!(
+        owner_mode(&site.path("private/people/htd/artifacts")),
+        (uid, gid_of(USER_D), 0o700)
+    );
+    assert!(!groups_of(USER_D).contains(&CIRCLE_GROUP.to_owned()));
+    assert!(
+        !site
+            .as_person(D, "/bin/ls", &[&site.p("circles/htc")])
+            .status
+            .success()
+    );
+
+    // Joining the circle opens its folder to them.
+    site.ferry_ok(&["circle", "add", CIRCLE, "--member", D]);
+    assert!(groups_of(USER_D).contains(&CIRCLE_GROUP.to_owned()));
+    let (_, members) = group(CIRCLE_GROUP).unwrap();
+    assert_eq!(members, [USER_A, USER_D]);
+    let out = site.as_person(D, "/bin/cat", &[&site.p("circles/htc/from_a.txt")]);
+    assert_eq!(stdout(&out), "hello\n", "{}", stderr(&out));
+
+    let list = site.ferry_ok(&["circle", "list"]);
+    assert_eq!(list, "htc\thta,htd\n");
+}

@@ -742,48 +742,44 @@ fn the_full_output_file_can_be_read_back_with_file_read() {
 
 #[test]
 fn the_sandbox_setting_is_enforced() {
-    // bwrap: other people's trees are invisible and there is no network.
-    let site = Site::for_nobody("[exec]\nsandbox = \"bwrap\"\n");
-    let other = site.data.join("home/bob");
-    std::fs::create_dir_all(&other).unwrap();
-    std::fs::write(other.join("secret"), "bob").unwrap();
-    site.give_to_nobody();
-    let r = site.results(vec![
-        call(
-            "terminal_run",
-            json!({"command": format!("cat {}/secret", other.display())}),
-        ),
-        call(
-            "terminal_run",
-            json!({"command": "echo fine > ok.txt && cat ok.txt"}),
-        ),
-        call(
-            "terminal_run",
-            json!({"command": "exec 3<>/dev/tcp/127.0.0.1/9 && echo connected"}),
-        ),
-    ]);
-    assert_ne!(r[0]["structuredContent"]["exitCode"], 0, "{}", r[0]);
-    assert!(!text_of(&r[0]).contains("bob\n"));
-    assert!(assert_ok(&r[1]).contains("fine"));
-    assert!(!text_of(&r[2]).contains("connected"));
-
-    let site = Site::for_nobody("[exec]\nsandbox = \"landlock\"\n");
-    let other = site.data.join("home/bob");
-    std::fs::create_dir_all(&other).unwrap();
-    std::fs::write(other.join("secret"), "bob").unwrap();
-    site.give_to_nobody();
-    let r = site.results(vec![
-        call(
-            "terminal_run",
-            json!({"command": format!("cat {}/secret", other.display())}),
-        ),
-        call(
-            "terminal_run",
-            json!({"command": "echo fine > ok.txt && cat ok.txt"}),
-        ),
-    ]);
-    assert_ne!(r[0]["structuredContent"]["exitCode"], 0, "{}", r[0]);
-    assert!(assert_ok(&r[1]).contains("fine"));
+    // Either sandbox: other people's trees are out of reach, the person's own work, and
+    // (without `[exec] network`) there is no network. Without one, all three reach.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || for _ in listener.incoming() {});
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    for sandbox in ["none", "bwrap", "landlock"] {
+        let site = Site::for_nobody(&format!("[exec]\nsandbox = \"{sandbox}\"\n"));
+        let other = site.data.join("home/bob");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("secret"), "bob").unwrap();
+        site.give_to_nobody();
+        let r = site.results(vec![
+            call(
+                "terminal_run",
+                json!({"command": format!("cat {}/secret", other.display())}),
+            ),
+            call(
+                "terminal_run",
+                json!({"command": "echo fine > ok.txt && cat ok.txt"}),
+            ),
+            call("terminal_run", json!({"command": connect})),
+        ]);
+        let confined = sandbox != "none";
+        assert_eq!(
+            r[0]["structuredContent"]["exitCode"] != 0,
+            confined,
+            "{sandbox}: {}",
+            r[0]
+        );
+        assert!(assert_ok(&r[1]).contains("fine"), "{sandbox}");
+        assert_eq!(
+            !text_of(&r[2]).contains("connected"),
+            confined,
+            "{sandbox}: {}",
+            r[2]
+        );
+    }
 }
 
 #[test]

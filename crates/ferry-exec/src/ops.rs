@@ -33,8 +33,13 @@ pub enum Op {
     },
     /// Replaces several files, all or none: every `expect_sha256` must still match.
     WriteAll { files: Vec<FileWrite> },
-    /// The entries of a folder.
-    List { path: String },
+    /// The entries of a folder, sorted by name (bytes): all of them, or `limit` after
+    /// the name `after`. Only the entries returned are stat'ed.
+    List {
+        path: String,
+        after: Option<String>,
+        limit: Option<usize>,
+    },
     /// Removes one file (never a folder).
     Delete { path: String },
     /// Creates a folder and its parents.
@@ -72,6 +77,8 @@ pub enum Reply {
     },
     Listing {
         entries: Vec<FileInfo>,
+        /// Entries in the whole folder.
+        total: usize,
     },
     Done,
     Ran(Output),
@@ -167,9 +174,10 @@ impl Executor {
             Op::WriteAll { files } => Reply::WrittenAll {
                 files: self.write_all(files)?,
             },
-            Op::List { path } => Reply::Listing {
-                entries: self.list(&path)?,
-            },
+            Op::List { path, after, limit } => {
+                let (entries, total) = self.list(&path, after.as_deref(), limit)?;
+                Reply::Listing { entries, total }
+            }
             Op::Delete { path } => {
                 self.delete(&path)?;
                 Reply::Done
@@ -291,8 +299,25 @@ impl Executor {
         Ok(done.into_iter().map(|(written, _, _)| written).collect())
     }
 
-    fn list(&self, path: &str) -> Result<Vec<FileInfo>, RequestError> {
-        let entries = match self.scope.resolve(path)? {
+    fn list(
+        &self,
+        path: &str,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<(Vec<FileInfo>, usize), RequestError> {
+        // Names first (one getdents pass), then metadata for the page alone.
+        let page = |mut names: Vec<String>| {
+            names.retain(|name| !ferry_fs::is_temporary(name));
+            names.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+            let total = names.len();
+            let start = after.map_or(0, |last| {
+                names.partition_point(|n| n.as_bytes() <= last.as_bytes())
+            });
+            let end = limit.map_or(total, |l| total.min(start.saturating_add(l)));
+            (names.drain(start..end).collect::<Vec<_>>(), total)
+        };
+        let mut entries = Vec::new();
+        let total = match self.scope.resolve(path)? {
             Target::Beneath { dir, rel, .. } => {
                 let opened;
                 let dir = if rel.is_empty() {
@@ -301,35 +326,40 @@ impl Executor {
                     opened = dir.open_dir(&rel, Follow::Beneath)?;
                     &opened
                 };
-                dir.entries()?
-                    .into_iter()
-                    .map(|e| FileInfo {
-                        path: e.name,
-                        kind: kind_of(e.meta.kind),
-                        size: e.meta.size,
-                        mtime: unix_secs(e.meta.mtime),
-                        mode: e.meta.mode & 0o7777,
-                    })
-                    .collect()
-            }
-            Target::Absolute(abs) => {
-                let mut out = Vec::new();
-                for entry in std::fs::read_dir(&abs)? {
-                    let entry = entry?;
-                    let Ok(meta) = entry.metadata() else { continue };
-                    let name = entry.file_name().to_string_lossy().into_owned();
-                    out.push(FileInfo {
+                let (names, total) = page(dir.names()?);
+                for name in names {
+                    // Gone since the names were read: not listed.
+                    let Ok(meta) = dir.metadata(&name) else {
+                        continue;
+                    };
+                    entries.push(FileInfo {
                         path: name,
-                        ..info_of(&entry.path(), &meta)
+                        kind: kind_of(meta.kind),
+                        size: meta.size,
+                        mtime: unix_secs(meta.mtime),
+                        mode: meta.mode & 0o7777,
                     });
                 }
-                out
+                total
+            }
+            Target::Absolute(abs) => {
+                let names = std::fs::read_dir(&abs)?
+                    .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let (names, total) = page(names);
+                for name in names {
+                    let Ok(meta) = std::fs::symlink_metadata(abs.join(&name)) else {
+                        continue;
+                    };
+                    entries.push(FileInfo {
+                        path: name,
+                        ..info_of(&abs, &meta)
+                    });
+                }
+                total
             }
         };
-        Ok(entries
-            .into_iter()
-            .filter(|e| !ferry_fs::is_temporary(&e.path))
-            .collect())
+        Ok((entries, total))
     }
 
     fn delete(&self, path: &str) -> Result<(), RequestError> {

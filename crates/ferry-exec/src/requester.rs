@@ -58,11 +58,24 @@ impl Requester {
         }
     }
 
+    /// Every entry of a folder, sorted by name.
     pub fn list(&self, path: &str) -> Result<Vec<FileInfo>, RequestError> {
+        Ok(self.list_page(path, None, None)?.0)
+    }
+
+    /// Up to `limit` entries after the name `after`, and how many the folder holds.
+    pub fn list_page(
+        &self,
+        path: &str,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<(Vec<FileInfo>, usize), RequestError> {
         match self.execute(Op::List {
             path: path.to_owned(),
+            after: after.map(str::to_owned),
+            limit,
         })? {
-            (Reply::Listing { entries }, _) => Ok(entries),
+            (Reply::Listing { entries, total }, _) => Ok((entries, total)),
             _ => Err(unexpected()),
         }
     }

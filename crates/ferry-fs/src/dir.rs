@@ -175,6 +175,21 @@ impl Dir {
         Ok(current)
     }
 
+    /// The names in this directory (without `.` and `..`), unsorted, with no metadata:
+    /// one `getdents` pass, for listings that stat only the part they show.
+    pub fn names(&self) -> Result<Vec<String>, FsError> {
+        let mut reader = rustix::fs::Dir::read_from(&self.fd).map_err(FsError::from_errno)?;
+        let mut out = Vec::new();
+        while let Some(entry) = reader.read() {
+            let entry = entry.map_err(FsError::from_errno)?;
+            let raw = entry.file_name().to_bytes();
+            if raw != b"." && raw != b".." {
+                out.push(String::from_utf8_lossy(raw).into_owned());
+            }
+        }
+        Ok(out)
+    }
+
     /// Lists this directory (without `.` and `..`), each entry's metadata read without
     /// following links. Entries that vanish while listing are skipped.
     pub fn entries(&self) -> Result<Vec<Entry>, FsError> {

@@ -8,7 +8,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::args::{self, DirList};
-use crate::wrap::{overhead, wrap};
+use crate::wrap::{overhead, sanitize, wrap};
 use crate::{ToolError, ToolOutput, Toolbox};
 
 /// The model-visible text of a directory tool, wrapper included (C-LIMIT).
@@ -45,27 +45,30 @@ pub(crate) fn dir_list(tools: &Toolbox, args: serde_json::Value) -> Result<ToolO
         Some(token) => Some(decode_token(token, &folder.path)?),
         None => None,
     };
-    let mut entries = tools.requester().list(&args.path)?;
-    entries.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-    let start = match &after {
-        Some(last) => entries.partition_point(|e| e.path.as_bytes() <= last.as_slice()),
-        None => 0,
-    };
-    let candidates = &entries[start..entries.len().min(start + max)];
-    let remaining_after = |shown: usize| start + shown < entries.len();
+    let after = after
+        .map(|raw| String::from_utf8(raw).map_err(|_| bad_token()))
+        .transpose()?;
+    // One more than the page, to know whether entries remain after it.
+    let (mut candidates, total) =
+        tools
+            .requester()
+            .list_page(&args.path, after.as_deref(), Some(max + 1))?;
+    let more_beyond = candidates.len() > max;
+    candidates.truncate(max);
+    let remaining_after = |shown: usize| shown < candidates.len() || more_beyond;
 
-    let header = format!("{} ({} entries in all)\n", folder.path, entries.len());
-    let mut body = header.clone();
+    let wrapper = overhead(SOURCE);
+    let mut body = format!("{} ({total} entries in all)\n", folder.path);
     let mut shown = 0;
-    for entry in candidates {
-        let line = line_of(entry);
-        let more = remaining_after(shown + 1);
-        let token_room = if more {
-            token_line_len(&folder.path, entry)
+    for entry in &candidates {
+        // Measured as it will be shown: marker look-alikes in a name are neutralized.
+        let line = sanitize(&line_of(entry));
+        let token_room = if remaining_after(shown + 1) {
+            token_line_len(&entry.path)
         } else {
             0
         };
-        if overhead(SOURCE) + body.len() + line.len() + token_room > MODEL_TEXT_MAX_BYTES {
+        if wrapper + body.len() + line.len() + token_room > MODEL_TEXT_MAX_BYTES {
             break;
         }
         body.push_str(&line);
@@ -106,8 +109,9 @@ fn line_of(entry: &FileInfo) -> String {
     }
 }
 
-fn token_line_len(folder: &str, last: &FileInfo) -> usize {
-    "\nnextPageToken: ".len() + encode_token(folder, &last.path).len()
+/// The length of the token line after `last`, without making the token.
+fn token_line_len(last: &str) -> usize {
+    "\nnextPageToken: ".len() + BASE32_NOPAD.encode_len(TOKEN_PATH_BYTES + last.len())
 }
 
 fn folder_hash(folder: &str) -> [u8; TOKEN_PATH_BYTES] {
@@ -124,14 +128,16 @@ fn encode_token(folder: &str, last: &str) -> String {
     BASE32_NOPAD.encode(&raw).to_ascii_lowercase()
 }
 
+fn bad_token() -> ToolError {
+    ToolError::new(
+        "bad_page_token",
+        "pageToken does not belong to this folder; pass back the nextPageToken of a \
+         dir_list with the same path, or omit it to start over",
+    )
+}
+
 fn decode_token(token: &str, folder: &str) -> Result<Vec<u8>, ToolError> {
-    let bad = || {
-        ToolError::new(
-            "bad_page_token",
-            "pageToken does not belong to this folder; pass back the nextPageToken of a \
-             dir_list with the same path, or omit it to start over",
-        )
-    };
+    let bad = bad_token;
     let raw = BASE32_NOPAD
         .decode(token.to_ascii_uppercase().as_bytes())
         .map_err(|_| bad())?;

@@ -20,6 +20,10 @@ const SANITIZED: &str = "[[MARKER_SANITIZED]]";
 /// Replaces every spelling of a wrapper marker, including ones whose angle brackets are
 /// full-width or other look-alikes, with `[[MARKER_SANITIZED]]`.
 pub(crate) fn sanitize(content: &str) -> String {
+    // Every marker has three brackets in a row; text without a bracket has no marker.
+    if !content.chars().any(|c| matches!(canonical(c), '<' | '>')) {
+        return content.to_owned();
+    }
     let chars: Vec<char> = content.chars().collect();
     // One canonical char per original char, so positions line up.
     let canon: Vec<char> = chars.iter().map(|c| canonical(*c)).collect();

@@ -7,11 +7,11 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { startFerry, launchBrowser, openApp, waitUntil, problems } from './support.mjs';
+import { FERRY_BIN, startFerry, launchBrowser, openApp, waitUntil, problems } from './support.mjs';
 
 const SQLITE = process.env.FERRY_TEST_SQLITE || 'sqlite3';
 try {
@@ -208,6 +208,97 @@ test('at 375 px a request made before the page opened fits and is answered by ke
     await expectState(id, 'approved');
     assert.equal(page.problems.length, 0, problems(page));
   } finally {
+    await page.context().close();
+  }
+});
+
+// ---------------------------------------------------------------------------------------
+// The whole chain: the agent's own tools, over MCP, ask the person through this page.
+
+/** `ferry mcp` for `me` on this site, spoken to in JSON-RPC lines. */
+function agentTools() {
+  const child = spawn(FERRY_BIN, ['mcp', '--data', server.data, '--person', 'me'], {
+    stdio: ['pipe', 'pipe', 'ignore'],
+  });
+  const waiting = new Map();
+  let buffer = '';
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk) => {
+    buffer += chunk;
+    for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
+      const message = JSON.parse(buffer.slice(0, nl));
+      buffer = buffer.slice(nl + 1);
+      waiting.get(message.id)?.(message);
+    }
+  });
+  let next = 1;
+  const send = (message) => child.stdin.write(`${JSON.stringify(message)}\n`);
+  const request = (method, params) =>
+    new Promise((resolve) => {
+      const id = next++;
+      waiting.set(id, resolve);
+      send({ jsonrpc: '2.0', id, method, params });
+    });
+  const ready = request('initialize', {
+    protocolVersion: '2025-06-18',
+    capabilities: {},
+    clientInfo: { name: 'web-test-agent', version: '1' },
+  }).then(() => send({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+  return {
+    call: async (name, args) => {
+      await ready;
+      return (await request('tools/call', { name, arguments: args })).result;
+    },
+    close: () => child.kill(),
+  };
+}
+
+test('the agent deletes and asks for a file through its tools; the person answers on the page', { timeout: 60000 }, async () => {
+  const home = path.join(server.data, 'home', 'me');
+  fs.writeFileSync(path.join(home, 'draft-v1.txt'), 'old draft\n');
+  fs.writeFileSync(path.join(home, 'keep-me.txt'), 'still needed\n');
+  const page = await openPage();
+  const agent = agentTools();
+  try {
+    // Approved on the page: the file goes.
+    const deleting = agent.call('file_delete', { path: 'draft-v1.txt' });
+    const approve = request(page, `The agent asks to delete ${fs.realpathSync(home)}/draft-v1.txt`);
+    await approve.waitFor({ state: 'visible', timeout: SHOW_BOUND_MS });
+    await approve.getByRole('button', { name: 'Delete', exact: true }).click();
+    const deleted = await deleting;
+    assert.equal(deleted.isError, false, JSON.stringify(deleted));
+    assert.equal(fs.existsSync(path.join(home, 'draft-v1.txt')), false);
+
+    // Kept on the page: nothing is deleted and the agent is told.
+    const refusing = agent.call('file_delete', { path: 'keep-me.txt' });
+    const keep = request(page, `The agent asks to delete ${fs.realpathSync(home)}/keep-me.txt`);
+    await keep.waitFor({ state: 'visible', timeout: SHOW_BOUND_MS });
+    await keep.getByRole('button', { name: 'Keep', exact: true }).click();
+    const refused = await refusing;
+    assert.equal(refused.isError, true);
+    assert.equal(refused.structuredContent.error.code, 'denied');
+    assert.equal(fs.readFileSync(path.join(home, 'keep-me.txt'), 'utf8'), 'still needed\n');
+
+    // A pick: the person chooses a file; the agent gets a workspace path and its expiry.
+    const picking = agent.call('file_pick', { prompt: 'The Q3 figures, please.' });
+    const pick = request(page, 'The agent asks for a file');
+    await pick.waitFor({ state: 'visible', timeout: SHOW_BOUND_MS });
+    assert.ok(await pick.getByText('The Q3 figures, please.').isVisible());
+    const [chooser] = await Promise.all([
+      page.waitForEvent('filechooser', { timeout: 5000 }),
+      pick.getByRole('button', { name: 'Upload file', exact: true }).click(),
+    ]);
+    await chooser.setFiles({ name: 'Q3 figures.csv', mimeType: 'text/csv', buffer: Buffer.from('q,v\n3,42\n') });
+    const picked = await picking;
+    assert.equal(picked.isError, false, JSON.stringify(picked));
+    const where = picked.structuredContent.path;
+    assert.ok(where.startsWith(fs.realpathSync(path.join(server.data, 'private', 'people', 'me', 'tmp', 'picks'))), where);
+    assert.ok(where.endsWith('/Q3_figures.csv'), where);
+    assert.equal(fs.readFileSync(where, 'utf8'), 'q,v\n3,42\n');
+    assert.ok(Date.parse(picked.structuredContent.expires) > Date.now());
+    assert.equal(page.problems.length, 0, problems(page));
+  } finally {
+    agent.close();
     await page.context().close();
   }
 });

@@ -178,41 +178,46 @@ impl Dir {
     /// The names in this directory (without `.` and `..`), unsorted, with no metadata:
     /// one `getdents` pass, for listings that stat only the part they show.
     pub fn names(&self) -> Result<Vec<String>, FsError> {
-        let mut reader = rustix::fs::Dir::read_from(&self.fd).map_err(FsError::from_errno)?;
         let mut out = Vec::new();
-        while let Some(entry) = reader.read() {
-            let entry = entry.map_err(FsError::from_errno)?;
-            let raw = entry.file_name().to_bytes();
-            if raw != b"." && raw != b".." {
-                out.push(String::from_utf8_lossy(raw).into_owned());
-            }
-        }
+        self.for_each_name(|name| {
+            out.push(String::from_utf8_lossy(name.to_bytes()).into_owned());
+            Ok(())
+        })?;
         Ok(out)
     }
 
     /// Lists this directory (without `.` and `..`), each entry's metadata read without
     /// following links. Entries that vanish while listing are skipped.
     pub fn entries(&self) -> Result<Vec<Entry>, FsError> {
-        let mut reader = rustix::fs::Dir::read_from(&self.fd).map_err(FsError::from_errno)?;
         let mut out = Vec::new();
+        self.for_each_name(|name| {
+            match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) => out.push(Entry {
+                    name: String::from_utf8_lossy(name.to_bytes()).into_owned(),
+                    meta: Metadata::from_stat(&stat),
+                }),
+                Err(Errno::NOENT) => {}
+                Err(e) => return Err(FsError::from_errno(e)),
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` with each name in this directory but `.` and `..`.
+    fn for_each_name(
+        &self,
+        mut f: impl FnMut(&std::ffi::CStr) -> Result<(), FsError>,
+    ) -> Result<(), FsError> {
+        let mut reader = rustix::fs::Dir::read_from(&self.fd).map_err(FsError::from_errno)?;
         while let Some(entry) = reader.read() {
             let entry = entry.map_err(FsError::from_errno)?;
-            let raw = entry.file_name().to_bytes();
-            if raw == b"." || raw == b".." {
-                continue;
+            let name = entry.file_name();
+            if name.to_bytes() != b"." && name.to_bytes() != b".." {
+                f(name)?;
             }
-            let stat =
-                match rustix::fs::statat(&self.fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(stat) => stat,
-                    Err(Errno::NOENT) => continue,
-                    Err(e) => return Err(FsError::from_errno(e)),
-                };
-            out.push(Entry {
-                name: String::from_utf8_lossy(raw).into_owned(),
-                meta: Metadata::from_stat(&stat),
-            });
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Renames `from` to `to` (both beneath this handle). The last component of `from`

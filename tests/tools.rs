@@ -913,3 +913,74 @@ fn a_command_printing_a_gibibyte_keeps_64_kib_visible_and_the_rest_in_a_capped_f
         text_of(&out)
     );
 }
+
+/// A `tools/call` line of protocol 2026-07-28: no handshake, the client in `_meta`.
+fn stateless_call(id: i64, args: Value, retry: Option<(&str, Value)>) -> Vec<u8> {
+    let mut params = json!({
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        },
+        "name": "file_delete",
+        "arguments": args,
+    });
+    if let Some((state, answer)) = retry {
+        params["requestState"] = json!(state);
+        params["inputResponses"] = json!({ "confirm_delete": answer });
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+        .to_string()
+        .into_bytes()
+}
+
+#[test]
+fn from_protocol_2026_07_28_file_delete_asks_with_an_input_required_round_trip() {
+    let site = Site::new("");
+    let file = site.write("old.txt", "old");
+    let args = json!({"path": "old.txt"});
+    let first = raw_session(&site, &[&stateless_call(1, args.clone(), None)], &[1]);
+    let asked = &first[&1]["result"];
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let request = &asked["inputRequests"]["confirm_delete"];
+    assert_eq!(request["method"], "elicitation/create");
+    assert!(
+        request["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("old.txt")
+    );
+    let state = asked["requestState"].as_str().unwrap().to_owned();
+    assert!(file.exists(), "asking deletes nothing");
+
+    let declined = json!({"action": "decline"});
+    let answer = raw_session(
+        &site,
+        &[&stateless_call(2, args.clone(), Some((&state, declined)))],
+        &[2],
+    );
+    assert_tool_error(&answer[&2]["result"], "denied", "nothing was deleted");
+    assert!(file.exists());
+
+    // An answer for other arguments (another state) is not taken: it is asked again.
+    let accepted = json!({"action": "accept", "content": {"confirm": true}});
+    let other = raw_session(
+        &site,
+        &[&stateless_call(
+            3,
+            args.clone(),
+            Some(("0000", accepted.clone())),
+        )],
+        &[3],
+    );
+    assert_eq!(other[&3]["result"]["resultType"], "input_required");
+    assert!(file.exists());
+
+    let answer = raw_session(
+        &site,
+        &[&stateless_call(4, args, Some((&state, accepted)))],
+        &[4],
+    );
+    assert!(!is_error(&answer[&4]["result"]), "{}", answer[&4]);
+    assert!(!file.exists());
+}

@@ -192,72 +192,6 @@ fn mcp_over_http_needs_a_harness_token() {
     assert_eq!(response.status(), 403);
 }
 
-/// The person, at their web client: answers what the agent asks, the way the page does.
-fn answer_as_the_person(
-    server: &Server,
-    approve: &'static [(&'static str, bool)],
-    pick: (&'static str, &'static [u8]),
-) -> std::thread::JoinHandle<usize> {
-    let (base, token) = (server.base.clone(), server.token.clone());
-    std::thread::spawn(move || {
-        let client = support::client();
-        let mut answered = std::collections::HashSet::new();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while answered.len() < approve.len() + 1 && std::time::Instant::now() < deadline {
-            let pending: Value = client
-                .get(format!("{base}/v1/interactions"))
-                .bearer_auth(&token)
-                .send()
-                .unwrap()
-                .json()
-                .unwrap();
-            for item in pending["interactions"].as_array().unwrap() {
-                let id = item["id"].as_str().unwrap().to_owned();
-                if answered.contains(&id) {
-                    continue;
-                }
-                if item["kind"] == "approval" {
-                    let subject = item["subject"].as_str().unwrap();
-                    let Some((_, yes)) = approve.iter().find(|(name, _)| subject.ends_with(name))
-                    else {
-                        continue;
-                    };
-                    let status = client
-                        .post(format!("{base}/v1/approvals/{id}"))
-                        .bearer_auth(&token)
-                        .json(&json!({"approve": yes}))
-                        .send()
-                        .unwrap()
-                        .status();
-                    assert_eq!(status, 200);
-                } else {
-                    let url = format!("{base}{}", item["uploadUrl"].as_str().unwrap());
-                    let form = reqwest::blocking::multipart::Form::new().part(
-                        "file",
-                        reqwest::blocking::multipart::Part::bytes(pick.1.to_vec())
-                            .file_name(pick.0),
-                    );
-                    let response = client.post(&url).multipart(form).send().unwrap();
-                    assert_eq!(response.status(), 201);
-                    // The link is single-use.
-                    let again = reqwest::blocking::multipart::Form::new().part(
-                        "file",
-                        reqwest::blocking::multipart::Part::bytes(b"again".to_vec())
-                            .file_name("x.txt"),
-                    );
-                    assert_eq!(
-                        client.post(&url).multipart(again).send().unwrap().status(),
-                        410
-                    );
-                }
-                answered.insert(id);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        answered.len()
-    })
-}
-
 #[test]
 fn file_delete_and_file_pick_reach_the_person_through_the_web_client() {
     let (server, harness) = gateway();
@@ -292,8 +226,9 @@ fn file_delete_and_file_pick_reach_the_person_through_the_web_client() {
         .unwrap();
     assert_eq!(events.status(), 200);
     std::thread::sleep(std::time::Duration::from_secs(1));
-    let person = answer_as_the_person(
-        &server,
+    let person = support::answer_as_the_person(
+        &server.base,
+        &server.token,
         &[("old.txt", true), ("keep.txt", false)],
         ("sales data.csv", b"a,b\n1,2\n"),
     );

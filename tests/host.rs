@@ -651,14 +651,37 @@ fn agent_tools_act_as_the_person(site: &Site) {
         .take(3)
         .collect::<Vec<_>>()
         .join("/");
+    // The person has the web client open: deletes are approved there, and a picked file
+    // is placed in the person's folder by their own worker.
+    let person_token = site.ferry_ok(&["token", "create", A]);
+    let person_token = person_token.lines().last().unwrap().trim().to_owned();
+    let events = support::client()
+        .get(format!("{base}/v1/events"))
+        .bearer_auth(&person_token)
+        .send()
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(site.sh(A, "echo bye > bye.txt"));
+    let person = support::answer_as_the_person(
+        &base,
+        &person_token,
+        &[("bye.txt", true)],
+        ("figures.csv", b"x,y\n1,2\n"),
+    );
     let out = mcp::try_drive(&json!({
         "server": mcp::http(&format!("{base}/mcp"), &token),
         "elicitation": null,
         "steps": [
             mcp::call("file_read", json!({"path": b_file})),
             mcp::call("terminal_run", json!({"command": "id -un"})),
+            mcp::call("file_delete", json!({"path": "bye.txt"})),
+            mcp::call("file_pick", json!({"prompt": "The figures"})),
         ],
+        "timeout_secs": 90,
     }));
+    let answered = person.join().unwrap();
+    drop(events);
     let _ = gateway.kill();
     let _ = gateway.wait();
     drop(gateway_out);
@@ -674,6 +697,22 @@ fn agent_tools_act_as_the_person(site: &Site) {
         mcp::text_of(&out["results"][1]).contains(USER_A),
         "{}",
         out["results"][1]
+    );
+    assert_eq!(answered, 2);
+    assert!(!mcp::is_error(&out["results"][2]), "{}", out["results"][2]);
+    assert!(!site.path("home/hta/bye.txt").exists());
+    let picked = &out["results"][3];
+    assert!(!mcp::is_error(picked), "{picked}");
+    let picked = picked["structuredContent"]["path"].as_str().unwrap();
+    assert!(
+        picked.contains("/private/people/hta/tmp/picks/"),
+        "{picked}"
+    );
+    assert_eq!(std::fs::read(picked).unwrap(), b"x,y\n1,2\n");
+    assert_eq!(
+        owner_mode(Path::new(picked)).0,
+        uid_of(USER_A),
+        "placed by the person's worker"
     );
 }
 

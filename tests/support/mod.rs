@@ -855,3 +855,73 @@ impl SseStream {
         }
     }
 }
+
+/// The person, at their web client (`base`, with their `token`): approves or denies the
+/// deletes whose subject ends with a name in `approve`, and answers every pick with
+/// `pick` (name, bytes), checking its link is single-use, the way the page does. Returns
+/// how many requests it answered (it stops after all of them, or a minute).
+pub fn answer_as_the_person(
+    base: &str,
+    token: &str,
+    approve: &'static [(&'static str, bool)],
+    pick: (&'static str, &'static [u8]),
+) -> std::thread::JoinHandle<usize> {
+    let (base, token) = (base.to_owned(), token.to_owned());
+    std::thread::spawn(move || {
+        let client = client();
+        let mut answered = std::collections::HashSet::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while answered.len() < approve.len() + 1 && std::time::Instant::now() < deadline {
+            let pending: Value = client
+                .get(format!("{base}/v1/interactions"))
+                .bearer_auth(&token)
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            for item in pending["interactions"].as_array().unwrap() {
+                let id = item["id"].as_str().unwrap().to_owned();
+                if answered.contains(&id) {
+                    continue;
+                }
+                if item["kind"] == "approval" {
+                    let subject = item["subject"].as_str().unwrap();
+                    let Some((_, yes)) = approve.iter().find(|(name, _)| subject.ends_with(name))
+                    else {
+                        continue;
+                    };
+                    let status = client
+                        .post(format!("{base}/v1/approvals/{id}"))
+                        .bearer_auth(&token)
+                        .json(&json!({"approve": yes}))
+                        .send()
+                        .unwrap()
+                        .status();
+                    assert_eq!(status, 200);
+                } else {
+                    let url = format!("{base}{}", item["uploadUrl"].as_str().unwrap());
+                    let form = reqwest::blocking::multipart::Form::new().part(
+                        "file",
+                        reqwest::blocking::multipart::Part::bytes(pick.1.to_vec())
+                            .file_name(pick.0),
+                    );
+                    let response = client.post(&url).multipart(form).send().unwrap();
+                    assert_eq!(response.status(), 201);
+                    // The link is single-use.
+                    let again = reqwest::blocking::multipart::Form::new().part(
+                        "file",
+                        reqwest::blocking::multipart::Part::bytes(b"again".to_vec())
+                            .file_name("x.txt"),
+                    );
+                    assert_eq!(
+                        client.post(&url).multipart(again).send().unwrap().status(),
+                        410
+                    );
+                }
+                answered.insert(id);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        answered.len()
+    })
+}

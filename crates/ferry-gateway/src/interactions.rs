@@ -405,7 +405,26 @@ async fn upload_pick(
             ApiError::bad_request("missing_file", "send the file in a part named 'file'")
         })?;
         let (site, pick) = (state.site.clone(), claim.pick()?);
-        blocking(move || site.finish_pick(&pick, filled.complete()?, &name)).await
+        // Host mode: the file is placed by the person's own worker (tools.md T-ID).
+        let requester = match site.mode() {
+            ferry_site::SiteMode::Host => {
+                Some(state.toolbox(pick.person()).map_err(ApiError::from_tool)?)
+            }
+            _ => None,
+        };
+        blocking(move || {
+            let place = |staged: &std::path::Path, destination: &std::path::Path| {
+                let toolbox = requester.as_ref().ok_or("no requester for host mode")?;
+                let bytes = std::fs::read(staged).map_err(|e| e.to_string())?;
+                toolbox
+                    .requester()
+                    .write(&destination.to_string_lossy(), bytes)
+                    .map(|_| ())
+                    .map_err(|e| e.message)
+            };
+            site.finish_pick_with(&pick, filled.complete()?, &name, &place)
+        })
+        .await
     }
     .await;
     match received {

@@ -11,7 +11,7 @@
 
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferry_fs::{AtomicWriter, Follow, FsError, safe_name};
@@ -20,7 +20,7 @@ use rusqlite::params;
 use sha2::Sha256;
 
 use crate::site::SERVICE_DIR;
-use crate::{Site, SiteError};
+use crate::{Site, SiteError, SiteMode};
 
 /// The person counts as reachable in the web client for this long after the gateway last
 /// saw one of their pages' event streams.
@@ -711,7 +711,13 @@ impl Site {
     ) -> Result<(AtomicWriter, String), SiteError> {
         let name = safe_name(raw_name)?;
         let owner = self.config().agent_ids(&claim.person);
-        let dir = self.make_dir(&pick_dir_rel(&claim.person, &claim.id), 0o700, owner)?;
+        // In host mode the service cannot enter the person's folders: the file is staged
+        // in the service's own folder and placed as the person (`finish_pick_with`).
+        let rel = match self.mode() {
+            SiteMode::Host => staging_dir_rel(&claim.id),
+            _ => pick_dir_rel(&claim.person, &claim.id),
+        };
+        let dir = self.make_dir(&rel, 0o700, owner)?;
         let writer = AtomicWriter::create(&dir, &name)?
             .limit(self.pick_max_bytes())
             .owner(owner);
@@ -720,13 +726,42 @@ impl Site {
 
     /// Puts the picked file in place and marks the pick arrived, for [`PICK_FILE_TTL`].
     /// Refused, with nothing kept, when the person cancelled or the waiter gave up meanwhile.
+    /// Not for host mode, where the file must be placed as the person: see
+    /// [`Site::finish_pick_with`].
     pub fn finish_pick(
         &self,
         claim: &ClaimedPick,
         writer: AtomicWriter,
         name: &str,
     ) -> Result<PickArrival, SiteError> {
+        self.finish_pick_with(claim, writer, name, &|_, _| {
+            Err("host mode places picked files as the person".to_owned())
+        })
+    }
+
+    /// [`Site::finish_pick`], where in host mode `place(staged, destination)` copies the
+    /// staged file to its place in the person's folder, acting as the person.
+    pub fn finish_pick_with(
+        &self,
+        claim: &ClaimedPick,
+        writer: AtomicWriter,
+        name: &str,
+        place: &dyn Fn(&Path, &Path) -> Result<(), String>,
+    ) -> Result<PickArrival, SiteError> {
         let written = writer.commit()?;
+        if self.mode() == SiteMode::Host {
+            let staging = std::path::absolute(self.path())?.join(staging_dir_rel(&claim.id));
+            let destination = self.pick_file_path(&claim.person, &claim.id, name)?;
+            let placed = place(&staging.join(name), &destination);
+            self.remove_staging_dir(&claim.id)?;
+            if let Err(why) = placed {
+                self.release_pick(claim)?;
+                return Err(SiteError::Io(std::io::Error::other(format!(
+                    "the picked file could not be placed in {}'s folder: {why}",
+                    claim.person
+                ))));
+            }
+        }
         let now = millis(SystemTime::now());
         let changed = self.db.conn().execute(
             "UPDATE interactions
@@ -788,6 +823,8 @@ impl Site {
             let picks = match self.root().open_dir(&rel, Follow::Never) {
                 Ok(dir) => dir,
                 Err(FsError::NotFound) => continue,
+                // Host mode: the person's folder is theirs alone; their tmp/ is theirs to clear.
+                Err(FsError::PermissionDenied) if self.mode() == SiteMode::Host => continue,
                 // A link in place of a folder of ours: leave it, and everything it points at.
                 Err(FsError::PathEscapes | FsError::NotADirectory) => {
                     tracing::warn!("{rel} is not a folder; picked files there are not swept");
@@ -926,6 +963,9 @@ impl Site {
     }
 
     fn remove_pick_dir(&self, person: &str, id: &str) -> Result<(), SiteError> {
+        if self.mode() == SiteMode::Host {
+            return self.remove_staging_dir(id);
+        }
         let rel = format!("private/people/{person}/{PICKS_DIR}");
         let picks = match self.root().open_dir(&rel, Follow::Never) {
             Ok(dir) => dir,
@@ -937,6 +977,43 @@ impl Site {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+impl Site {
+    /// Removes host mode's staging folder of pick `id` and what is in it.
+    fn remove_staging_dir(&self, id: &str) -> Result<(), SiteError> {
+        let staging = match self.root().open_dir(&staging_root_rel(), Follow::Never) {
+            Ok(dir) => dir,
+            Err(FsError::NotFound) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let folder = match staging.open_dir(id, Follow::Never) {
+            Ok(dir) => dir,
+            Err(FsError::NotFound) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        for entry in folder.entries()? {
+            match folder.remove(&entry.name) {
+                Ok(()) | Err(FsError::NotFound) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        match staging.remove_empty_dir(id) {
+            Ok(()) | Err(FsError::NotFound) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Where host mode stages picked files before placing them as the person: the service's
+/// own folder, `.ferry/picks/`.
+fn staging_root_rel() -> String {
+    format!("{SERVICE_DIR}/picks")
+}
+
+/// `.ferry/picks/<id>`, relative to the site.
+fn staging_dir_rel(id: &str) -> String {
+    format!("{}/{id}", staging_root_rel())
 }
 
 /// `private/people/<person>/tmp/picks/<id>`, relative to the site.

@@ -227,13 +227,7 @@ impl Executor {
                 } else {
                     dir.metadata(&rel)?
                 };
-                Ok(FileInfo {
-                    path: abs.display().to_string(),
-                    kind: kind_of(meta.kind),
-                    size: meta.size,
-                    mtime: unix_secs(meta.mtime),
-                    mode: meta.mode & 0o7777,
-                })
+                Ok(info_from(abs.display().to_string(), &meta))
             }
             Target::Absolute(abs) => Ok(info_of(&abs, &std::fs::symlink_metadata(&abs)?)),
         }
@@ -332,13 +326,7 @@ impl Executor {
                     let Ok(meta) = dir.metadata(&name) else {
                         continue;
                     };
-                    entries.push(FileInfo {
-                        path: name,
-                        kind: kind_of(meta.kind),
-                        size: meta.size,
-                        mtime: unix_secs(meta.mtime),
-                        mode: meta.mode & 0o7777,
-                    });
+                    entries.push(info_from(name, &meta));
                 }
                 total
             }
@@ -565,12 +553,19 @@ fn non_empty(rel: &str) -> Result<&str, RequestError> {
     }
 }
 
-fn kind_of(kind: EntryKind) -> Kind {
-    match kind {
-        EntryKind::File => Kind::File,
-        EntryKind::Dir => Kind::Dir,
-        EntryKind::Symlink => Kind::Symlink,
-        _ => Kind::Other,
+/// What a confined handle read of `path`.
+fn info_from(path: String, meta: &ferry_fs::Metadata) -> FileInfo {
+    FileInfo {
+        path,
+        kind: match meta.kind {
+            EntryKind::File => Kind::File,
+            EntryKind::Dir => Kind::Dir,
+            EntryKind::Symlink => Kind::Symlink,
+            _ => Kind::Other,
+        },
+        size: meta.size,
+        mtime: unix_secs(meta.mtime),
+        mode: meta.mode & 0o7777,
     }
 }
 
@@ -602,13 +597,7 @@ fn unix_secs(t: std::time::SystemTime) -> i64 {
 
 /// The sha256 of `bytes`, in lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for byte in digest {
-        use std::fmt::Write as _;
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
+    data_encoding::HEXLOWER.encode(&Sha256::digest(bytes))
 }
 
 /// Bytes as base64 in JSON: a file's content crossing the worker's socket.

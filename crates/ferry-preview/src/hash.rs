@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 use crate::limits::HASH_READ_CHUNK_BYTES;
 
 /// Hex SHA-256 of everything `reader` holds, read from its start.
-pub(crate) fn sha256_hex<R: Read + Seek>(reader: &mut R) -> io::Result<String> {
+pub fn sha256_hex<R: Read + Seek>(reader: &mut R) -> io::Result<String> {
     reader.rewind()?;
     let mut hasher = Sha256::new();
     let mut chunk = vec![0u8; HASH_READ_CHUNK_BYTES];

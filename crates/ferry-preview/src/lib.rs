@@ -27,6 +27,7 @@ use std::io::{BufReader, Read, Seek};
 
 pub use budget::TRUNCATION_NOTE;
 pub use error::PreviewError;
+pub use hash::sha256_hex;
 pub use limits::{
     IMAGE_INPUT_MAX_BYTES, IMAGE_PIXELS_MAX, MODEL_IMAGE_MAX_BYTES, MODEL_IMAGE_MAX_SIDE_PIXELS,
     PREVIEW_TEXT_MAX_BYTES, THUMBNAIL_MAX_SIDE_PIXELS,

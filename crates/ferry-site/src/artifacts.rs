@@ -17,6 +17,8 @@ CREATE TABLE IF NOT EXISTS artifacts (
     size INTEGER NOT NULL,
     sha256 TEXT NOT NULL,
     delivered_as TEXT NOT NULL DEFAULT '',
+    -- The file's modification time when it was hashed: unchanged size and time, no rehash.
+    mtime INTEGER NOT NULL DEFAULT 0,
     created INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS artifacts_by_person ON artifacts (person, id);
@@ -58,6 +60,9 @@ pub struct Artifact {
     pub delivered_as: String,
     /// RFC 3339.
     pub created: String,
+    /// Seconds since the epoch, of the file when it was recorded.
+    #[serde(skip)]
+    pub mtime: i64,
 }
 
 impl Site {
@@ -75,7 +80,7 @@ impl Site {
         }
         self.db.conn().execute(
             "INSERT INTO artifacts (person, kind, task, slug, path, size, sha256, delivered_as, \
-             created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             mtime, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             (
                 person,
                 record.kind.as_str(),
@@ -85,10 +90,29 @@ impl Site {
                 record.size as i64,
                 &record.sha256,
                 &record.delivered_as,
+                record.mtime,
                 now_secs(),
             ),
         )?;
         Ok(true)
+    }
+
+    /// Whether the newest record of the file at `path` under `artifacts/` has this size
+    /// and modification time: then its content is taken as recorded, without hashing.
+    pub fn artifact_unchanged(
+        &self,
+        person: &str,
+        path: &str,
+        size: u64,
+        mtime: i64,
+    ) -> Result<bool, SiteError> {
+        let newest = self.db.row(
+            "SELECT size, mtime FROM artifacts WHERE person = ?1 AND kind = 'artifact' \
+             AND path = ?2 ORDER BY id DESC LIMIT 1",
+            (person, path),
+            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+        )?;
+        Ok(newest == Some((size as i64, mtime)))
     }
 
     /// The person's manifest, oldest first.
@@ -113,6 +137,7 @@ impl Site {
                 size: row.get::<_, i64>(4)?.max(0) as u64,
                 sha256: row.get(5)?,
                 delivered_as: row.get(6)?,
+                mtime: 0,
                 created: crate::rfc3339(
                     std::time::UNIX_EPOCH
                         + std::time::Duration::from_secs(row.get::<_, i64>(7)?.max(0) as u64),

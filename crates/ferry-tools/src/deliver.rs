@@ -1,12 +1,10 @@
 //! `file_deliver` and the artifact manifest (spec tools.md T-FLOW).
 
-use std::io::Read;
 use std::path::Path;
 
 use ferry_exec::ops::Kind;
 use ferry_site::{Artifact, ArtifactKind, check_id};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use crate::args::{self, FileDeliver};
 use crate::read::io_error;
@@ -48,8 +46,10 @@ pub(crate) fn file_deliver(
         }
     }
     // Every source is checked before the first copy: a bad path delivers nothing.
+    let mut sources = Vec::with_capacity(args.paths.len());
     for path in &args.paths {
         let info = tools.requester().stat(path)?;
+        sources.push(info.path.clone());
         if info.kind != Kind::File {
             return Err(ToolError::new(
                 "not_a_file",
@@ -65,9 +65,8 @@ pub(crate) fn file_deliver(
     sync_artifacts(tools)?;
     let mut delivered = Vec::new();
     let mut lines = Vec::new();
-    for path in &args.paths {
+    for (path, source) in args.paths.iter().zip(sources) {
         let written = tools.requester().deliver(path, &attachments_str)?;
-        let source = tools.requester().stat(path)?.path;
         let name = Path::new(&written.path)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -88,16 +87,18 @@ pub(crate) fn file_deliver(
                     None => public_path.clone(),
                 },
                 created: String::new(),
+                mtime: 0,
             },
         )?;
-        lines.push(format!("📎 {name} — {public_path}"));
+        let notice = format!("📎 {name} — {public_path}");
+        lines.push(notice.clone());
         delivered.push(json!({
             "source": source,
             "path": public_path,
             "project": project,
             "size": written.size,
             "sha256": written.sha256,
-            "notice": format!("📎 {name} — {public_path}"),
+            "notice": notice,
         }));
     }
     Ok(ToolOutput::text(format!(
@@ -123,6 +124,12 @@ fn task_and_slug(tools: &Toolbox, abs: &str) -> (String, String) {
         })
         .unwrap_or_default();
     (slug.clone(), slug)
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Records every file under the person's `artifacts/` that the manifest does not hold
@@ -151,8 +158,20 @@ pub fn sync_artifacts(tools: &Toolbox) -> Result<usize, ToolError> {
                         );
                         return Ok(recorded);
                     }
+                    // Hashed once per content: an unchanged size and time is not read again
+                    // (times are in seconds, so a file changed this very second is read).
+                    if entry.mtime < now_secs() - 1
+                        && tools.site().artifact_unchanged(
+                            tools.person(),
+                            &path,
+                            entry.size,
+                            entry.mtime,
+                        )?
+                    {
+                        continue;
+                    }
                     let (mut file, info) = tools.requester().open(&path)?;
-                    let sha256 = hash(&mut file)?;
+                    let sha256 = ferry_preview::sha256_hex(&mut file).map_err(io_error)?;
                     let (task, slug) = task_and_slug(tools, &info.path);
                     let new = tools.site().record_artifact(
                         tools.person(),
@@ -165,6 +184,7 @@ pub fn sync_artifacts(tools: &Toolbox) -> Result<usize, ToolError> {
                             sha256,
                             delivered_as: String::new(),
                             created: String::new(),
+                            mtime: info.mtime,
                         },
                     )?;
                     recorded += usize::from(new);
@@ -174,21 +194,4 @@ pub fn sync_artifacts(tools: &Toolbox) -> Result<usize, ToolError> {
         }
     }
     Ok(recorded)
-}
-
-fn hash(file: &mut std::fs::File) -> Result<String, ToolError> {
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = file.read(&mut buf).map_err(io_error)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
 }

@@ -137,12 +137,11 @@ fn bad_token() -> ToolError {
 }
 
 fn decode_token(token: &str, folder: &str) -> Result<Vec<u8>, ToolError> {
-    let bad = bad_token;
     let raw = BASE32_NOPAD
         .decode(token.to_ascii_uppercase().as_bytes())
-        .map_err(|_| bad())?;
+        .map_err(|_| bad_token())?;
     if raw.len() <= TOKEN_PATH_BYTES || raw[..TOKEN_PATH_BYTES] != folder_hash(folder) {
-        return Err(bad());
+        return Err(bad_token());
     }
     Ok(raw[TOKEN_PATH_BYTES..].to_vec())
 }

@@ -114,37 +114,21 @@ impl From<RequestError> for ToolError {
 impl From<ferry_site::SiteError> for ToolError {
     fn from(e: ferry_site::SiteError) -> ToolError {
         use ferry_site::SiteError as E;
-        let code = match &e {
+        let code = match e {
+            // A file system error says the same through a tool as through the requester.
+            E::Fs(fs) => return RequestError::from(fs).into(),
             E::InvalidId { .. } => "invalid_id",
             E::UnknownPerson(_) => "unknown_person",
             E::UnknownProject(_) => "unknown_project",
-            E::Fs(fs) => return RequestError::from(fs_clone(fs)).into(),
             _ => "site_error",
         };
         ToolError::new(code, e.to_string())
     }
 }
 
-/// The same error again (FsError holds an io::Error, which does not clone).
-fn fs_clone(e: &ferry_fs::FsError) -> ferry_fs::FsError {
-    use ferry_fs::FsError as F;
-    match e {
-        F::PathEscapes => F::PathEscapes,
-        F::EmptyPath => F::EmptyPath,
-        F::PathTooLong => F::PathTooLong,
-        F::NulByte => F::NulByte,
-        F::UnsafeName(n) => F::UnsafeName(n.clone()),
-        F::NotFound => F::NotFound,
-        F::Exists => F::Exists,
-        F::IsDirectory => F::IsDirectory,
-        F::NotADirectory => F::NotADirectory,
-        F::NotRegular => F::NotRegular,
-        F::NotEmpty => F::NotEmpty,
-        F::TooLarge(n) => F::TooLarge(*n),
-        F::PermissionDenied => F::PermissionDenied,
-        F::Io(io) => F::Io(std::io::Error::new(io.kind(), io.to_string())),
-    }
-}
+/// How paths and deliveries work with these tools; the last part of the instructions.
+pub(crate) const TOOLS_NOTE: &str = "Relative paths are relative to the workspace. Deliver \
+    finished files with `file_deliver` and repeat the 📎 lines it returns in your reply.\n";
 
 /// The tools of one person: what they may use, and how to act as them.
 pub struct Toolbox {
@@ -238,9 +222,7 @@ impl Toolbox {
         let p = &self.paths;
         format!(
             "{rules}\n## Your folders\n\n- Workspace (home, `~`): {home}\n- Drafts: {tmp}/<task>/\n\
-             - Finished output: {artifacts}/<slug>/\n- Shared with everyone: {shared}\n\n\
-             Relative paths are relative to the workspace. Deliver finished files with \
-             `file_deliver` and repeat the 📎 lines it returns in your reply.\n",
+             - Finished output: {artifacts}/<slug>/\n- Shared with everyone: {shared}\n\n{TOOLS_NOTE}",
             rules = ferry_site::docs::FILE_DELIVERY_MD,
             home = p.home.display(),
             tmp = p.tmp.display(),

@@ -66,9 +66,9 @@ impl McpServer {
     ) -> McpServer {
         McpServer {
             instructions: format!(
-                "{}\nRelative paths are relative to your workspace. Deliver finished files \
-                 with `file_deliver` and repeat the 📎 lines it returns in your reply.\n",
-                ferry_site::docs::FILE_DELIVERY_MD
+                "{}\n{}",
+                ferry_site::docs::FILE_DELIVERY_MD,
+                crate::TOOLS_NOTE
             ),
             source: Source::PerRequest(Arc::new(lookup)),
         }

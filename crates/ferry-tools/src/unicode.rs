@@ -38,7 +38,7 @@ fn replace_lone_surrogates(text: &[u8]) -> Vec<u8> {
             continue;
         }
         match hex_escape(text, i) {
-            Some(unit @ 0xD800..=0xDBFF) => {
+            Some(0xD800..=0xDBFF) => {
                 match hex_escape(text, i + 6) {
                     // A proper pair: keep both halves.
                     Some(0xDC00..=0xDFFF) => {
@@ -46,7 +46,6 @@ fn replace_lone_surrogates(text: &[u8]) -> Vec<u8> {
                         i += 12;
                     }
                     _ => {
-                        let _ = unit;
                         out.extend_from_slice(NOT_UNICODE_ESCAPE);
                         i += 6;
                     }

@@ -15,7 +15,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -75,21 +75,13 @@ pub fn try_drive(input: &Value) -> Result<Value, String> {
         .unwrap()
         .write_all(input.to_string().as_bytes());
     // The driver keeps its own time; this only catches a driver that hangs regardless.
-    let deadline = Instant::now() + Duration::from_secs_f64(timeout + 30.0);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
+    let status = super::exit_within(&mut child, Duration::from_secs_f64(timeout + 30.0))
+        .unwrap_or_else(|| {
             panic!(
                 "the MCP driver did not exit within {timeout} s + 30 s; stderr:\n{}",
                 std::fs::read_to_string(&err_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+            )
+        });
     let stdout = std::fs::read_to_string(&out_path).unwrap();
     let stderr = std::fs::read_to_string(&err_path).unwrap();
     // The server's log and the driver's notes; shown by the test harness on failure.

@@ -221,26 +221,33 @@ pub fn finish(mut cmd: Command) -> Finished {
     cmd.stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(std::fs::File::create(&err_path).unwrap());
     let mut child = cmd.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "the command did not exit; it printed {:?} {:?}",
-                std::fs::read_to_string(&out_path).unwrap_or_default(),
-                std::fs::read_to_string(&err_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_within(&mut child, Duration::from_secs(30)).unwrap_or_else(|| {
+        panic!(
+            "the command did not exit; it printed {:?} {:?}",
+            std::fs::read_to_string(&out_path).unwrap_or_default(),
+            std::fs::read_to_string(&err_path).unwrap_or_default()
+        )
+    });
     Finished {
         status,
         stdout: std::fs::read_to_string(&out_path).unwrap(),
         stderr: std::fs::read_to_string(&err_path).unwrap(),
+    }
+}
+
+/// The child's exit status, or `None` (and the child killed) when it runs past `limit`.
+pub fn exit_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

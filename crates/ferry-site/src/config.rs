@@ -22,6 +22,17 @@ pub const BODY_IDLE_TIMEOUT_SECS: u64 = 30;
 pub const BODY_MIN_BYTES_PER_SEC: u64 = 1024;
 /// Seconds a client has to send the request headers.
 pub const HEADER_READ_TIMEOUT_SECS: u64 = 30;
+/// Live event streams (`GET /v1/events`) one person may hold open at once.
+pub const MAX_EVENT_STREAMS: u32 = 16;
+/// Bytes one person may keep in `public/` folders (main and projects) plus saved
+/// command output (10 GiB).
+pub const PERSON_MAX_BYTES: u64 = 10 * 1024 * 1024 * 1024;
+/// Hours saved command output (`fullOutputPath`) is kept.
+pub const EXEC_OUTPUT_TTL_HOURS: u64 = 24;
+/// Bytes of saved command output one person may keep at once (1 GiB).
+pub const EXEC_OUTPUT_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+/// Bytes of one agent reply the chat relay relays and saves (1 MiB).
+pub const AGENT_MAX_REPLY_BYTES: u64 = 1024 * 1024;
 
 /// Prefix of the environment variables that override `ferry.toml`.
 const ENV_PREFIX: &str = "FERRY_";
@@ -87,6 +98,8 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// How commands run (T-GUARD).
     pub exec: ExecConfig,
+    /// Per-person storage limits.
+    pub limits: LimitsConfig,
 }
 
 /// How ferry is deployed relative to the agents whose files it serves.
@@ -144,6 +157,8 @@ pub struct ServerConfig {
     pub body_min_bytes_per_sec: u64,
     /// Seconds a client has to send the request headers.
     pub header_read_timeout_secs: u64,
+    /// Live event streams one person may hold open; more are `429`.
+    pub max_event_streams: u32,
 }
 
 impl Default for ServerConfig {
@@ -153,6 +168,7 @@ impl Default for ServerConfig {
             body_idle_timeout_secs: BODY_IDLE_TIMEOUT_SECS,
             body_min_bytes_per_sec: BODY_MIN_BYTES_PER_SEC,
             header_read_timeout_secs: HEADER_READ_TIMEOUT_SECS,
+            max_event_streams: MAX_EVENT_STREAMS,
         }
     }
 }
@@ -217,8 +233,10 @@ pub struct AgentConfig {
     pub upstream: Option<String>,
     /// The `model` named in each upstream request.
     pub model: String,
-    /// Seconds one turn may take.
+    /// Seconds one turn may take: a hard deadline, the upstream request is cancelled then.
     pub timeout_secs: u64,
+    /// Bytes of one reply relayed and saved; the rest is cut, and the reply says so.
+    pub max_reply_bytes: u64,
 }
 
 impl Default for AgentConfig {
@@ -227,6 +245,7 @@ impl Default for AgentConfig {
             upstream: None,
             model: "ferry-agent".to_owned(),
             timeout_secs: CHAT_TURN_TIMEOUT_SECS,
+            max_reply_bytes: AGENT_MAX_REPLY_BYTES,
         }
     }
 }
@@ -278,23 +297,60 @@ pub enum DeleteApproval {
 }
 
 /// The `[exec]` section.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExecConfig {
-    /// `"none"`, `"bwrap"` or `"landlock"`.
+    /// `"auto"` (the strongest the machine has), `"landlock"`, `"bwrap"` or `"none"`.
     pub sandbox: SandboxChoice,
     /// Whether sandboxed commands may use the network.
     pub network: bool,
+    /// Hours saved command output is kept before it is removed.
+    pub output_ttl_hours: u64,
+    /// Bytes of saved command output one person may keep; the oldest goes first.
+    pub output_max_bytes: u64,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        Self {
+            sandbox: SandboxChoice::Auto,
+            network: false,
+            output_ttl_hours: EXEC_OUTPUT_TTL_HOURS,
+            output_max_bytes: EXEC_OUTPUT_MAX_BYTES,
+        }
+    }
 }
 
 /// Which sandbox commands run in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxChoice {
+    /// Landlock where the kernel has it, else bubblewrap; with neither, commands are
+    /// refused (the opt-out is an explicit `"none"`).
     #[default]
+    Auto,
+    /// No confinement beyond the person's own permissions: in local mode the agent then
+    /// has the service's authority.
     None,
     Bwrap,
     Landlock,
+}
+
+/// The `[limits]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Bytes one person may keep in their `public/` folders plus saved command output;
+    /// a write past it is `507 quota_exceeded` and leaves nothing.
+    pub person_max_bytes: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            person_max_bytes: PERSON_MAX_BYTES,
+        }
+    }
 }
 
 /// The environment variable that overrides `section.key`.
@@ -466,6 +522,21 @@ impl Config {
         if self.agent.timeout_secs == 0 {
             return Err(invalid("agent.timeout_secs", "must be greater than 0"));
         }
+        if self.agent.max_reply_bytes == 0 {
+            return Err(invalid("agent.max_reply_bytes", "must be greater than 0"));
+        }
+        if self.server.max_event_streams == 0 {
+            return Err(invalid(
+                "server.max_event_streams",
+                "must be greater than 0, or no page gets live updates",
+            ));
+        }
+        if self.exec.output_ttl_hours == 0 {
+            return Err(invalid("exec.output_ttl_hours", "must be greater than 0"));
+        }
+        if self.limits.person_max_bytes == 0 {
+            return Err(invalid("limits.person_max_bytes", "must be greater than 0"));
+        }
         if self.media.max_upload_bytes == 0 {
             return Err(invalid("media.max_upload_bytes", "must be greater than 0"));
         }
@@ -564,6 +635,11 @@ mod tests {
         assert!(c.media.allowed_extensions.iter().any(|e| e == "pptx"));
         assert_eq!(c.deliveries.max_bytes, 64 * 1024 * 1024);
         assert_eq!(c.deliveries.timeout_secs, 60);
+        assert_eq!(c.server.max_event_streams, 16);
+        assert_eq!(c.agent.max_reply_bytes, 1024 * 1024);
+        assert_eq!(c.exec.sandbox, SandboxChoice::Auto);
+        assert_eq!(c.exec.output_ttl_hours, 24);
+        assert_eq!(c.limits.person_max_bytes, 10 * 1024 * 1024 * 1024);
         assert_eq!(c.agent_ids("alice"), None);
     }
 

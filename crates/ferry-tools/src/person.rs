@@ -106,7 +106,8 @@ pub(crate) fn requester_for(
         user: person.to_owned(),
         full_output_dir: paths.terminal_output.clone(),
         sandbox: match config.exec.sandbox {
-            SandboxChoice::None => SandboxKind::None,
+            // Placeholder until the probe for the strongest sandbox lands (issue 8, hole 5).
+            SandboxChoice::Auto | SandboxChoice::None => SandboxKind::None,
             SandboxChoice::Bwrap => SandboxKind::Bwrap,
             SandboxChoice::Landlock => SandboxKind::Landlock,
         },

@@ -556,11 +556,11 @@ fn open_events(server: &Server, token: &str) -> SseStream {
     SseStream::new(response)
 }
 
-/// A person's open `GET /v1/events`. A file in `public/attachments/` is announced by the
-/// handler that wrote it and may be announced again by the poller a moment later, alone or
-/// together with files that changed since (and a file written on disk may be seen twice
-/// while it is being written). Such repeats of announced attachments are skipped or
-/// allowed beside the expected paths; anything else must be exactly the expected event.
+/// A person's open `GET /v1/events`. A file written on disk into `public/attachments/`
+/// may be seen twice while it is being written, alone or together with files that changed
+/// since. Such repeats of announced attachments are skipped or allowed beside the
+/// expected paths; anything else must be exactly the expected event (that a delivery is
+/// announced once is `events_announce_a_delivery_once_on_every_stream`).
 struct Watch {
     stream: SseStream,
     /// The events received, as JSON, repeats included.
@@ -2109,6 +2109,156 @@ fn events_reach_only_their_own_person() {
     upload(&server, &bob, "bob.txt", b"bob's", None);
     bobs.expect(None, &["public/bob.txt"]);
     assert_eq!(bobs.seen.len(), 1, "{:?}", bobs.seen);
+    assert_alive(&mut server);
+}
+
+/// Every `files` event `stream` brings within `wait`.
+fn files_events_within(stream: &mut SseStream, wait: Duration) -> Vec<Value> {
+    let deadline = Instant::now() + wait;
+    let mut seen = Vec::new();
+    while let Some(event) = stream.next(deadline.saturating_duration_since(Instant::now())) {
+        assert_eq!(event.event, "files", "{event:?}");
+        seen.push(event.json());
+    }
+    seen
+}
+
+#[test]
+fn events_announce_a_delivery_once_on_every_stream() {
+    let mut server = Server::start();
+    let harness = server.create_token("me", "harness");
+    let peer = Peer::start(|_| Reply::ok("delivered once"));
+    let mut streams = [
+        open_events(&server, &server.token),
+        open_events(&server, &server.token),
+    ];
+
+    // Out of band: the handler writes it, and the poller looks at the folder after.
+    deliver(&server, &harness, json!({ "url": peer.url("/once.txt") }));
+    // Several poll intervals: a second announcement would have come by then.
+    let want = json!({ "project": null, "paths": ["public/attachments/once.txt"] });
+    for stream in &mut streams {
+        assert_eq!(files_events_within(stream, POLL_WAIT), [want.clone()]);
+    }
+
+    // Through a chat turn: the agent delivers, the turn ends and announces it.
+    let agent = Agent::start();
+    drop(server);
+    let mut server = start_with_agent(&agent);
+    let mut streams = [
+        open_events(&server, &server.token),
+        open_events(&server, &server.token),
+    ];
+    let (gateway, peer_url) = (server.base.clone(), peer.url("/by-agent.txt"));
+    agent.answer(Answer::Stream(vec![act(move |request| {
+        let response = client()
+            .post(format!("{gateway}/v1/deliveries"))
+            .bearer_auth(request.token())
+            .json(&json!({ "url": peer_url }))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 201);
+    })]));
+    let events = turn(&server, json!({ "message": "Deliver it." }));
+    assert_eq!(named(&events), vec![notice_ev("by-agent.txt"), done_ev()]);
+    let want = json!({ "project": null, "paths": ["public/attachments/by-agent.txt"] });
+    for stream in &mut streams {
+        assert_eq!(files_events_within(stream, POLL_WAIT), [want.clone()]);
+    }
+    assert_alive(&mut server);
+}
+
+/// A raw `GET /v1/events` on a connection of its own: the status, the connection (open
+/// while the stream lives) and, for a refusal, its JSON body.
+fn raw_events(server: &Server, token: &str) -> (u16, TcpStream, Value) {
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    write!(
+        stream,
+        "GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            stream.read(&mut byte).unwrap(),
+            1,
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let status = support::status_of(&head);
+    if status == 200 {
+        return (status, stream, Value::Null);
+    }
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .expect("a refusal has a length");
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body).unwrap();
+    (status, stream, serde_json::from_slice(&body).unwrap())
+}
+
+#[test]
+fn events_streams_of_one_person_are_capped_and_a_closed_one_frees_its_slot() {
+    let mut server = start_with_upstream(
+        "http://127.0.0.1:9/none",
+        &[("FERRY_SERVER__MAX_EVENT_STREAMS", "3")],
+    );
+    let bob = server.add_person("bob");
+    let mut open = Vec::new();
+    // limit − 1 and limit are served …
+    for n in 1..=3 {
+        let (status, stream, body) = raw_events(&server, &server.token);
+        assert_eq!(status, 200, "stream {n}: {body}");
+        open.push(stream);
+    }
+    // … limit + 1 is refused in the one error shape, and nobody else is affected.
+    let (status, _, body) = raw_events(&server, &server.token);
+    assert_refused((status, body), 429, "too_many_streams");
+    let (status, _bobs, body) = raw_events(&server, &bob);
+    assert_eq!(status, 200, "{body}");
+
+    // A closed stream frees its slot, soon.
+    let closed = open.pop().unwrap();
+    closed.shutdown(Shutdown::Both).unwrap();
+    drop(closed);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let reopened = loop {
+        let (status, stream, body) = raw_events(&server, &server.token);
+        match status {
+            200 => break stream,
+            429 if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            _ => panic!("the closed stream's slot was not freed: {status} {body}"),
+        }
+    };
+    let (status, _, body) = raw_events(&server, &server.token);
+    assert_refused((status, body), 429, "too_many_streams");
+    drop((open, reopened));
+    assert_alive(&mut server);
+
+    // The default is 16.
+    let mut server = Server::start();
+    let streams: Vec<_> = (1..=16)
+        .map(|n| {
+            let (status, stream, body) = raw_events(&server, &server.token);
+            assert_eq!(status, 200, "stream {n}: {body}");
+            stream
+        })
+        .collect();
+    let (status, _, body) = raw_events(&server, &server.token);
+    assert_refused((status, body), 429, "too_many_streams");
+    drop(streams);
     assert_alive(&mut server);
 }
 

@@ -1548,6 +1548,7 @@ fn chat_upstream_line_without_end_is_cut_fast_while_others_stay_fast() {
     );
     // The line buffer is bounded: nothing near the 60 MB was held.
     let grew = peak_rss_kib(&server).saturating_sub(before);
+    eprintln!("60 MB line: turn {took:?}, slowest other request {slowest:?}, peak RSS +{grew} KiB");
     assert!(grew < 32 * 1024, "the gateway grew by {grew} KiB");
     assert_eq!(
         history(&server, None)
@@ -1594,6 +1595,7 @@ fn chat_turn_timeout_is_a_hard_deadline_and_closes_the_upstream() {
         let events = turn(&server, json!({ "message": format!("Attack {i}") }));
         let took = started.elapsed();
         let ended = Instant::now();
+        eprintln!("attack {i} under a 2 s timeout: the turn took {took:?}");
         assert_eq!(
             error_code_of(&events),
             "upstream_timeout",
@@ -1718,6 +1720,7 @@ fn chat_fifty_megabyte_reply_is_cut_at_one_mebibyte_and_the_upstream_closed() {
     let page: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(page["messages"][1]["text"].as_str().unwrap(), want);
     let grew = peak_rss_kib(&server).saturating_sub(before);
+    eprintln!("50 MiB reply: peak RSS +{grew} KiB");
     assert!(grew < 48 * 1024, "the gateway grew by {grew} KiB");
     assert_alive(&mut server);
 }
@@ -1953,6 +1956,7 @@ fn chat_history_reads_are_bounded_however_long_the_saved_words() {
         assert!(page["earlier"].is_i64(), "more pages wait");
     }
     let grew = peak_rss_kib(&server).saturating_sub(before);
+    eprintln!("eight concurrent history reads: peak RSS +{grew} KiB");
     assert!(
         grew < 160 * 1024,
         "eight history reads grew the gateway by {grew} KiB"
@@ -2125,7 +2129,7 @@ fn files_events_within(stream: &mut SseStream, wait: Duration) -> Vec<Value> {
 
 #[test]
 fn events_announce_a_delivery_once_on_every_stream() {
-    let mut server = Server::start();
+    let server = Server::start();
     let harness = server.create_token("me", "harness");
     let peer = Peer::start(|_| Reply::ok("delivered once"));
     let mut streams = [
@@ -2138,7 +2142,10 @@ fn events_announce_a_delivery_once_on_every_stream() {
     // Several poll intervals: a second announcement would have come by then.
     let want = json!({ "project": null, "paths": ["public/attachments/once.txt"] });
     for stream in &mut streams {
-        assert_eq!(files_events_within(stream, POLL_WAIT), [want.clone()]);
+        assert_eq!(
+            files_events_within(stream, POLL_WAIT),
+            std::slice::from_ref(&want)
+        );
     }
 
     // Through a chat turn: the agent delivers, the turn ends and announces it.
@@ -2163,7 +2170,10 @@ fn events_announce_a_delivery_once_on_every_stream() {
     assert_eq!(named(&events), vec![notice_ev("by-agent.txt"), done_ev()]);
     let want = json!({ "project": null, "paths": ["public/attachments/by-agent.txt"] });
     for stream in &mut streams {
-        assert_eq!(files_events_within(stream, POLL_WAIT), [want.clone()]);
+        assert_eq!(
+            files_events_within(stream, POLL_WAIT),
+            std::slice::from_ref(&want)
+        );
     }
     assert_alive(&mut server);
 }

@@ -58,9 +58,9 @@ pub struct ChatPage {
 pub fn reply_cut_note(max_bytes: u64) -> String {
     const KIB: u64 = 1024;
     const MIB: u64 = 1024 * KIB;
-    let size = if max_bytes % MIB == 0 {
+    let size = if max_bytes.is_multiple_of(MIB) {
         format!("{} MiB", max_bytes / MIB)
-    } else if max_bytes % KIB == 0 {
+    } else if max_bytes.is_multiple_of(KIB) {
         format!("{} KiB", max_bytes / KIB)
     } else {
         format!("{max_bytes} bytes")

@@ -537,3 +537,71 @@ async fn send(tx: &mpsc::Sender<Event>, name: &str, data: Value) -> bool {
 fn describe(err: &reqwest::Error) -> String {
     crate::deliveries::without_url(err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(max_bytes: usize) -> Lines {
+        Lines {
+            partial: BytesMut::new(),
+            max_bytes,
+        }
+    }
+
+    #[test]
+    fn lines_split_across_chunks_come_out_whole() {
+        let mut l = lines(64);
+        assert_eq!(l.push(Bytes::from_static(b"data: a")), Some(vec![]));
+        let got = l.push(Bytes::from_static(b"bc\n\ndata: d\nda")).unwrap();
+        assert_eq!(got, [&b"data: abc\n"[..], b"\n", b"data: d\n"]);
+        assert_eq!(
+            l.push(Bytes::from_static(b"ta: e\n")).unwrap(),
+            [&b"data: e\n"[..]]
+        );
+    }
+
+    #[test]
+    fn a_line_may_be_as_long_as_the_bound_and_not_one_byte_longer() {
+        for (len, fits) in [(9, true), (10, true), (11, false)] {
+            // Ended in the same chunk, in a later chunk, or never.
+            let line = "a".repeat(len);
+            let mut l = lines(10);
+            assert_eq!(
+                l.push(Bytes::from(format!("{line}\n"))).is_some(),
+                fits,
+                "{len}"
+            );
+            let mut l = lines(10);
+            let first = l.push(Bytes::from(line.clone()));
+            assert_eq!(first.is_some(), fits, "{len} unended");
+            if fits {
+                assert_eq!(l.push(Bytes::from_static(b"\n")).unwrap().len(), 1);
+            }
+            let mut l = lines(10);
+            let (head, tail) = line.split_at(5);
+            assert!(l.push(Bytes::from(head.to_owned())).is_some());
+            assert_eq!(
+                l.push(Bytes::from(format!("{tail}\n"))).is_some(),
+                fits,
+                "{len} split"
+            );
+        }
+    }
+
+    #[test]
+    fn parse_line_takes_text_done_and_ignores_the_rest() {
+        let text = br#"data: {"choices":[{"delta":{"content":"hi"}}]}"#;
+        assert!(matches!(parse_line(text), Line::Text(t) if t == "hi"));
+        assert!(matches!(parse_line(b"data: [DONE]\r\n"), Line::Done));
+        for other in [
+            &b": ping"[..],
+            b"event: x",
+            b"data: {not json",
+            b"data: {}",
+            b"",
+        ] {
+            assert!(matches!(parse_line(other), Line::Other));
+        }
+    }
+}

@@ -270,6 +270,68 @@ mod tests {
         }
     }
 
+    fn site_with(config: crate::Config) -> (tempfile::TempDir, Site) {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = Site::open(tmp.path(), config).unwrap();
+        site.add_person("me").unwrap();
+        (tmp, site)
+    }
+
+    fn site() -> (tempfile::TempDir, Site) {
+        site_with(crate::Config::default())
+    }
+
+    /// The byte length of each message of a page.
+    fn sizes(page: &ChatPage) -> Vec<usize> {
+        page.messages.iter().map(|m| m.text.len()).collect()
+    }
+
+    #[test]
+    fn a_page_holds_its_byte_budget_and_not_one_byte_more() {
+        let (_tmp, site) = site();
+        let quarter = CHAT_PAGE_MAX_BYTES / 4;
+        // Four messages, oldest first, of the budget in all, minus one, plus one.
+        for (extra, project) in [(-1i64, "under"), (0, "at"), (1, "over")] {
+            let project = Some(project);
+            let newest = (quarter as i64 + extra) as usize;
+            let lengths = [quarter, quarter + 1, quarter - 1, newest];
+            for len in lengths {
+                let text = "a".repeat(len);
+                site.append_chat("me", project, ChatRole::Assistant, &text, &[])
+                    .unwrap();
+            }
+            let page = site.chat_page("me", project, None, 50).unwrap();
+            if extra <= 0 {
+                assert_eq!(sizes(&page), lengths, "{extra}: all of them fit");
+                assert_eq!(page.earlier, None);
+                continue;
+            }
+            // One byte over: the oldest waits for the page before.
+            assert_eq!(sizes(&page), lengths[1..], "{extra}");
+            let rest = site.chat_page("me", project, page.earlier, 50).unwrap();
+            assert_eq!(sizes(&rest), lengths[..1]);
+            assert_eq!(rest.earlier, None);
+        }
+    }
+
+    #[test]
+    fn a_page_holds_at_least_one_message_however_long() {
+        // Replies allowed past a page's budget.
+        let mut config = crate::Config::default();
+        config.agent.max_reply_bytes = 2 * CHAT_PAGE_MAX_BYTES as u64;
+        let (_tmp, site) = site_with(config);
+        let max = 2 * CHAT_PAGE_MAX_BYTES;
+        site.append_chat("me", None, ChatRole::User, "first", &[])
+            .unwrap();
+        site.append_chat("me", None, ChatRole::Assistant, &"b".repeat(max), &[])
+            .unwrap();
+        let page = site.chat_page("me", None, None, 50).unwrap();
+        assert_eq!(sizes(&page), [max]);
+        let page = site.chat_page("me", None, page.earlier, 50).unwrap();
+        assert_eq!(page.messages[0].text, "first");
+        assert_eq!(page.earlier, None);
+    }
+
     #[test]
     fn whole_chars_drops_a_character_cut_in_half() {
         assert_eq!(whole_chars(&"abé".as_bytes()[..3]), "ab");

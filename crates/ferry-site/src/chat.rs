@@ -111,10 +111,10 @@ fn project_key(project: Option<&str>) -> &str {
     project.unwrap_or("")
 }
 
-/// The columns every read selects: the text comes as at most `?3` bytes and its length,
-/// so that no message over the cap (saved before there was one) is ever returned whole.
-const MESSAGE_COLUMNS: &str = "id, role, substr(CAST(text AS BLOB), 1, ?3), \
-     length(CAST(text AS BLOB)), attachments, created";
+/// The columns every read selects: the text's length, not the text, which [`message`]
+/// reads only as far as a saved reply may go, so that a message over the cap (saved
+/// before there was one) is never read whole.
+const MESSAGE_COLUMNS: &str = "id, role, octet_length(text), attachments, created";
 
 impl Site {
     /// The whole conversation of a workspace, oldest first, each message cut to
@@ -130,14 +130,9 @@ impl Site {
             "SELECT {MESSAGE_COLUMNS} FROM chat_messages
              WHERE person = ?1 AND project = ?2 ORDER BY id"
         ))?;
-        let rows = stmt.query_map(
-            rusqlite::params![
-                person,
-                project_key(project),
-                saved_max_bytes(max_text) as i64
-            ],
-            |r| message(r, max_text),
-        )?;
+        let rows = stmt.query_map(rusqlite::params![person, project_key(project)], |r| {
+            message(&conn, r, max_text)
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -156,18 +151,17 @@ impl Site {
         let conn = self.db.conn();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM chat_messages
-             WHERE person = ?1 AND project = ?2 AND id < ?4 ORDER BY id DESC LIMIT ?5"
+             WHERE person = ?1 AND project = ?2 AND id < ?3 ORDER BY id DESC LIMIT ?4"
         ))?;
         // One more than the page, to know whether an older page exists.
         let rows = stmt.query_map(
             rusqlite::params![
                 person,
                 project_key(project),
-                saved_max_bytes(max_text) as i64,
                 before.unwrap_or(i64::MAX),
                 (limit + 1) as i64
             ],
-            |r| message(r, max_text),
+            |r| message(&conn, r, max_text),
         )?;
         let (mut messages, mut bytes, mut earlier) = (Vec::new(), 0usize, None);
         for row in rows {
@@ -211,20 +205,29 @@ impl Site {
     }
 }
 
-/// One row of [`MESSAGE_COLUMNS`]; a text longer than a saved reply may be is cut to
-/// `max_text` like a reply.
-fn message(r: &rusqlite::Row<'_>, max_text: u64) -> rusqlite::Result<ChatMessage> {
+/// One row of [`MESSAGE_COLUMNS`] with its text; a text longer than a saved reply may be
+/// is cut to `max_text` like a reply.
+fn message(
+    conn: &rusqlite::Connection,
+    r: &rusqlite::Row<'_>,
+    max_text: u64,
+) -> rusqlite::Result<ChatMessage> {
+    let id: i64 = r.get(0)?;
     let role: String = r.get(1)?;
-    // SQLite gives NULL for a part of an empty text.
-    let mut text = whole_chars(r.get_ref(2)?.as_bytes_or_null()?.unwrap_or_default());
-    let length: i64 = r.get(3)?;
-    if u64::try_from(length).unwrap_or(0) > saved_max_bytes(max_text) {
+    let length = u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0);
+    let mut bytes = vec![0; length.min(saved_max_bytes(max_text)) as usize];
+    if !bytes.is_empty() {
+        conn.blob_open("main", "chat_messages", "text", id, true)?
+            .read_at_exact(&mut bytes, 0)?;
+    }
+    let mut text = whole_chars(&bytes);
+    if length > saved_max_bytes(max_text) {
         // What was read is longer than the cap (the read takes the note's room too).
         cut_reply(&mut text, max_text);
     }
-    let attachments: String = r.get(4)?;
+    let attachments: String = r.get(3)?;
     Ok(ChatMessage {
-        id: r.get(0)?,
+        id,
         role: if role == "user" {
             ChatRole::User
         } else {
@@ -232,7 +235,7 @@ fn message(r: &rusqlite::Row<'_>, max_text: u64) -> rusqlite::Result<ChatMessage
         },
         text,
         attachments: serde_json::from_str(&attachments).unwrap_or_default(),
-        created: r.get(5)?,
+        created: r.get(4)?,
     })
 }
 

@@ -105,14 +105,24 @@ enum Answer {
     Completion(String),
     /// Starts a stream, runs the steps, and never finishes (until the gateway hangs up).
     Hang(Vec<Step>),
+    /// Starts a stream, writes `first` once, then `piece` `times` times (as one chunk each,
+    /// `pause` apart), then waits for the gateway to hang up: the hostile upstream.
+    Pour {
+        first: Vec<u8>,
+        piece: Vec<u8>,
+        times: usize,
+        pause: Duration,
+    },
 }
 
 /// A loopback OpenAI-compatible chat completions endpoint that answers each request with
-/// the next queued [`Answer`] (an unscripted request gets a 500) and records every request.
+/// the next queued [`Answer`] (an unscripted request gets a 500) and records every request,
+/// and when the gateway hung up on a [`Answer::Hang`] or [`Answer::Pour`].
 struct Agent {
     url: String,
     requests: Arc<Mutex<Vec<Request>>>,
     answers: Arc<Mutex<VecDeque<Answer>>>,
+    hung_up: Arc<Mutex<Vec<Instant>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -128,19 +138,24 @@ impl Agent {
             url,
             requests: Arc::default(),
             answers: Arc::default(),
+            hung_up: Arc::default(),
             stop: Arc::default(),
         };
-        let (requests, answers, stop) = (
+        let (requests, answers, hung_up, stop) = (
             agent.requests.clone(),
             agent.answers.clone(),
+            agent.hung_up.clone(),
             agent.stop.clone(),
         );
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((stream, _)) => {
-                        let (requests, answers) = (requests.clone(), answers.clone());
-                        std::thread::spawn(move || serve_agent(stream, &requests, &answers));
+                        let (requests, answers, hung_up) =
+                            (requests.clone(), answers.clone(), hung_up.clone());
+                        std::thread::spawn(move || {
+                            serve_agent(stream, &requests, &answers, &hung_up)
+                        });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
@@ -161,6 +176,20 @@ impl Agent {
     fn last_request(&self) -> Request {
         self.requests().pop().expect("the agent received a request")
     }
+
+    /// When the gateway hung up on the last hanging or pouring answer, waiting up to `wait`.
+    fn hung_up_within(&self, wait: Duration) -> Option<Instant> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(at) = self.hung_up.lock().unwrap().last() {
+                return Some(*at);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for Agent {
@@ -173,6 +202,7 @@ fn serve_agent(
     stream: TcpStream,
     requests: &Mutex<Vec<Request>>,
     answers: &Mutex<VecDeque<Answer>>,
+    hung_up: &Mutex<Vec<Instant>>,
 ) {
     stream.set_nonblocking(false).unwrap();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -242,12 +272,39 @@ fn serve_agent(
         }
         Some(Answer::Hang(steps)) => {
             if stream_steps(&mut out, &request, steps).is_ok() {
-                // Wait for the gateway to hang up; a read of 0 bytes is its close.
-                let _ = out.set_read_timeout(Some(Duration::from_secs(30)));
-                let _ = reader.read(&mut [0; 64]);
+                wait_for_hang_up(&mut reader);
             }
+            hung_up.lock().unwrap().push(Instant::now());
+        }
+        Some(Answer::Pour {
+            first,
+            piece,
+            times,
+            pause,
+        }) => {
+            let poured = stream_steps(&mut out, &request, Vec::new())
+                .and_then(|()| chunk(&mut out, &first))
+                .and_then(|()| {
+                    (0..times).try_for_each(|_| {
+                        std::thread::sleep(pause);
+                        chunk(&mut out, &piece)
+                    })
+                });
+            // A write that fails is the gateway's close; else it has all and must close.
+            if poured.is_ok() {
+                wait_for_hang_up(&mut reader);
+            }
+            hung_up.lock().unwrap().push(Instant::now());
         }
     }
+}
+
+/// Waits for the gateway to hang up (a read of 0 bytes is its close), at most 30 s.
+fn wait_for_hang_up(reader: &mut BufReader<TcpStream>) {
+    let _ = reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(30)));
+    let _ = reader.read(&mut [0; 64]);
 }
 
 fn respond(out: &mut TcpStream, status: u16, content_type: &str, body: &str) {
@@ -451,14 +508,20 @@ fn history(server: &Server, project: Option<&str>) -> Vec<Value> {
         .clone()
 }
 
-/// A history entry with its time checked (RFC 3339) and removed, for exact comparison.
+/// A history entry with its time (RFC 3339) and id (a positive number) checked and
+/// removed, for exact comparison.
 fn without_time(message: &Value) -> Value {
     let time = message["time"]
         .as_str()
         .unwrap_or_else(|| panic!("no time in {message}"));
     assert!(is_rfc3339(time), "{time:?} is not an RFC 3339 time");
+    assert!(
+        message["id"].as_i64().is_some_and(|id| id > 0),
+        "no id in {message}"
+    );
     let mut message = message.clone();
     message.as_object_mut().unwrap().remove("time");
+    message.as_object_mut().unwrap().remove("id");
     message
 }
 
@@ -493,11 +556,11 @@ fn open_events(server: &Server, token: &str) -> SseStream {
     SseStream::new(response)
 }
 
-/// A person's open `GET /v1/events`. A file in `public/attachments/` is announced by the
-/// handler that wrote it and may be announced again by the poller a moment later, alone or
-/// together with files that changed since (and a file written on disk may be seen twice
-/// while it is being written). Such repeats of announced attachments are skipped or
-/// allowed beside the expected paths; anything else must be exactly the expected event.
+/// A person's open `GET /v1/events`. A file written on disk into `public/attachments/`
+/// may be seen twice while it is being written, alone or together with files that changed
+/// since. Such repeats of announced attachments are skipped or allowed beside the
+/// expected paths; anything else must be exactly the expected event (that a delivery is
+/// announced once is `events_announce_a_delivery_once_on_every_stream`).
 struct Watch {
     stream: SseStream,
     /// The events received, as JSON, repeats included.
@@ -1375,6 +1438,553 @@ fn chat_upstream_answering_one_json_completion_is_one_delta() {
 }
 
 // ---------------------------------------------------------------------------------------
+// 6b. A hostile upstream, a member who leaves, a long conversation
+// ---------------------------------------------------------------------------------------
+
+const KIB: usize = 1024;
+const MIB: usize = 1024 * KIB;
+
+/// The gateway's peak resident memory so far, in KiB (`VmHWM`).
+fn peak_rss_kib(server: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in {status}"))
+}
+
+/// One `data:` line carrying `text` as its delta, as the upstream writes it.
+fn delta_line(text: &str) -> Vec<u8> {
+    let data = json!({ "choices": [{ "index": 0, "delta": { "content": text } }] });
+    format!("data: {data}\n\n").into_bytes()
+}
+
+/// Another person's `GET /v1/files`, over and over until stopped: the slowest answer.
+fn time_other_requests(
+    server: &Server,
+    token: String,
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<Duration>) {
+    let (stop, url) = (Arc::new(AtomicBool::new(false)), server.url("/v1/files"));
+    let stopping = stop.clone();
+    let timer = std::thread::spawn(move || {
+        let mut slowest = Duration::ZERO;
+        while !stopping.load(Ordering::Relaxed) {
+            let started = Instant::now();
+            let response = client().get(&url).bearer_auth(&token).send().unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            slowest = slowest.max(started.elapsed());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        slowest
+    });
+    (stop, timer)
+}
+
+/// The texts of the `delta` events, joined.
+fn said(events: &[SseEvent]) -> String {
+    events
+        .iter()
+        .filter(|e| e.event == "delta")
+        .map(|e| e.json()["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The event names, in order, with the deltas run together as one `delta`.
+fn shape(events: &[SseEvent]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for e in events {
+        if !(e.event == "delta" && names.last().is_some_and(|n| n == "delta")) {
+            names.push(e.event.clone());
+        }
+    }
+    names
+}
+
+fn error_code_of(events: &[SseEvent]) -> String {
+    let error = events
+        .iter()
+        .find(|e| e.event == "error")
+        .expect("an error event");
+    error.json()["code"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn chat_upstream_line_without_end_is_cut_fast_while_others_stay_fast() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    let bob = server.add_person("bob");
+    let before = peak_rss_kib(&server);
+    // `data: ` and then 60 MB without a newline, as fast as loopback takes it.
+    agent.answer(Answer::Pour {
+        first: b"data: ".to_vec(),
+        piece: vec![b'a'; 64 * KIB],
+        times: 960,
+        pause: Duration::ZERO,
+    });
+    let (stop, timer) = time_other_requests(&server, bob);
+    let started = Instant::now();
+    let events = turn(&server, json!({ "message": "Flood me." }));
+    let took = started.elapsed();
+    let ended = Instant::now();
+    stop.store(true, Ordering::Relaxed);
+    let slowest = timer.join().unwrap();
+
+    assert_eq!(shape(&events), ["delta", "error", "done"], "{events:?}");
+    assert_eq!(error_code_of(&events), "reply_too_large");
+    assert_eq!(said(&events), "[reply cut at 1 MiB]");
+    assert!(took < Duration::from_secs(10), "the turn took {took:?}");
+    assert!(
+        slowest < Duration::from_secs(1),
+        "another person waited {slowest:?}"
+    );
+    let hung_up = agent
+        .hung_up_within(Duration::from_secs(5))
+        .expect("the gateway hung up");
+    assert!(
+        hung_up.saturating_duration_since(ended) < Duration::from_secs(2),
+        "the upstream was closed {:?} after the turn ended",
+        hung_up.saturating_duration_since(ended)
+    );
+    // The line buffer is bounded: nothing near the 60 MB was held.
+    let grew = peak_rss_kib(&server).saturating_sub(before);
+    eprintln!("60 MB line: turn {took:?}, slowest other request {slowest:?}, peak RSS +{grew} KiB");
+    assert!(grew < 32 * 1024, "the gateway grew by {grew} KiB");
+    assert_eq!(
+        history(&server, None)
+            .iter()
+            .map(without_time)
+            .collect::<Vec<_>>(),
+        vec![user("Flood me.", &[]), assistant("[reply cut at 1 MiB]")]
+    );
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_turn_timeout_is_a_hard_deadline_and_closes_the_upstream() {
+    let agent = Agent::start();
+    // A cap far above what is poured, so only the deadline can end these turns.
+    let cap = (128 * MIB).to_string();
+    let mut server = start_with_upstream(
+        &agent.url,
+        &[
+            ("FERRY_AGENT__TIMEOUT_SECS", "2"),
+            ("FERRY_AGENT__MAX_REPLY_BYTES", &cap),
+        ],
+    );
+    let attacks = [
+        // Trickling forever: a little text every 100 ms.
+        Answer::Pour {
+            first: delta_line("Still"),
+            piece: delta_line("."),
+            times: 100_000,
+            pause: Duration::from_millis(100),
+        },
+        // 60 MB without a newline, then nothing.
+        Answer::Pour {
+            first: b"data: ".to_vec(),
+            piece: vec![b'a'; 64 * KIB],
+            times: 960,
+            pause: Duration::ZERO,
+        },
+    ];
+    for (i, attack) in attacks.into_iter().enumerate() {
+        agent.hung_up.lock().unwrap().clear();
+        agent.answer(attack);
+        let started = Instant::now();
+        let events = turn(&server, json!({ "message": format!("Attack {i}") }));
+        let took = started.elapsed();
+        let ended = Instant::now();
+        eprintln!("attack {i} under a 2 s timeout: the turn took {took:?}");
+        assert_eq!(
+            error_code_of(&events),
+            "upstream_timeout",
+            "{i}: {events:?}"
+        );
+        assert_eq!(shape(&events).last().map(String::as_str), Some("done"));
+        assert!(
+            took >= Duration::from_millis(1900) && took < Duration::from_millis(3500),
+            "{i}: the turn took {took:?} under a 2 s timeout"
+        );
+        let hung_up = agent
+            .hung_up_within(Duration::from_secs(5))
+            .expect("the gateway hung up");
+        assert!(
+            hung_up.saturating_duration_since(ended) < Duration::from_secs(2),
+            "{i}: the upstream was closed {:?} after the turn ended",
+            hung_up.saturating_duration_since(ended)
+        );
+        if i == 0 {
+            assert!(said(&events).starts_with("Still."), "{events:?}");
+        }
+    }
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_reply_is_capped_at_the_limit_and_says_so() {
+    let agent = Agent::start();
+    let mut server = start_with_upstream(&agent.url, &[("FERRY_AGENT__MAX_REPLY_BYTES", "1000")]);
+    let note = "[reply cut at 1000 bytes]";
+    let a = |n: usize| "a".repeat(n);
+    // (what the agent says, in two deltas; what is relayed and saved; cut?)
+    let cases = [
+        ((a(500), a(499)), a(999), false),
+        ((a(500), a(500)), a(1000), false),
+        ((a(500), a(501)), format!("{}\n\n{note}", a(1000)), true),
+        // "é" is two bytes: at 1000 it would be cut in half, so it goes whole.
+        (
+            (a(500), format!("{}é", a(499))),
+            format!("{}\n\n{note}", a(999)),
+            true,
+        ),
+    ];
+    let mut saved = Vec::new();
+    for (i, ((first, second), want, cut)) in cases.into_iter().enumerate() {
+        agent.answer(Answer::Stream(vec![delta(&first), delta(&second)]));
+        let message = format!("Case {i}");
+        let events = turn(&server, json!({ "message": message }));
+        assert_eq!(said(&events), want, "case {i}");
+        let expected: &[&str] = if cut {
+            &["delta", "error", "done"]
+        } else {
+            &["delta", "done"]
+        };
+        assert_eq!(shape(&events), expected, "case {i}");
+        if cut {
+            assert_eq!(error_code_of(&events), "reply_too_large");
+        }
+        saved.push(user(&message, &[]));
+        saved.push(assistant(&want));
+    }
+    // One JSON completion is held to the same cap.
+    agent.answer(Answer::Completion(a(1001)));
+    let events = turn(&server, json!({ "message": "Whole." }));
+    assert_eq!(said(&events), format!("{}\n\n{note}", a(1000)));
+    assert_eq!(error_code_of(&events), "reply_too_large");
+    saved.push(user("Whole.", &[]));
+    saved.push(assistant(&format!("{}\n\n{note}", a(1000))));
+    assert_eq!(
+        history(&server, None)
+            .iter()
+            .map(without_time)
+            .collect::<Vec<_>>(),
+        saved
+    );
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_fifty_megabyte_reply_is_cut_at_one_mebibyte_and_the_upstream_closed() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    let before = peak_rss_kib(&server);
+    // 800 deltas of 64 KiB: 50 MiB of reply.
+    agent.answer(Answer::Pour {
+        first: delta_line("Here it comes. "),
+        piece: delta_line(&"x".repeat(64 * KIB)),
+        times: 800,
+        pause: Duration::ZERO,
+    });
+    let events = turn(&server, json!({ "message": "Write a lot." }));
+    let ended = Instant::now();
+    let want = format!(
+        "Here it comes. {}\n\n[reply cut at 1 MiB]",
+        "x".repeat(MIB - 15)
+    );
+    assert_eq!(said(&events).len(), want.len());
+    assert!(
+        said(&events) == want,
+        "the relayed reply is not the cut one"
+    );
+    assert_eq!(shape(&events), ["delta", "error", "done"]);
+    assert_eq!(error_code_of(&events), "reply_too_large");
+    let hung_up = agent
+        .hung_up_within(Duration::from_secs(5))
+        .expect("the gateway hung up");
+    assert!(hung_up.saturating_duration_since(ended) < Duration::from_secs(2));
+
+    // Saved cut, and the history is the cut size, not 50 MB.
+    let response = client()
+        .get(server.url("/v1/chat/history"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let body = response.bytes().unwrap();
+    assert!(
+        body.len() < MIB + 4 * KIB,
+        "the history is {} bytes",
+        body.len()
+    );
+    let page: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(page["messages"][1]["text"].as_str().unwrap(), want);
+    let grew = peak_rss_kib(&server).saturating_sub(before);
+    eprintln!("50 MiB reply: peak RSS +{grew} KiB");
+    assert!(grew < 48 * 1024, "the gateway grew by {grew} KiB");
+    assert_alive(&mut server);
+}
+
+/// A raw `POST /v1/chat` on a connection of its own, read until the first `delta`
+/// event, so that the test decides when the member goes away.
+fn chat_until_first_delta(server: &Server, message: &str) -> TcpStream {
+    let body = json!({ "message": message }).to_string();
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    write!(
+        stream,
+        "POST /v1/chat HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        server.token,
+        body.len()
+    )
+    .unwrap();
+    stream.set_read_timeout(Some(TURN_WAIT)).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("event: delta") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "the stream ended: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    stream
+}
+
+#[test]
+fn chat_member_going_away_closes_the_upstream_and_keeps_the_part_said() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    // Silent after its first words: only the member's going away can end this turn soon.
+    agent.answer(Answer::Hang(vec![delta("The first words")]));
+    let stream = chat_until_first_delta(&server, "Then I leave.");
+    let left = Instant::now();
+    stream.shutdown(Shutdown::Both).unwrap();
+    drop(stream);
+    let hung_up = agent
+        .hung_up_within(Duration::from_secs(10))
+        .expect("the gateway hung up");
+    let after = hung_up.saturating_duration_since(left);
+    assert!(
+        after < Duration::from_secs(2),
+        "the upstream was closed {after:?} after the member left"
+    );
+
+    // Trickling on: the member's leaving ends it too.
+    agent.hung_up.lock().unwrap().clear();
+    agent.answer(Answer::Pour {
+        first: delta_line("Drip"),
+        piece: delta_line("."),
+        times: 100_000,
+        pause: Duration::from_millis(50),
+    });
+    let stream = chat_until_first_delta(&server, "Leaving again.");
+    let left = Instant::now();
+    drop(stream);
+    let hung_up = agent
+        .hung_up_within(Duration::from_secs(10))
+        .expect("the gateway hung up");
+    let after = hung_up.saturating_duration_since(left);
+    assert!(
+        after < Duration::from_secs(2),
+        "the upstream was closed {after:?} after the member left"
+    );
+
+    // What came before is saved, as far as it came.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let saved = loop {
+        let saved = history(&server, None);
+        if saved.len() == 4 || Instant::now() > deadline {
+            break saved;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let saved: Vec<Value> = saved.iter().map(without_time).collect();
+    assert_eq!(
+        saved[..2],
+        [user("Then I leave.", &[]), assistant("The first words")]
+    );
+    assert_eq!(saved[2], user("Leaving again.", &[]));
+    let drip = saved[3]["text"].as_str().unwrap();
+    assert!(
+        drip.starts_with("Drip") && drip.trim_start_matches("Drip").chars().all(|c| c == '.'),
+        "{drip:?}"
+    );
+    assert_alive(&mut server);
+}
+
+/// `GET /v1/chat/history` with a query: status and body.
+fn history_page(server: &Server, query: &[(&str, &str)]) -> (u16, Value) {
+    json_answer(
+        client()
+            .get(server.url("/v1/chat/history"))
+            .query(query)
+            .bearer_auth(&server.token)
+            .send()
+            .unwrap(),
+    )
+}
+
+/// Runs `turns` quick turns: `Q<i>` answered `A<i>`.
+fn chat_turns(agent: &Agent, server: &Server, turns: usize) {
+    for i in 0..turns {
+        agent.answer(Answer::Completion(format!("A{i}")));
+        let events = turn(server, json!({ "message": format!("Q{i}") }));
+        assert_eq!(shape(&events), ["delta", "done"]);
+    }
+}
+
+fn texts(page: &Value) -> Vec<String> {
+    page["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no messages: {page}"))
+        .iter()
+        .map(|m| m["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn chat_history_is_paged_newest_first_with_a_cursor_for_older_pages() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    // 101 messages: the limit of a page, and one more.
+    chat_turns(&agent, &server, 50);
+    agent.answer(Answer::Status(500));
+    turn(&server, json!({ "message": "Q50" }));
+    let all: Vec<String> = (0..50)
+        .flat_map(|i| [format!("Q{i}"), format!("A{i}")])
+        .chain(["Q50".to_owned()])
+        .collect();
+
+    // The default page: the newest 50, oldest first, and the cursor to the rest.
+    let (status, page) = history_page(&server, &[]);
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(texts(&page), all[51..]);
+    let earlier = page["earlier"].as_i64().expect("a cursor");
+    assert_eq!(page["messages"][0]["id"].as_i64(), Some(earlier));
+    let (_, older) = history_page(&server, &[("before", &earlier.to_string())]);
+    assert_eq!(texts(&older), all[1..51]);
+    let (_, oldest) = history_page(&server, &[("before", &older["earlier"].to_string())]);
+    assert_eq!(texts(&oldest), all[..1]);
+    assert_eq!(oldest["earlier"], Value::Null);
+
+    // limit 99, 100 (the most), 101 (refused); 0 refused.
+    let (_, page) = history_page(&server, &[("limit", "99")]);
+    assert_eq!(texts(&page), all[2..]);
+    assert!(page["earlier"].is_i64());
+    let (_, page) = history_page(&server, &[("limit", "100")]);
+    assert_eq!(texts(&page), all[1..]);
+    let (_, page) = history_page(
+        &server,
+        &[("limit", "100"), ("before", &page["earlier"].to_string())],
+    );
+    assert_eq!(texts(&page), all[..1]);
+    assert_eq!(page["earlier"], Value::Null);
+    for limit in ["101", "0", "-1", "many"] {
+        let (status, body) = history_page(&server, &[("limit", limit)]);
+        assert_eq!(status, 400, "limit {limit}: {body}");
+        let code = error_code(&body);
+        assert!(
+            code == "bad_limit" || code == "bad_query",
+            "limit {limit}: {body}"
+        );
+    }
+    for before in ["0", "-5", "x"] {
+        let (status, body) = history_page(&server, &[("before", before)]);
+        assert_eq!(status, 400, "before {before}: {body}");
+    }
+    // A cursor past the newest is the newest page; one before the oldest is empty.
+    let (_, page) = history_page(&server, &[("before", &i64::MAX.to_string())]);
+    assert_eq!(texts(&page), all[51..]);
+    let (_, page) = history_page(&server, &[("before", "1")]);
+    assert_eq!(texts(&page), Vec::<String>::new());
+    assert_eq!(page["earlier"], Value::Null);
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_history_reads_are_bounded_however_long_the_saved_words() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    // Six replies at the cap: more than one page of text.
+    for i in 0..6 {
+        agent.answer(Answer::Completion(format!("{i}").repeat(MIB)));
+        turn(&server, json!({ "message": format!("Q{i}") }));
+    }
+    // And a 50 MB reply a gateway without the cap saved, written into the site's database.
+    let db = server.data.join(".ferry").join("site.db");
+    let sql = "INSERT INTO chat_messages (person, project, role, text, attachments, created) \
+               VALUES ('me', '', 'assistant', hex(zeroblob(25000000)), '[]', 0);";
+    let out = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .arg(sql)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let before = peak_rss_kib(&server);
+    let readers: Vec<_> = (0..8)
+        .map(|_| {
+            let (url, token) = (server.url("/v1/chat/history"), server.token.clone());
+            std::thread::spawn(move || {
+                let response = client().get(url).bearer_auth(token).send().unwrap();
+                assert_eq!(response.status().as_u16(), 200);
+                response.bytes().unwrap()
+            })
+        })
+        .collect();
+    for reader in readers {
+        let body = reader.join().unwrap();
+        // A page holds at most 4 MiB of text.
+        assert!(
+            body.len() < 4 * MIB + 16 * KIB,
+            "a history page of {} bytes",
+            body.len()
+        );
+        let page: Value = serde_json::from_slice(&body).unwrap();
+        let newest = texts(&page).pop().unwrap();
+        assert_eq!(
+            newest,
+            format!("{}\n\n[reply cut at 1 MiB]", "0".repeat(MIB))
+        );
+        assert!(page["earlier"].is_i64(), "more pages wait");
+    }
+    let grew = peak_rss_kib(&server).saturating_sub(before);
+    eprintln!("eight concurrent history reads: peak RSS +{grew} KiB");
+    // Eight pages of at most 4 MiB of text, each held a few times over (the rows, the
+    // JSON, the body on its way), and the 50 MB message never read whole.
+    assert!(
+        grew < 112 * 1024,
+        "eight history reads grew the gateway by {grew} KiB"
+    );
+
+    // Paging back reaches every message, each within the cap.
+    let (mut before, mut seen) = (None::<String>, 0);
+    loop {
+        let mut query = vec![];
+        if let Some(b) = &before {
+            query.push(("before", b.as_str()));
+        }
+        let (status, page) = history_page(&server, &query);
+        assert_eq!(status, 200);
+        seen += texts(&page).len();
+        assert!(texts(&page).iter().map(String::len).sum::<usize>() <= 4 * MIB + 64);
+        match page["earlier"].as_i64() {
+            Some(id) => before = Some(id.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, 13);
+    assert_alive(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
 // 7. GET /v1/events
 // ---------------------------------------------------------------------------------------
 
@@ -1505,6 +2115,162 @@ fn events_reach_only_their_own_person() {
     upload(&server, &bob, "bob.txt", b"bob's", None);
     bobs.expect(None, &["public/bob.txt"]);
     assert_eq!(bobs.seen.len(), 1, "{:?}", bobs.seen);
+    assert_alive(&mut server);
+}
+
+/// Every `files` event `stream` brings within `wait`.
+fn files_events_within(stream: &mut SseStream, wait: Duration) -> Vec<Value> {
+    let deadline = Instant::now() + wait;
+    let mut seen = Vec::new();
+    while let Some(event) = stream.next(deadline.saturating_duration_since(Instant::now())) {
+        assert_eq!(event.event, "files", "{event:?}");
+        seen.push(event.json());
+    }
+    seen
+}
+
+#[test]
+fn events_announce_a_delivery_once_on_every_stream() {
+    let server = Server::start();
+    let harness = server.create_token("me", "harness");
+    let peer = Peer::start(|_| Reply::ok("delivered once"));
+    let mut streams = [
+        open_events(&server, &server.token),
+        open_events(&server, &server.token),
+    ];
+
+    // Out of band: the handler writes it, and the poller looks at the folder after.
+    deliver(&server, &harness, json!({ "url": peer.url("/once.txt") }));
+    // Several poll intervals: a second announcement would have come by then.
+    let want = json!({ "project": null, "paths": ["public/attachments/once.txt"] });
+    for stream in &mut streams {
+        assert_eq!(
+            files_events_within(stream, POLL_WAIT),
+            std::slice::from_ref(&want)
+        );
+    }
+
+    // Through a chat turn: the agent delivers, the turn ends and announces it.
+    let agent = Agent::start();
+    drop(server);
+    let mut server = start_with_agent(&agent);
+    let mut streams = [
+        open_events(&server, &server.token),
+        open_events(&server, &server.token),
+    ];
+    let (gateway, peer_url) = (server.base.clone(), peer.url("/by-agent.txt"));
+    agent.answer(Answer::Stream(vec![act(move |request| {
+        let response = client()
+            .post(format!("{gateway}/v1/deliveries"))
+            .bearer_auth(request.token())
+            .json(&json!({ "url": peer_url }))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 201);
+    })]));
+    let events = turn(&server, json!({ "message": "Deliver it." }));
+    assert_eq!(named(&events), vec![notice_ev("by-agent.txt"), done_ev()]);
+    let want = json!({ "project": null, "paths": ["public/attachments/by-agent.txt"] });
+    for stream in &mut streams {
+        assert_eq!(
+            files_events_within(stream, POLL_WAIT),
+            std::slice::from_ref(&want)
+        );
+    }
+    assert_alive(&mut server);
+}
+
+/// A raw `GET /v1/events` on a connection of its own: the status, the connection (open
+/// while the stream lives) and, for a refusal, its JSON body.
+fn raw_events(server: &Server, token: &str) -> (u16, TcpStream, Value) {
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    write!(
+        stream,
+        "GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            stream.read(&mut byte).unwrap(),
+            1,
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let status = support::status_of(&head);
+    if status == 200 {
+        return (status, stream, Value::Null);
+    }
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .expect("a refusal has a length");
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body).unwrap();
+    (status, stream, serde_json::from_slice(&body).unwrap())
+}
+
+#[test]
+fn events_streams_of_one_person_are_capped_and_a_closed_one_frees_its_slot() {
+    let mut server = start_with_upstream(
+        "http://127.0.0.1:9/none",
+        &[("FERRY_SERVER__MAX_EVENT_STREAMS", "3")],
+    );
+    let bob = server.add_person("bob");
+    let mut open = Vec::new();
+    // limit − 1 and limit are served …
+    for n in 1..=3 {
+        let (status, stream, body) = raw_events(&server, &server.token);
+        assert_eq!(status, 200, "stream {n}: {body}");
+        open.push(stream);
+    }
+    // … limit + 1 is refused in the one error shape, and nobody else is affected.
+    let (status, _, body) = raw_events(&server, &server.token);
+    assert_refused((status, body), 429, "too_many_streams");
+    let (status, _bobs, body) = raw_events(&server, &bob);
+    assert_eq!(status, 200, "{body}");
+
+    // A closed stream frees its slot, soon.
+    let closed = open.pop().unwrap();
+    closed.shutdown(Shutdown::Both).unwrap();
+    drop(closed);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let reopened = loop {
+        let (status, stream, body) = raw_events(&server, &server.token);
+        match status {
+            200 => break stream,
+            429 if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            _ => panic!("the closed stream's slot was not freed: {status} {body}"),
+        }
+    };
+    let (status, _, body) = raw_events(&server, &server.token);
+    assert_refused((status, body), 429, "too_many_streams");
+    drop((open, reopened));
+    assert_alive(&mut server);
+
+    // The default is 16.
+    let mut server = Server::start();
+    let streams: Vec<_> = (1..=16)
+        .map(|n| {
+            let (status, stream, body) = raw_events(&server, &server.token);
+            assert_eq!(status, 200, "stream {n}: {body}");
+            stream
+        })
+        .collect();
+    let (status, _, body) = raw_events(&server, &server.token);
+    assert_refused((status, body), 429, "too_many_streams");
+    drop(streams);
     assert_alive(&mut server);
 }
 

@@ -551,13 +551,22 @@ fn deliveries_upstream_non_2xx_is_bad_gateway() {
         "/missing" => status_reply(404, "not here"),
         _ => status_reply(500, "broken"),
     });
-    for path in ["/missing", "/broken"] {
+    for (path, number, words) in [
+        ("/missing", "HTTP 404", ["Not Found", "not here"]),
+        ("/broken", "HTTP 500", ["Internal Server Error", "broken"]),
+    ] {
         let (status, body) = deliver(
             &server,
             Some(&harness),
             json!({"url": peer.url(path), "filename": "x.txt"}),
         );
         assert_error(status, &body, 502, "upstream_error");
+        // The status number, said once; never the upstream's status text or body.
+        let message = body["error"]["message"].as_str().unwrap();
+        assert_eq!(message.matches(number).count(), 1, "{message}");
+        for words in words {
+            assert!(!message.contains(words), "{message} repeats {words:?}");
+        }
     }
     assert_nothing_kept(&attachments(&server));
 }

@@ -1,6 +1,8 @@
-// The Chat panel: the saved conversation (GET /v1/chat/history), the composer with
-// attachments (uploaded first through POST /v1/media, then named in the message), and
-// the streamed reply of POST /v1/chat (delta, notice, error, done).
+// The Chat panel: the saved conversation (GET /v1/chat/history, newest page first, older
+// pages on request), the composer with attachments (uploaded first through POST
+// /v1/media, then named in the message), and the streamed reply of POST /v1/chat (delta,
+// notice, error, done), which Stop ends: the gateway then cancels the agent's turn and
+// keeps what came so far.
 
 import { ApiError, downloadFile, parseJson, readEvents, request, uploadFile } from "./api.js";
 import { acceptFileDrops, baseName, el, formatChatTime, showAlertIn } from "./format.js";
@@ -14,13 +16,18 @@ export function createChat({ getProject, onNotice }) {
   const attachButton = document.getElementById("attach-button");
   const attachInput = document.getElementById("attach-input");
   const sendButton = document.getElementById("send-button");
+  const stopButton = document.getElementById("stop-button");
 
   /** Files chosen for the next message: `{file, path, item, progress}`. */
   let chips = [];
   let busy = false;
   /** Aborts the reply being streamed (on a project switch or sign-out). */
   let streamController = null;
+  /** Set when the person pressed Stop, so the aborted read is not taken for a failure. */
+  let stopRequested = false;
   let historySeq = 0;
+  /** The `earlier` cursor of the oldest page shown; null when it is the oldest. */
+  let earlier = null;
 
   // ---------------------------------------------------------------- alerts
 
@@ -130,12 +137,41 @@ export function createChat({ getProject, onNotice }) {
 
   // ---------------------------------------------------------------- history
 
+  /** One page of the saved conversation, older than `before` (the newest when null). */
+  async function fetchPage(before) {
+    const query = { project: getProject() };
+    if (before !== null) query.before = String(before);
+    const answer = await request("GET", "/v1/chat/history", { query });
+    return {
+      messages: (answer && Array.isArray(answer.messages) && answer.messages) || [],
+      earlier: answer && Number.isInteger(answer.earlier) ? answer.earlier : null,
+    };
+  }
+
+  function pageFragment(messages) {
+    const fragment = document.createDocumentFragment();
+    for (const m of messages) {
+      const role = m.role === "user" ? "user" : "assistant";
+      fragment.append(messageElement(role, String(m.text ?? ""), m.attachments, m.time).article);
+    }
+    return fragment;
+  }
+
+  const earlierButton = el("button", { type: "button", className: "button load-earlier" }, "Load earlier messages");
+  earlierButton.addEventListener("click", () => loadEarlier());
+
+  /** Shows "Load earlier messages" above the conversation while older pages exist. */
+  function placeEarlierButton() {
+    if (earlier === null) earlierButton.remove();
+    else if (log.firstChild !== earlierButton) log.prepend(earlierButton);
+  }
+
+  /** The newest page of the conversation: the last turns first. */
   async function loadHistory() {
     const seq = ++historySeq;
-    const project = getProject();
-    let answer;
+    let page;
     try {
-      answer = await request("GET", "/v1/chat/history", { query: { project } });
+      page = await fetchPage(null);
     } catch (err) {
       if (seq !== historySeq || err.status === 401) return;
       if (err.status === 404 && err.code === "no_route") {
@@ -146,17 +182,40 @@ export function createChat({ getProject, onNotice }) {
       return;
     }
     if (seq !== historySeq) return;
-    const messages = (answer && Array.isArray(answer.messages) && answer.messages) || [];
-    const fragment = document.createDocumentFragment();
-    for (const m of messages) {
-      const role = m.role === "user" ? "user" : "assistant";
-      fragment.append(messageElement(role, String(m.text ?? ""), m.attachments, m.time).article);
-    }
     removeHint();
     // Messages sent while the history was on its way stay after it.
-    log.prepend(fragment);
+    log.prepend(pageFragment(page.messages));
+    earlier = page.earlier;
+    placeEarlierButton();
     showHint();
     scrollToEnd();
+  }
+
+  /** The page before the oldest shown, above it, keeping what is in view in place. */
+  async function loadEarlier() {
+    if (earlier === null) return;
+    const seq = historySeq;
+    earlierButton.disabled = true;
+    let page;
+    try {
+      page = await fetchPage(earlier);
+    } catch (err) {
+      if (seq === historySeq && err.status !== 401) {
+        showAlert(`Earlier messages could not be loaded: ${err.message}`);
+      }
+      return;
+    } finally {
+      earlierButton.disabled = false;
+    }
+    if (seq !== historySeq) return;
+    const fromBottom = log.scrollHeight - log.scrollTop;
+    const hadFocus = document.activeElement === earlierButton;
+    earlierButton.after(pageFragment(page.messages));
+    earlier = page.earlier;
+    placeEarlierButton();
+    log.scrollTop = log.scrollHeight - fromBottom;
+    // The button goes with the oldest page: keep the keyboard in the conversation.
+    if (hadFocus && earlier === null) log.focus();
   }
 
   // ---------------------------------------------------------------- composer
@@ -277,6 +336,7 @@ export function createChat({ getProject, onNotice }) {
     const mine = append("user", text, attachments, new Date().toISOString());
     const controller = new AbortController();
     streamController = controller;
+    stopRequested = false;
     let response;
     try {
       response = await request("POST", "/v1/chat", {
@@ -299,6 +359,7 @@ export function createChat({ getProject, onNotice }) {
     clearChips();
     const reply = append("assistant", "");
     reply.article.setAttribute("aria-busy", "true");
+    stopButton.hidden = false;
     let finished = false;
     let failed = false;
     try {
@@ -324,22 +385,27 @@ export function createChat({ getProject, onNotice }) {
         }
       }
     } catch (err) {
-      if (err && err.name === "AbortError") {
+      if (err && err.name === "AbortError" && !stopRequested) {
         return;
       }
-      if (!failed) {
+      if (stopRequested) {
+        reply.article.append(el("p", { className: "reply-stopped" }, "Stopped."));
+      } else if (!failed) {
         addReplyError(reply.article, "The connection dropped before the reply was complete.");
         failed = true;
       }
     } finally {
       reply.article.removeAttribute("aria-busy");
-      if (streamController === controller) streamController = null;
+      if (streamController === controller) {
+        streamController = null;
+        stopButton.hidden = true;
+      }
     }
-    if (controller.signal.aborted) return;
-    if (!finished && !failed) {
+    if (controller.signal.aborted && !stopRequested) return;
+    if (!finished && !failed && !stopRequested) {
       addReplyError(reply.article, "The reply ended before it was complete.");
     }
-    if (!reply.textNode.data && !reply.article.querySelector(".notices, .reply-error")) {
+    if (!reply.textNode.data && !reply.article.querySelector(".notices, .reply-error, .reply-stopped")) {
       reply.textNode.appendData("(no reply)");
     }
     setBusy(false);
@@ -377,11 +443,19 @@ export function createChat({ getProject, onNotice }) {
     textarea.focus();
   });
 
+  // Stop: aborting the fetch closes the connection, and the gateway cancels the turn.
+  stopButton.addEventListener("click", () => {
+    if (!streamController) return;
+    stopRequested = true;
+    streamController.abort();
+  });
+
   function abortStream() {
     if (streamController) {
       streamController.abort();
       streamController = null;
     }
+    stopButton.hidden = true;
     if (busy) setBusy(false);
   }
 
@@ -390,6 +464,7 @@ export function createChat({ getProject, onNotice }) {
     abortStream();
     clearAlerts();
     log.replaceChildren();
+    earlier = null;
     // Uploaded attachments belong to the old project: upload again on send.
     for (const chip of chips) {
       chip.item.classList.remove("chip-done", "chip-failed");
@@ -401,6 +476,7 @@ export function createChat({ getProject, onNotice }) {
   function reset() {
     abortStream();
     historySeq += 1;
+    earlier = null;
     clearAlerts();
     clearChips();
     log.replaceChildren();

@@ -9,6 +9,8 @@
 //                     gateway with the bearer token it was given
 //   "html"          → answers with markup (which a page must show as text)
 //   "bench N"       → N tokens, no delay (relay overhead measurement)
+//   "forever"       → a word every 100 ms until the gateway hangs up, which it records as
+//                     `closedAt` (ms since the epoch) on the request's record
 //   anything else   → a short greeting that quotes the message
 // It records every request (headers and JSON body) in `agent.requests`.
 
@@ -165,6 +167,21 @@ async function turn(agent, req, res, body, record) {
     startStream(res);
     for (let i = 0; i < n; i++) res.write(chunk(`t${i} `));
     finish(res);
+    return;
+  }
+
+  if (/\bforever\b/.test(lower)) {
+    startStream(res);
+    const closed = new Promise((r) => res.on('close', r));
+    let open = true;
+    closed.then(() => {
+      open = false;
+      record.closedAt = Date.now();
+    });
+    for (let i = 0; open; i++) {
+      res.write(chunk(`w${i} `));
+      await Promise.race([sleep(100), closed]);
+    }
     return;
   }
 

@@ -15,8 +15,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use bytes::BytesMut;
-use ferry_site::{ChatMessage, ChatRole, PublicPath, SiteError, rfc3339};
+use bytes::{Bytes, BytesMut};
+use ferry_site::{
+    CHAT_PAGE_DEFAULT_MESSAGES, CHAT_PAGE_MAX_MESSAGES, ChatMessage, ChatRole, PublicPath,
+    SiteError, rfc3339,
+};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -24,7 +27,6 @@ use tokio::sync::mpsc;
 
 use crate::auth::Member;
 use crate::extract::{JsonBody, QueryParams};
-use crate::files::ProjectQuery;
 use crate::{ApiError, AppState, blocking};
 
 /// The longest message a member may send, in bytes.
@@ -43,13 +45,26 @@ pub struct ChatRequest {
     attachments: Vec<String>,
 }
 
+/// `GET /v1/chat/history`'s query: the workspace and which page.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryQuery {
+    project: Option<String>,
+    /// The `earlier` of the page shown last: the page of the messages before it.
+    before: Option<i64>,
+    limit: Option<usize>,
+}
+
 #[derive(Serialize)]
 pub struct History {
     messages: Vec<HistoryMessage>,
+    /// The `before` that reads the next older page; `null` when there is none.
+    earlier: Option<i64>,
 }
 
 #[derive(Serialize)]
 struct HistoryMessage {
+    id: i64,
     role: ChatRole,
     text: String,
     attachments: Vec<String>,
@@ -60,6 +75,7 @@ impl From<ChatMessage> for HistoryMessage {
     fn from(m: ChatMessage) -> HistoryMessage {
         let created = std::time::UNIX_EPOCH + Duration::from_secs(m.created.max(0) as u64);
         HistoryMessage {
+            id: m.id,
             role: m.role,
             text: m.text,
             attachments: m.attachments,
@@ -68,19 +84,38 @@ impl From<ChatMessage> for HistoryMessage {
     }
 }
 
+/// One page of the saved conversation, the newest unless `before` names an older one.
 pub async fn history(
     State(state): State<AppState>,
     Member(who): Member,
-    QueryParams(q): QueryParams<ProjectQuery>,
+    QueryParams(q): QueryParams<HistoryQuery>,
 ) -> Result<Json<History>, ApiError> {
+    let limit = q.limit.unwrap_or(CHAT_PAGE_DEFAULT_MESSAGES);
+    if !(1..=CHAT_PAGE_MAX_MESSAGES).contains(&limit) {
+        return Err(ApiError::bad_request(
+            "bad_limit",
+            format!("limit must be between 1 and {CHAT_PAGE_MAX_MESSAGES}"),
+        ));
+    }
+    if q.before.is_some_and(|id| id < 1) {
+        return Err(ApiError::bad_request(
+            "bad_cursor",
+            "before must be the `earlier` of a page read before",
+        ));
+    }
     let site = state.site.clone();
-    let messages = state
+    let page = state
         .in_workspace(&who.person, q.project.as_deref(), move |ws| {
-            site.chat_history(ws.person(), ws.project())
+            site.chat_page(ws.person(), ws.project(), q.before, limit)
         })
         .await?;
     Ok(Json(History {
-        messages: messages.into_iter().map(HistoryMessage::from).collect(),
+        messages: page
+            .messages
+            .into_iter()
+            .map(HistoryMessage::from)
+            .collect(),
+        earlier: page.earlier,
     }))
 }
 
@@ -161,25 +196,32 @@ pub async fn chat(
     };
     let (tx, rx) = mpsc::channel::<Event>(RELAY_QUEUE_EVENTS);
     let timeout = Duration::from_secs(agent.timeout_secs);
+    let mut reply = Reply::new(agent.max_reply_bytes);
     let closing = state.closing.clone();
     tokio::spawn(async move {
-        // The reply is collected here, so that whatever came before a failure is saved.
-        let mut reply = String::new();
-        let failure =
-            match tokio::time::timeout(timeout, relay(&state, &turn, &tx, &mut reply)).await {
-                Ok(result) => result.err(),
-                Err(_) => Some((
-                    "upstream_timeout",
-                    format!(
-                        "the agent did not finish its reply within {} seconds",
-                        timeout.as_secs()
-                    ),
-                )),
-            };
+        // Whatever ends the turn first drops the relay, which closes the upstream
+        // connection, so the agent stops generating: the deadline, the end of the reply,
+        // or the member going away (a closed page, Stop, the gateway stopping).
+        let failure = tokio::select! {
+            relayed = tokio::time::timeout(timeout, relay(&state, &turn, &tx, &mut reply)) => {
+                match relayed {
+                    Ok(result) => result.err(),
+                    Err(_) => Some((
+                        "upstream_timeout",
+                        format!(
+                            "the agent did not finish its reply within {} seconds",
+                            timeout.as_secs()
+                        ),
+                    )),
+                }
+            }
+            () = tx.closed() => None,
+        };
         if let Some((code, message)) = failure {
             send(&tx, "error", json!({ "code": code, "message": message })).await;
         }
-        finish_turn(&state, &turn, reply, before, &tx).await;
+        // Whatever came before the end is saved, as far as it came.
+        finish_turn(&state, &turn, reply.text, before, &tx).await;
         send(&tx, "done", json!({})).await;
     });
     let events = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -196,12 +238,138 @@ pub async fn chat(
 /// What went wrong upstream: an error code and a message.
 type RelayError = (&'static str, String);
 
+/// Room in one upstream line for the JSON around the text it carries, in bytes.
+const LINE_SLACK_BYTES: usize = 64 * 1024;
+
+/// The reply as it arrives, held to `agent.max_reply_bytes`.
+struct Reply {
+    text: String,
+    max_bytes: u64,
+}
+
+impl Reply {
+    fn new(max_bytes: u64) -> Reply {
+        Reply {
+            text: String::new(),
+            max_bytes,
+        }
+    }
+
+    /// The longest upstream line (or whole JSON answer) worth reading, in bytes: one
+    /// that carries more than a reply may hold is cut before it is read whole.
+    fn line_max_bytes(&self) -> usize {
+        usize::try_from(self.max_bytes)
+            .unwrap_or(usize::MAX)
+            .saturating_add(LINE_SLACK_BYTES)
+    }
+
+    /// Adds `text` as far as the cap allows and relays what was added; past the cap the
+    /// reply ends with the cut note, and the turn with `reply_too_large`.
+    async fn say(&mut self, tx: &mpsc::Sender<Event>, text: &str) -> Result<(), RelayError> {
+        let start = self.text.len();
+        self.text.push_str(text);
+        let cut = ferry_site::cut_reply(&mut self.text, self.max_bytes);
+        self.relay_from(tx, start).await?;
+        if cut {
+            return Err(self.too_large());
+        }
+        Ok(())
+    }
+
+    /// Ends the reply as cut: the agent sent more at once than a reply may hold.
+    async fn cut(&mut self, tx: &mpsc::Sender<Event>) -> RelayError {
+        let start = self.text.len();
+        ferry_site::end_as_cut(&mut self.text, self.max_bytes);
+        if let Err(gone) = self.relay_from(tx, start).await {
+            return gone;
+        }
+        self.too_large()
+    }
+
+    async fn relay_from(&self, tx: &mpsc::Sender<Event>, start: usize) -> Result<(), RelayError> {
+        let added = &self.text[start..];
+        if !added.is_empty() && !send(tx, "delta", json!({ "text": added })).await {
+            return Err(("gone", "the member left".to_owned()));
+        }
+        Ok(())
+    }
+
+    fn too_large(&self) -> RelayError {
+        (
+            "reply_too_large",
+            format!(
+                "the reply was longer than {} bytes: it was cut there and the agent stopped",
+                self.max_bytes
+            ),
+        )
+    }
+}
+
+/// Splits an upstream body into lines, holding at most `max_bytes` of one line, and
+/// looking at every byte once.
+struct Lines {
+    partial: BytesMut,
+    max_bytes: usize,
+}
+
+impl Lines {
+    /// The lines `chunk` completes, each with its `\n`; `None` once a line is too long.
+    fn push(&mut self, mut chunk: Bytes) -> Option<Vec<Bytes>> {
+        let mut lines = Vec::new();
+        while let Some(end) = chunk.iter().position(|b| *b == b'\n') {
+            if self.partial.len() + end > self.max_bytes {
+                return None;
+            }
+            let piece = chunk.split_to(end + 1);
+            if self.partial.is_empty() {
+                lines.push(piece);
+            } else {
+                self.partial.extend_from_slice(&piece);
+                lines.push(self.partial.split().freeze());
+            }
+        }
+        if self.partial.len() + chunk.len() > self.max_bytes {
+            return None;
+        }
+        self.partial.extend_from_slice(&chunk);
+        Some(lines)
+    }
+}
+
+/// What one line of an upstream event stream says.
+enum Line {
+    /// `data: [DONE]`: the reply is complete.
+    Done,
+    /// A chunk with reply text.
+    Text(String),
+    /// Anything else: comments, other fields, chunks without text.
+    Other,
+}
+
+fn parse_line(line: &[u8]) -> Line {
+    let line = String::from_utf8_lossy(line);
+    let Some(data) = line.trim_end().strip_prefix("data:") else {
+        return Line::Other;
+    };
+    let data = data.trim_start();
+    if data == "[DONE]" {
+        return Line::Done;
+    }
+    let Ok(value) = serde_json::from_str::<Value>(data) else {
+        return Line::Other;
+    };
+    match value["choices"][0]["delta"]["content"].as_str() {
+        Some(text) if !text.is_empty() => Line::Text(text.to_owned()),
+        _ => Line::Other,
+    }
+}
+
 /// Streams the upstream reply to the member, appending its text to `reply`.
 async fn relay(
     state: &AppState,
     turn: &Turn,
     tx: &mpsc::Sender<Event>,
-    reply: &mut String,
+    reply: &mut Reply,
 ) -> Result<(), RelayError> {
     let mut request = state
         .http
@@ -219,9 +387,10 @@ async fn relay(
         )
     })?;
     if !response.status().is_success() {
+        // The number only: the reason phrase is the upstream's own words.
         return Err((
             "upstream_error",
-            format!("the agent answered {}", response.status()),
+            format!("the agent answered HTTP {}", response.status().as_u16()),
         ));
     }
     let streaming = response
@@ -229,52 +398,48 @@ async fn relay(
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("text/event-stream"));
+    let mut body = response.bytes_stream();
+    let broke_off = |e: reqwest::Error| {
+        (
+            "upstream_dropped",
+            format!("the agent's reply broke off: {}", describe(&e)),
+        )
+    };
+    let mut lines = Lines {
+        partial: BytesMut::new(),
+        max_bytes: reply.line_max_bytes(),
+    };
     if !streaming {
-        // A server that ignores `stream: true` and answers one JSON completion.
-        let body: Value = response.json().await.map_err(|e| {
+        // A server that ignores `stream: true` and answers one JSON completion, read
+        // under the bound of one line.
+        let mut whole = BytesMut::new();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(broke_off)?;
+            if whole.len() + chunk.len() > lines.max_bytes {
+                return Err(reply.cut(tx).await);
+            }
+            whole.extend_from_slice(&chunk);
+        }
+        let body: Value = serde_json::from_slice(&whole).map_err(|e| {
             (
                 "upstream_error",
-                format!(
-                    "the agent's answer is not a chat completion: {}",
-                    describe(&e)
-                ),
+                format!("the agent's answer is not a chat completion: {e}"),
             )
         })?;
         if let Some(text) = body["choices"][0]["message"]["content"].as_str() {
-            reply.push_str(text);
-            send(tx, "delta", json!({ "text": text })).await;
+            reply.say(tx, text).await?;
         }
         return Ok(());
     }
-    let mut body = response.bytes_stream();
-    let mut buffer = BytesMut::new();
     while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| {
-            (
-                "upstream_dropped",
-                format!("the agent's reply broke off: {}", describe(&e)),
-            )
-        })?;
-        buffer.extend_from_slice(&chunk);
-        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
-            let line = buffer.split_to(end + 1);
-            let line = String::from_utf8_lossy(&line);
-            let Some(data) = line.trim_end().strip_prefix("data:") else {
-                continue;
-            };
-            let data = data.trim_start();
-            if data == "[DONE]" {
-                return Ok(());
-            }
-            let Ok(value) = serde_json::from_str::<Value>(data) else {
-                continue;
-            };
-            if let Some(text) = value["choices"][0]["delta"]["content"].as_str()
-                && !text.is_empty()
-            {
-                reply.push_str(text);
-                // A member who left still gets the whole reply saved in the history.
-                send(tx, "delta", json!({ "text": text })).await;
+        let Some(complete) = lines.push(chunk.map_err(broke_off)?) else {
+            return Err(reply.cut(tx).await);
+        };
+        for line in complete {
+            match parse_line(&line) {
+                Line::Done => return Ok(()),
+                Line::Text(text) => reply.say(tx, &text).await?,
+                Line::Other => {}
             }
         }
     }
@@ -327,9 +492,13 @@ async fn finish_turn(
         .await;
     }
     if !delivered.is_empty() {
-        state
-            .events
-            .publish(&turn.person, turn.project.as_deref(), delivered);
+        crate::events::announce_attachments(
+            state,
+            &turn.person,
+            turn.project.as_deref(),
+            delivered,
+        )
+        .await;
     }
 }
 
@@ -367,4 +536,72 @@ async fn send(tx: &mpsc::Sender<Event>, name: &str, data: Value) -> bool {
 /// reqwest's message with its causes, without the URL.
 fn describe(err: &reqwest::Error) -> String {
     crate::deliveries::without_url(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(max_bytes: usize) -> Lines {
+        Lines {
+            partial: BytesMut::new(),
+            max_bytes,
+        }
+    }
+
+    #[test]
+    fn lines_split_across_chunks_come_out_whole() {
+        let mut l = lines(64);
+        assert_eq!(l.push(Bytes::from_static(b"data: a")), Some(vec![]));
+        let got = l.push(Bytes::from_static(b"bc\n\ndata: d\nda")).unwrap();
+        assert_eq!(got, [&b"data: abc\n"[..], b"\n", b"data: d\n"]);
+        assert_eq!(
+            l.push(Bytes::from_static(b"ta: e\n")).unwrap(),
+            [&b"data: e\n"[..]]
+        );
+    }
+
+    #[test]
+    fn a_line_may_be_as_long_as_the_bound_and_not_one_byte_longer() {
+        for (len, fits) in [(9, true), (10, true), (11, false)] {
+            // Ended in the same chunk, in a later chunk, or never.
+            let line = "a".repeat(len);
+            let mut l = lines(10);
+            assert_eq!(
+                l.push(Bytes::from(format!("{line}\n"))).is_some(),
+                fits,
+                "{len}"
+            );
+            let mut l = lines(10);
+            let first = l.push(Bytes::from(line.clone()));
+            assert_eq!(first.is_some(), fits, "{len} unended");
+            if fits {
+                assert_eq!(l.push(Bytes::from_static(b"\n")).unwrap().len(), 1);
+            }
+            let mut l = lines(10);
+            let (head, tail) = line.split_at(5);
+            assert!(l.push(Bytes::from(head.to_owned())).is_some());
+            assert_eq!(
+                l.push(Bytes::from(format!("{tail}\n"))).is_some(),
+                fits,
+                "{len} split"
+            );
+        }
+    }
+
+    #[test]
+    fn parse_line_takes_text_done_and_ignores_the_rest() {
+        let text = br#"data: {"choices":[{"delta":{"content":"hi"}}]}"#;
+        assert!(matches!(parse_line(text), Line::Text(t) if t == "hi"));
+        assert!(matches!(parse_line(b"data: [DONE]\r\n"), Line::Done));
+        for other in [
+            &b": ping"[..],
+            b"event: x",
+            b"data: {not json",
+            b"data: {}",
+            b"",
+        ] {
+            assert!(matches!(parse_line(other), Line::Other));
+        }
+    }
 }

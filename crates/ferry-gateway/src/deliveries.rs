@@ -84,10 +84,14 @@ async fn fetch(
         .map_err(|_| timed_out())?
         .map_err(upstream_failure)?;
     if !response.status().is_success() {
+        // The number only: a reason phrase is the upstream's words, not ours to repeat.
         return Err(ApiError::new(
             StatusCode::BAD_GATEWAY,
             "upstream_error",
-            format!("the server of the url answered {}", response.status()),
+            format!(
+                "the server of the url answered HTTP {}",
+                response.status().as_u16()
+            ),
         ));
     }
     // reqwest drops Content-Length when it decodes, so a declared length is the real one.
@@ -132,9 +136,13 @@ async fn fetch(
     }
     let filled = sink.finish().await?;
     let written = blocking(move || Ok::<_, SiteError>(filled.complete()?.commit()?)).await?;
-    state
-        .events
-        .publish(person, request.project.as_deref(), vec![path.clone()]);
+    crate::events::announce_attachments(
+        state,
+        person,
+        request.project.as_deref(),
+        vec![path.clone()],
+    )
+    .await;
     let name = path.rsplit('/').next().unwrap_or_default();
     Ok(Delivered {
         notice: format!("📎 {name} — {path}"),

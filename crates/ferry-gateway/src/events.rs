@@ -5,6 +5,11 @@
 //! agent writes into `public/attachments/` itself are noticed by polling, only for people
 //! with a page open, at [`ATTACHMENTS_POLL_INTERVAL`], against a first state taken when the
 //! page's stream opens (so a file written right after that is not taken for the baseline).
+//! A handler that writes into `public/attachments/` does not publish its file itself: it
+//! asks for the same comparison the poller makes ([`announce_attachments`]), and the
+//! comparisons take turns, so each change is published once, by whichever looks first.
+//!
+//! A person holds at most `server.max_event_streams` streams; one more is `429`.
 //!
 //! The same watcher keeps the web presence of those people fresh and tells their pages
 //! when their pending approvals and picks change (`interaction` events; see
@@ -16,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use ferry_site::AttachmentsState;
 use futures_util::{Stream, StreamExt};
@@ -24,7 +30,7 @@ use tokio::sync::broadcast;
 
 use crate::auth::Member;
 use crate::interactions::InteractionsEvent;
-use crate::{AppState, blocking};
+use crate::{ApiError, AppState, blocking};
 
 /// How often watched `public/attachments/` folders are compared with their last state.
 pub const ATTACHMENTS_POLL_INTERVAL: Duration = Duration::from_millis(400);
@@ -79,6 +85,9 @@ pub struct Events {
     known: Mutex<HashMap<WorkspaceKey, AttachmentsState>>,
     /// The pending requests each watched person's pages last heard of.
     pub(crate) interactions: crate::interactions::Watch,
+    /// Held from reading a person's `public/attachments/` to comparing it with `known`, so
+    /// every reading is compared with the one before it and a change is published once.
+    comparing: tokio::sync::Mutex<()>,
 }
 
 impl Default for Events {
@@ -88,6 +97,7 @@ impl Default for Events {
             listeners: Mutex::new(HashMap::new()),
             known: Mutex::new(HashMap::new()),
             interactions: Default::default(),
+            comparing: tokio::sync::Mutex::new(()),
         }
     }
 }
@@ -120,6 +130,66 @@ impl Events {
     fn known(&self) -> std::sync::MutexGuard<'_, HashMap<WorkspaceKey, AttachmentsState>> {
         self.known.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Publishes what changed in the `public/attachments/` of `person`'s workspaces from
+    /// their last known state to `states`, and keeps `states` as the known one. Call with
+    /// [`Events::comparing`] held.
+    fn compare(&self, person: &str, states: Vec<(Option<String>, AttachmentsState)>) {
+        let mut known = self.known();
+        // A workspace unknown while others of the person are known is a project made
+        // since the page opened: everything in it is new.
+        let watching = known.keys().any(|(p, _)| p == person);
+        for (project, now) in states {
+            let key = (person.to_owned(), project.clone());
+            let before = match known.get(&key) {
+                Some(before) => Some(before),
+                None if watching => Some(&AttachmentsState::new()),
+                None => None,
+            };
+            if let Some(before) = before {
+                let changed = ferry_site::attachments_changed(before, &now);
+                if !changed.is_empty() {
+                    self.publish(person, project.as_deref(), changed);
+                }
+            }
+            known.insert(key, now);
+        }
+    }
+}
+
+/// Announces files a handler wrote into one workspace's `public/attachments/`: through
+/// the poller's comparison when `person` has a page open, so the poller does not announce
+/// them again; as `paths` otherwise (to a stream that is only just opening, if any).
+pub(crate) async fn announce_attachments(
+    state: &AppState,
+    person: &str,
+    project: Option<&str>,
+    paths: Vec<String>,
+) {
+    let events = &state.events;
+    let _turn = events.comparing.lock().await;
+    let compared = events.known().keys().any(|(p, _)| p == person);
+    if !compared {
+        events.publish(person, project, paths);
+        return;
+    }
+    let (site, who, workspace) = (
+        state.site.clone(),
+        person.to_owned(),
+        project.map(str::to_owned),
+    );
+    let read = blocking(move || {
+        let now = site
+            .workspace(&who, workspace.as_deref())?
+            .attachments_state()?;
+        Ok::<_, ferry_site::SiteError>(vec![(workspace, now)])
+    })
+    .await;
+    match read {
+        Ok(states) => events.compare(person, states),
+        // Unreadable just now: the paths are news all the same.
+        Err(_) => events.publish(person, project, paths),
+    }
 }
 
 /// The `public/attachments/` state of each of `person`'s workspaces.
@@ -147,9 +217,21 @@ struct Listening {
 }
 
 impl Listening {
-    fn new(events: Arc<Events>, person: String) -> Listening {
-        *events.lock().entry(person.clone()).or_default() += 1;
-        Listening { events, person }
+    /// Counts one more stream of `person`; `None` when they already hold `max`.
+    fn new(events: Arc<Events>, person: String, max: u32) -> Option<Listening> {
+        {
+            let mut listeners = events.lock();
+            let count = listeners.entry(person.clone()).or_default();
+            if *count >= max as usize {
+                // Nothing was added, but the entry may just have been made.
+                if *count == 0 {
+                    listeners.remove(&person);
+                }
+                return None;
+            }
+            *count += 1;
+        }
+        Some(Listening { events, person })
     }
 }
 
@@ -168,16 +250,30 @@ impl Drop for Listening {
 pub async fn stream(
     State(state): State<AppState>,
     Member(who): Member,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    // Subscribed before counted, so nothing published once the stream counts is missed.
     let rx = state.events.tx.subscribe();
-    let listening = Listening::new(state.events.clone(), who.person.clone());
+    let max = state.site.config().server.max_event_streams;
+    let Some(listening) = Listening::new(state.events.clone(), who.person.clone(), max) else {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_streams",
+            format!(
+                "one person may keep at most {max} live event streams open; \
+                 close a page or tab of ferry and try again"
+            ),
+        ));
+    };
     // The poller's first state of this person's folders, taken before the stream answers:
     // a file written from now on is a change. A page already open keeps the older state.
-    let (site, person) = (state.site.clone(), who.person.clone());
-    if let Ok(states) = blocking(move || attachments_states(&site, &person)).await {
-        let mut known = state.events.known();
-        for (project, now) in states {
-            known.entry((who.person.clone(), project)).or_insert(now);
+    {
+        let _turn = state.events.comparing.lock().await;
+        let (site, person) = (state.site.clone(), who.person.clone());
+        if let Ok(states) = blocking(move || attachments_states(&site, &person)).await {
+            let mut known = state.events.known();
+            for (project, now) in states {
+                known.entry((who.person.clone(), project)).or_insert(now);
+            }
         }
     }
     crate::interactions::page_opened(&state, &who.person).await;
@@ -199,7 +295,7 @@ pub async fn stream(
         }
     });
     let events = events.take_until(state.closing.clone().cancelled_owned());
-    Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE_INTERVAL).text("ping"))
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE_INTERVAL).text("ping")))
 }
 
 /// Publishes the files that appear or change in the `public/attachments/` folders of
@@ -231,29 +327,12 @@ pub async fn watch_attachments(state: AppState) {
         }
         for person in state.events.watched() {
             crate::interactions::notice(&state, &person, touch).await;
+            let _turn = state.events.comparing.lock().await;
             let (site, who) = (state.site.clone(), person.clone());
             let Ok(states) = blocking(move || attachments_states(&site, &who)).await else {
                 continue;
             };
-            let mut known = state.events.known();
-            // A workspace unknown while others of the person are known is a project made
-            // since the page opened: everything in it is new.
-            let watching = known.keys().any(|(p, _)| *p == person);
-            for (project, now) in states {
-                let key = (person.clone(), project.clone());
-                let before = match known.get(&key) {
-                    Some(before) => Some(before),
-                    None if watching => Some(&AttachmentsState::new()),
-                    None => None,
-                };
-                if let Some(before) = before {
-                    let changed = ferry_site::attachments_changed(before, &now);
-                    if !changed.is_empty() {
-                        state.events.publish(&person, project.as_deref(), changed);
-                    }
-                }
-                known.insert(key, now);
-            }
+            state.events.compare(&person, states);
         }
     }
 }

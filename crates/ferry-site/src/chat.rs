@@ -1,8 +1,20 @@
 //! The saved conversation of a workspace (spec members M-CHAT): the member's messages
 //! and the agent's words. Delivery notices are stream-only and never saved here.
+//!
+//! The conversation is read a page at a time, newest first, so that a long one (or one
+//! message saved before replies were capped) never has to be held whole: every message
+//! read is cut to `agent.max_reply_bytes`, and a page stops at
+//! [`CHAT_PAGE_MAX_BYTES`] of text.
 
 use crate::db::now_secs;
 use crate::{Site, SiteError};
+
+/// The most messages one page of the conversation holds.
+pub const CHAT_PAGE_MAX_MESSAGES: usize = 100;
+/// The messages of a page when the caller names no number.
+pub const CHAT_PAGE_DEFAULT_MESSAGES: usize = 50;
+/// The text a page holds at most, in bytes; a page always holds at least one message.
+pub const CHAT_PAGE_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// Who said a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -24,6 +36,8 @@ impl ChatRole {
 /// One saved message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChatMessage {
+    /// Grows with every message of the site; pages are cut by it.
+    pub id: i64,
     pub role: ChatRole,
     pub text: String,
     /// The `public/…` paths the member attached (empty for the agent's words).
@@ -32,38 +46,137 @@ pub struct ChatMessage {
     pub created: i64,
 }
 
+/// A run of consecutive messages, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatPage {
+    pub messages: Vec<ChatMessage>,
+    /// The id to ask `before` for the next older page; `None` when this page is the oldest.
+    pub earlier: Option<i64>,
+}
+
+/// The line that ends a reply cut at `max_bytes`.
+pub fn reply_cut_note(max_bytes: u64) -> String {
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * KIB;
+    let size = if max_bytes.is_multiple_of(MIB) {
+        format!("{} MiB", max_bytes / MIB)
+    } else if max_bytes.is_multiple_of(KIB) {
+        format!("{} KiB", max_bytes / KIB)
+    } else {
+        format!("{max_bytes} bytes")
+    };
+    format!("[reply cut at {size}]")
+}
+
+/// Cuts `text` to at most `max_bytes` at a character boundary and ends it with
+/// [`reply_cut_note`]; `false` (and `text` untouched) when it already fits.
+pub fn cut_reply(text: &mut String, max_bytes: u64) -> bool {
+    let max = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+    if text.len() <= max {
+        return false;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    end_as_cut(text, max_bytes);
+    true
+}
+
+/// Ends a reply that was cut at `max_bytes` with [`reply_cut_note`] on a line of its own.
+pub fn end_as_cut(text: &mut String, max_bytes: u64) {
+    if !text.is_empty() {
+        text.push_str("\n\n");
+    }
+    text.push_str(&reply_cut_note(max_bytes));
+}
+
+/// The longest prefix of `bytes` that is whole UTF-8.
+fn whole_chars(bytes: &[u8]) -> String {
+    let whole = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+    };
+    whole.to_owned()
+}
+
+/// The most bytes a saved reply may have: the cap, and the note of a cut reply.
+fn saved_max_bytes(max_bytes: u64) -> u64 {
+    max_bytes + 2 + reply_cut_note(max_bytes).len() as u64
+}
+
 /// Projects are stored as their id; the main workspace as the empty string.
 fn project_key(project: Option<&str>) -> &str {
     project.unwrap_or("")
 }
 
+/// The columns every read selects: the text's length, not the text, which [`message`]
+/// reads only as far as a saved reply may go, so that a message over the cap (saved
+/// before there was one) is never read whole.
+const MESSAGE_COLUMNS: &str = "id, role, octet_length(text), attachments, created";
+
 impl Site {
-    /// The conversation of a workspace, oldest first.
+    /// The whole conversation of a workspace, oldest first, each message cut to
+    /// `agent.max_reply_bytes`.
     pub fn chat_history(
         &self,
         person: &str,
         project: Option<&str>,
     ) -> Result<Vec<ChatMessage>, SiteError> {
+        let max_text = self.config().agent.max_reply_bytes;
         let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT role, text, attachments, created FROM chat_messages
-             WHERE person = ?1 AND project = ?2 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([person, project_key(project)], |r| {
-            let role: String = r.get(0)?;
-            let attachments: String = r.get(2)?;
-            Ok(ChatMessage {
-                role: if role == "user" {
-                    ChatRole::User
-                } else {
-                    ChatRole::Assistant
-                },
-                text: r.get(1)?,
-                attachments: serde_json::from_str(&attachments).unwrap_or_default(),
-                created: r.get(3)?,
-            })
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM chat_messages
+             WHERE person = ?1 AND project = ?2 ORDER BY id"
+        ))?;
+        let rows = stmt.query_map(rusqlite::params![person, project_key(project)], |r| {
+            message(&conn, r, max_text)
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One page of a workspace's conversation: the newest messages older than `before`
+    /// (all of them when `None`), at most `limit` of them (clamped to
+    /// 1..=[`CHAT_PAGE_MAX_MESSAGES`]) and [`CHAT_PAGE_MAX_BYTES`] of text.
+    pub fn chat_page(
+        &self,
+        person: &str,
+        project: Option<&str>,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<ChatPage, SiteError> {
+        let limit = limit.clamp(1, CHAT_PAGE_MAX_MESSAGES);
+        let max_text = self.config().agent.max_reply_bytes;
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM chat_messages
+             WHERE person = ?1 AND project = ?2 AND id < ?3 ORDER BY id DESC LIMIT ?4"
+        ))?;
+        // One more than the page, to know whether an older page exists.
+        let rows = stmt.query_map(
+            rusqlite::params![
+                person,
+                project_key(project),
+                before.unwrap_or(i64::MAX),
+                (limit + 1) as i64
+            ],
+            |r| message(&conn, r, max_text),
+        )?;
+        let (mut messages, mut bytes, mut earlier) = (Vec::new(), 0usize, None);
+        for row in rows {
+            let m = row?;
+            let full = messages.len() == limit
+                || (!messages.is_empty() && bytes + m.text.len() > CHAT_PAGE_MAX_BYTES);
+            if full {
+                earlier = messages.last().map(|m: &ChatMessage| m.id);
+                break;
+            }
+            bytes += m.text.len();
+            messages.push(m);
+        }
+        messages.reverse();
+        Ok(ChatPage { messages, earlier })
     }
 
     /// Appends one message to a workspace's conversation.
@@ -89,5 +202,142 @@ impl Site {
             ],
         )?;
         Ok(())
+    }
+}
+
+/// One row of [`MESSAGE_COLUMNS`] with its text; a text longer than a saved reply may be
+/// is cut to `max_text` like a reply.
+fn message(
+    conn: &rusqlite::Connection,
+    r: &rusqlite::Row<'_>,
+    max_text: u64,
+) -> rusqlite::Result<ChatMessage> {
+    let id: i64 = r.get(0)?;
+    let role: String = r.get(1)?;
+    let length = u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0);
+    let mut bytes = vec![0; length.min(saved_max_bytes(max_text)) as usize];
+    if !bytes.is_empty() {
+        conn.blob_open("main", "chat_messages", "text", id, true)?
+            .read_at_exact(&mut bytes, 0)?;
+    }
+    let mut text = whole_chars(&bytes);
+    if length > saved_max_bytes(max_text) {
+        // What was read is longer than the cap (the read takes the note's room too).
+        cut_reply(&mut text, max_text);
+    }
+    let attachments: String = r.get(3)?;
+    Ok(ChatMessage {
+        id,
+        role: if role == "user" {
+            ChatRole::User
+        } else {
+            ChatRole::Assistant
+        },
+        text,
+        attachments: serde_json::from_str(&attachments).unwrap_or_default(),
+        created: r.get(4)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_note_names_the_cap_in_the_unit_it_was_set_in() {
+        assert_eq!(reply_cut_note(1024 * 1024), "[reply cut at 1 MiB]");
+        assert_eq!(reply_cut_note(3 * 1024), "[reply cut at 3 KiB]");
+        assert_eq!(reply_cut_note(1000), "[reply cut at 1000 bytes]");
+    }
+
+    #[test]
+    fn a_reply_is_cut_at_a_character_boundary_at_the_cap_and_not_before() {
+        // "é" is two bytes: a cap in its middle keeps the whole characters before it.
+        for (text, max, want) in [
+            ("abcé", 5, None),
+            ("abcé", 6, None),
+            ("abcéd", 5, Some("abcé")),
+            ("abcé", 4, Some("abc")),
+            ("abcé", 3, Some("abc")),
+        ] {
+            let mut got = text.to_owned();
+            let cut = cut_reply(&mut got, max);
+            match want {
+                None => assert!(!cut && got == text, "{text:?} at {max}: {got:?}"),
+                Some(kept) => assert_eq!(
+                    got,
+                    format!("{kept}\n\n{}", reply_cut_note(max)),
+                    "{text:?} at {max}"
+                ),
+            }
+        }
+    }
+
+    fn site_with(config: crate::Config) -> (tempfile::TempDir, Site) {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = Site::open(tmp.path(), config).unwrap();
+        site.add_person("me").unwrap();
+        (tmp, site)
+    }
+
+    fn site() -> (tempfile::TempDir, Site) {
+        site_with(crate::Config::default())
+    }
+
+    /// The byte length of each message of a page.
+    fn sizes(page: &ChatPage) -> Vec<usize> {
+        page.messages.iter().map(|m| m.text.len()).collect()
+    }
+
+    #[test]
+    fn a_page_holds_its_byte_budget_and_not_one_byte_more() {
+        let (_tmp, site) = site();
+        let quarter = CHAT_PAGE_MAX_BYTES / 4;
+        // Four messages, oldest first, of the budget in all, minus one, plus one.
+        for (extra, project) in [(-1i64, "under"), (0, "at"), (1, "over")] {
+            let project = Some(project);
+            let newest = (quarter as i64 + extra) as usize;
+            let lengths = [quarter, quarter + 1, quarter - 1, newest];
+            for len in lengths {
+                let text = "a".repeat(len);
+                site.append_chat("me", project, ChatRole::Assistant, &text, &[])
+                    .unwrap();
+            }
+            let page = site.chat_page("me", project, None, 50).unwrap();
+            if extra <= 0 {
+                assert_eq!(sizes(&page), lengths, "{extra}: all of them fit");
+                assert_eq!(page.earlier, None);
+                continue;
+            }
+            // One byte over: the oldest waits for the page before.
+            assert_eq!(sizes(&page), lengths[1..], "{extra}");
+            let rest = site.chat_page("me", project, page.earlier, 50).unwrap();
+            assert_eq!(sizes(&rest), lengths[..1]);
+            assert_eq!(rest.earlier, None);
+        }
+    }
+
+    #[test]
+    fn a_page_holds_at_least_one_message_however_long() {
+        // Replies allowed past a page's budget.
+        let mut config = crate::Config::default();
+        config.agent.max_reply_bytes = 2 * CHAT_PAGE_MAX_BYTES as u64;
+        let (_tmp, site) = site_with(config);
+        let max = 2 * CHAT_PAGE_MAX_BYTES;
+        site.append_chat("me", None, ChatRole::User, "first", &[])
+            .unwrap();
+        site.append_chat("me", None, ChatRole::Assistant, &"b".repeat(max), &[])
+            .unwrap();
+        let page = site.chat_page("me", None, None, 50).unwrap();
+        assert_eq!(sizes(&page), [max]);
+        let page = site.chat_page("me", None, page.earlier, 50).unwrap();
+        assert_eq!(page.messages[0].text, "first");
+        assert_eq!(page.earlier, None);
+    }
+
+    #[test]
+    fn whole_chars_drops_a_character_cut_in_half() {
+        assert_eq!(whole_chars(&"abé".as_bytes()[..3]), "ab");
+        assert_eq!(whole_chars("abé".as_bytes()), "abé");
     }
 }

@@ -21,7 +21,10 @@ mod tokens;
 mod workspace;
 
 pub use artifacts::{Artifact, ArtifactKind};
-pub use chat::{ChatMessage, ChatRole};
+pub use chat::{
+    CHAT_PAGE_DEFAULT_MESSAGES, CHAT_PAGE_MAX_BYTES, CHAT_PAGE_MAX_MESSAGES, ChatMessage, ChatPage,
+    ChatRole, cut_reply, end_as_cut, reply_cut_note,
+};
 pub use circles::Circle;
 pub use config::{Config, DeleteApproval, SandboxChoice, SiteMode, TOOL_NAMES};
 pub use error::SiteError;

@@ -89,7 +89,10 @@ mod tests {
             "报告.docx",
             "notes 😀.md",
         ] {
-            assert!(matches!(shown_name(name), Cow::Borrowed(n) if n == name), "{name}");
+            assert!(
+                matches!(shown_name(name), Cow::Borrowed(n) if n == name),
+                "{name}"
+            );
         }
     }
 

@@ -135,9 +135,8 @@ async fn fetch(
     state
         .events
         .publish(person, request.project.as_deref(), vec![path.clone()]);
-    let name = path.rsplit('/').next().unwrap_or_default();
     Ok(Delivered {
-        notice: format!("📎 {name} — {path}"),
+        notice: ferry_site::delivery_notice(&path),
         size: written.size,
         sha256: written.sha256_hex(),
         path,

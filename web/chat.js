@@ -3,7 +3,7 @@
 // the streamed reply of POST /v1/chat (delta, notice, error, done).
 
 import { ApiError, downloadFile, parseJson, readEvents, request, uploadFile } from "./api.js";
-import { acceptFileDrops, baseName, el, formatChatTime, showAlertIn } from "./format.js";
+import { acceptFileDrops, baseName, el, formatChatTime, nameNode, shownName, showAlertIn } from "./format.js";
 
 export function createChat({ getProject, onNotice }) {
   const log = document.getElementById("conversation");
@@ -83,9 +83,9 @@ export function createChat({ getProject, onNotice }) {
         list.append(
           el(
             "li",
-            { className: "attachment", title: path },
+            { className: "attachment", title: shownName(path) },
             el("span", { className: "icon icon-clip", "aria-hidden": "true" }),
-            baseName(path),
+            nameNode(baseName(path)),
           ),
         );
       }
@@ -109,9 +109,17 @@ export function createChat({ getProject, onNotice }) {
       box = el("div", { className: "notices" });
       article.append(box);
     }
-    const path = typeof notice.path === "string" ? notice.path : null;
-    const text = typeof notice.text === "string" && notice.text ? notice.text : `📎 ${path || "file"}`;
-    const button = el("button", { type: "button", className: "notice", title: path ? `Download ${path}` : "" }, text);
+    const path = typeof notice.path === "string" && notice.path ? notice.path : null;
+    // Built from the path, the name and the path each isolated and shown with their
+    // hidden characters visible: a name cannot reorder the line or start another one.
+    const content = path
+      ? ["📎 ", nameNode(baseName(path)), " — ", nameNode(path)]
+      : [nameNode(typeof notice.text === "string" && notice.text ? notice.text : "📎 file", "shown-text")];
+    const button = el(
+      "button",
+      { type: "button", className: "notice", title: path ? `Download ${shownName(path)}` : "" },
+      ...content,
+    );
     if (path) {
       button.addEventListener("click", () => {
         downloadFile(path, project).catch((err) => {

@@ -137,9 +137,9 @@ export function createFilesPanel({ getProject, uploads }) {
     row.className = "row";
     row.draggable = true;
     const name = document.createElement("span");
+    // Isolated by its class (unicode-bidi: isolate): a plain element per row is cheaper
+    // than a <bdi> inside it, and a name's direction cannot leak into the row either way.
     name.className = "name";
-    // The name itself sits in a <bdi>: its direction cannot leak into the row.
-    name.append(document.createElement("bdi"));
     const size = document.createElement("span");
     size.className = "size";
     const time = document.createElement("time");
@@ -190,7 +190,7 @@ export function createFilesPanel({ getProject, uploads }) {
     const name = row.firstChild;
     const size = name.nextSibling;
     const time = size.nextSibling;
-    fillName(name.firstChild, node.name);
+    fillName(name, node.name);
     name.title = shown;
 
     const description = [];

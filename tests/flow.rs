@@ -356,6 +356,7 @@ fn artifacts_approvals_and_elicitations_name_no_host_path() {
             call("file_deliver", json!({"paths": [artifact]})),
             call("file_write", json!({"path": spoof, "content": "MZ"})),
             call("file_delete", json!({"path": spoof})),
+            call("file_delete", json!({"path": artifact})),
         ],
     );
     for (i, result) in out["results"].as_array().unwrap().iter().enumerate() {
@@ -369,6 +370,17 @@ fn artifacts_approvals_and_elicitations_name_no_host_path() {
         message.contains("public/attachments/invoice_⟨U+202E⟩fdp.exe")
             && !message.contains('\u{202E}'),
         "{message}"
+    );
+    assert!(
+        message.ends_with("(2 bytes) from your workspace."),
+        "{message}"
+    );
+    let private = &out["elicitations"][1];
+    assert_no_host_path(private, &data, &server);
+    assert_eq!(
+        private["message"],
+        "The agent asks to delete private/people/me/artifacts/q4/report.md (5 bytes) from your \
+         private folder."
     );
     let described = asked["requestedSchema"]["properties"]["confirm"]["description"]
         .as_str()

@@ -111,7 +111,7 @@ pub fn delete_question(tools: &Toolbox, args: &serde_json::Value) -> Result<Ques
             "The agent asks to delete {} ({} bytes){}.",
             ferry_fs::shown_name(&subject),
             info.size,
-            where_it_is(tools.paths(), &info.path),
+            where_it_is(tools.paths(), &subject, &info.path),
         ),
         subject,
         path: info.path,
@@ -120,9 +120,12 @@ pub fn delete_question(tools: &Toolbox, args: &serde_json::Value) -> Result<Ques
 
 /// Which of the person's folders holds `abs`, said in words: a home-relative path and
 /// a site-relative one can be spelled alike (`~/shared/public/x`, `shared/public/x`).
-fn where_it_is(paths: &crate::PersonPaths, abs: &str) -> &'static str {
+fn where_it_is(paths: &crate::PersonPaths, subject: &str, abs: &str) -> &'static str {
     let abs = std::path::Path::new(abs);
-    if abs.starts_with(&paths.home) {
+    // Left absolute: outside the site, or climbing out of it with `..` (host mode).
+    if subject.starts_with('/') {
+        " outside your workspace"
+    } else if abs.starts_with(&paths.home) {
         " from your workspace"
     } else if abs.starts_with(&paths.private) {
         " from your private folder"

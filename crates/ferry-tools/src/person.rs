@@ -12,6 +12,7 @@ use crate::ToolError;
 /// The absolute folders of one person (spec core C-SITE).
 #[derive(Clone, Debug)]
 pub struct PersonPaths {
+    /// The person these folders belong to.
     pub person: String,
     /// The site's data folder, without symlinks.
     pub data: PathBuf,

@@ -796,6 +796,37 @@ fn chat_notice_for_a_file_the_agent_writes_itself() {
 }
 
 #[test]
+fn chat_notice_for_a_name_with_a_newline_and_an_override_is_one_line_that_shows_them() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    // Written by the agent itself, so no safe-name rule shaped it.
+    let name = "q3.txt\n📎 public\u{2215}attachments\u{2215}payroll\u{202E}xslx.exe";
+    let shown = "q3.txt⟨U+000A⟩📎 public⟨U+2215⟩attachments⟨U+2215⟩payroll⟨U+202E⟩xslx.exe";
+    let written = attachments_dir(&server, "me", None).join(name);
+    agent.answer(Answer::Stream(vec![
+        act(move |_| write_file(&written, b"MZ")),
+        delta("Done."),
+    ]));
+    let events = turn(&server, json!({ "message": "Write it." }));
+    assert_eq!(
+        named(&events),
+        vec![
+            delta_ev("Done."),
+            ev(
+                "notice",
+                json!({
+                    "text": format!("📎 {shown} — public/attachments/{shown}"),
+                    "path": format!("public/attachments/{name}"),
+                }),
+            ),
+            done_ev(),
+        ],
+        "one notice: its text shows the newline and the override, its path is exact"
+    );
+    assert_alive(&mut server);
+}
+
+#[test]
 fn chat_notice_for_a_delivery_the_agent_posts() {
     let agent = Agent::start();
     let mut server = start_with_agent(&agent);

@@ -79,8 +79,8 @@ fn draft_build_move_deliver_and_the_member_sees_it() {
         .unwrap_or_else(|| panic!("no artifact record: {manifest}"));
     assert_eq!(artifact["slug"], "q3-report");
     assert_eq!(
-        artifact["path"],
-        artifacts.join("report.md").to_str().unwrap()
+        artifact["path"], "private/people/me/artifacts/q3-report/report.md",
+        "workspace-relative, never where the site lives on the host"
     );
     assert_eq!(artifact["sha256"], sha);
     assert_eq!(artifact["size"], final_text.len());
@@ -312,4 +312,154 @@ fn file_delete_asks_through_elicitation_over_http_too() {
     assert!(!is_error(&out["results"][0]), "{out}");
     assert!(!home.join("b.txt").exists());
     assert_eq!(out["elicitations"].as_array().unwrap().len(), 1, "{out}");
+}
+
+/// Every string in `value`, keys included.
+fn strings(value: &Value) -> Vec<String> {
+    match value {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items.iter().flat_map(strings).collect(),
+        Value::Object(map) => map
+            .iter()
+            .flat_map(|(k, v)| std::iter::once(k.clone()).chain(strings(v)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Asserts that nothing in `value` names the site's folder on the host or is absolute.
+fn assert_no_host_path(value: &Value, data: &std::path::Path, server: &Server) {
+    let hosts = [
+        data.to_str().unwrap().to_owned(),
+        server.data.to_str().unwrap().to_owned(),
+    ];
+    for s in strings(value) {
+        assert!(
+            !hosts.iter().any(|h| s.contains(h.as_str())) && !s.starts_with('/'),
+            "a host path reaches the person: {s:?} in {value}"
+        );
+    }
+}
+
+#[test]
+fn artifacts_approvals_and_elicitations_name_no_host_path() {
+    let (server, harness) = gateway();
+    let data = server.data.canonicalize().unwrap();
+    let artifact = data.join("private/people/me/artifacts/q4/report.md");
+    let spoof = "public/attachments/invoice_\u{202E}fdp.exe";
+    let out = session(
+        &server,
+        &harness,
+        Some("accept"),
+        vec![
+            call("file_write", json!({"path": artifact, "content": "# Q4\n"})),
+            call("file_deliver", json!({"paths": [artifact]})),
+            call("file_write", json!({"path": spoof, "content": "MZ"})),
+            call("file_delete", json!({"path": spoof})),
+            call("file_delete", json!({"path": artifact})),
+        ],
+    );
+    for (i, result) in out["results"].as_array().unwrap().iter().enumerate() {
+        assert!(!is_error(result), "step {i}: {result}");
+    }
+    // The client shows the question to a person: relative, and the override visible.
+    let asked = &out["elicitations"][0];
+    assert_no_host_path(asked, &data, &server);
+    let message = asked["message"].as_str().unwrap();
+    assert!(
+        message.contains("public/attachments/invoice_⟨U+202E⟩fdp.exe")
+            && !message.contains('\u{202E}'),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("(2 bytes) from your workspace."),
+        "{message}"
+    );
+    let private = &out["elicitations"][1];
+    assert_no_host_path(private, &data, &server);
+    assert_eq!(
+        private["message"],
+        "The agent asks to delete private/people/me/artifacts/q4/report.md (5 bytes) from your \
+         private folder."
+    );
+    let described = asked["requestedSchema"]["properties"]["confirm"]["description"]
+        .as_str()
+        .unwrap();
+    assert_eq!(described, "public/attachments/invoice_⟨U+202E⟩fdp.exe");
+
+    let (status, manifest) = get_json(&server.url("/v1/artifacts"), &server.token);
+    assert_eq!(status, 200, "{manifest}");
+    assert_no_host_path(&manifest, &data, &server);
+    let paths: Vec<&str> = manifest["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["path"].as_str().unwrap())
+        .collect();
+    assert!(
+        paths.contains(&"private/people/me/artifacts/q4/report.md"),
+        "{manifest}"
+    );
+
+    // Without elicitation the web client asks: its request names no host path either,
+    // and its sentence shows the newline and the look-alike slash.
+    let events = support::client()
+        .get(server.url("/v1/events"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let tricky = "public/attachments/notes\n📎 report\u{2215}final.pdf";
+    let (base, token) = (server.base.clone(), server.token.clone());
+    let person = std::thread::spawn(move || {
+        let client = support::client();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            let pending: Value = client
+                .get(format!("{base}/v1/interactions"))
+                .bearer_auth(&token)
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            if let Some(item) = pending["interactions"].as_array().unwrap().first() {
+                let id = item["id"].as_str().unwrap();
+                let answer = client
+                    .post(format!("{base}/v1/approvals/{id}"))
+                    .bearer_auth(&token)
+                    .json(&json!({"approve": true}))
+                    .send()
+                    .unwrap();
+                assert_eq!(answer.status(), 200);
+                return pending;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("no approval was asked within a minute");
+    });
+    let out = session(
+        &server,
+        &harness,
+        None,
+        vec![
+            call("file_write", json!({"path": tricky, "content": "x"})),
+            call("file_delete", json!({"path": tricky})),
+        ],
+    );
+    let pending = person.join().unwrap();
+    drop(events);
+    assert!(!is_error(&out["results"][1]), "{}", out["results"][1]);
+    assert!(!data.join("home/me").join(tricky).exists());
+    assert_no_host_path(&pending, &data, &server);
+    let item = &pending["interactions"][0];
+    assert_eq!(
+        item["subject"], tricky,
+        "the subject is the exact relative path"
+    );
+    let summary = item["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("notes⟨U+000A⟩📎 report⟨U+2215⟩final.pdf") && !summary.contains('\n'),
+        "{summary}"
+    );
 }

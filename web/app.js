@@ -7,7 +7,7 @@ import { promptDialog } from "./dialogs.js";
 import { startEvents, stopEvents } from "./events.js";
 import { createFilesPanel } from "./files.js";
 import { createInteractions } from "./interactions.js";
-import { el } from "./format.js";
+import { el, shownName } from "./format.js";
 import { createUploads } from "./uploads.js";
 
 const PROJECT_KEY = "ferry.project";
@@ -109,7 +109,7 @@ function fillProjects(list) {
   const fragment = document.createDocumentFragment();
   fragment.append(el("option", { value: "" }, "Main workspace"));
   for (const p of list) {
-    fragment.append(el("option", { value: p.id }, p.id));
+    fragment.append(el("option", { value: p.id }, shownName(p.id)));
   }
   projectSelect.replaceChildren(fragment);
   projectSelect.value = project ?? "";

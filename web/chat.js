@@ -5,7 +5,7 @@
 // keeps what came so far.
 
 import { ApiError, downloadFile, parseJson, readEvents, request, uploadFile } from "./api.js";
-import { acceptFileDrops, baseName, el, formatChatTime, showAlertIn } from "./format.js";
+import { acceptFileDrops, baseName, el, formatChatTime, nameNode, shownName, showAlertIn } from "./format.js";
 
 export function createChat({ getProject, onNotice }) {
   const log = document.getElementById("conversation");
@@ -90,9 +90,9 @@ export function createChat({ getProject, onNotice }) {
         list.append(
           el(
             "li",
-            { className: "attachment", title: path },
+            { className: "attachment", title: shownName(path) },
             el("span", { className: "icon icon-clip", "aria-hidden": "true" }),
-            baseName(path),
+            nameNode(baseName(path)),
           ),
         );
       }
@@ -116,9 +116,17 @@ export function createChat({ getProject, onNotice }) {
       box = el("div", { className: "notices" });
       article.append(box);
     }
-    const path = typeof notice.path === "string" ? notice.path : null;
-    const text = typeof notice.text === "string" && notice.text ? notice.text : `📎 ${path || "file"}`;
-    const button = el("button", { type: "button", className: "notice", title: path ? `Download ${path}` : "" }, text);
+    const path = typeof notice.path === "string" && notice.path ? notice.path : null;
+    // Built from the path, the name and the path each isolated and shown with their
+    // hidden characters visible: a name cannot reorder the line or start another one.
+    const content = path
+      ? ["📎 ", nameNode(baseName(path)), " — ", nameNode(path)]
+      : [nameNode(typeof notice.text === "string" && notice.text ? notice.text : "📎 file", "shown-text")];
+    const button = el(
+      "button",
+      { type: "button", className: "notice", title: path ? `Download ${shownName(path)}` : "" },
+      ...content,
+    );
     if (path) {
       button.addEventListener("click", () => {
         downloadFile(path, project).catch((err) => {
@@ -236,18 +244,18 @@ export function createChat({ getProject, onNotice }) {
   }
 
   function addChip(file) {
-    const progress = el("progress", { max: 1, value: 0, hidden: true, "aria-label": `Upload progress of ${file.name}` });
+    const progress = el("progress", { max: 1, value: 0, hidden: true, "aria-label": `Upload progress of ${shownName(file.name)}` });
     const remove = el("button", {
       type: "button",
       className: "icon-button chip-remove",
-      "aria-label": `Remove attachment ${file.name}`,
+      "aria-label": `Remove attachment ${shownName(file.name)}`,
       title: "Remove",
     });
     remove.append(el("span", { className: "icon icon-close", "aria-hidden": "true" }));
     const item = el(
       "li",
       { className: "chip" },
-      el("span", { className: "chip-name", title: file.name }, file.name),
+      el("span", { className: "chip-name", title: shownName(file.name) }, nameNode(file.name)),
       progress,
       remove,
     );

@@ -2,7 +2,7 @@
 // confirmation. Each runs an async action on OK; an API error stays in the dialog as an
 // alert with the server's message, so the person can correct the value or cancel.
 
-import { el } from "./format.js";
+import { el, nameNode } from "./format.js";
 
 function parts(dialog) {
   return {
@@ -17,8 +17,15 @@ function parts(dialog) {
 
 function showError(slot, message) {
   // A fresh alert element each time, so assistive technology announces it.
-  slot.replaceChildren(el("p", { role: "alert", className: "alert" }, message));
+  slot.replaceChildren(el("p", { role: "alert", className: "alert" }, nameNode(message, "shown-text")));
 }
+
+/** A title or detail: a string, or strings and nodes (names come as `nameNode`s). */
+function setContent(element, content) {
+  element.replaceChildren(...(Array.isArray(content) ? content : [content || ""]));
+}
+
+const isEmpty = (content) => !content || (Array.isArray(content) && content.length === 0);
 
 let current = null;
 
@@ -32,10 +39,10 @@ function run(dialog, { title, detail, okLabel, prepare, readValue, action, focus
     current.finish(false);
   }
   const p = parts(dialog);
-  p.title.textContent = title;
+  setContent(p.title, title);
   if (p.detail) {
-    p.detail.textContent = detail || "";
-    p.detail.hidden = !detail;
+    setContent(p.detail, detail);
+    p.detail.hidden = isEmpty(detail);
   }
   p.errorSlot.replaceChildren();
   p.ok.textContent = okLabel;
@@ -102,7 +109,8 @@ function run(dialog, { title, detail, okLabel, prepare, readValue, action, focus
 }
 
 /**
- * A dialog with one text field. `options`: title, label, value, detail, selectEnd
+ * A dialog with one text field. `options`: title and detail (strings, or strings and
+ * nodes), label, value, selectEnd
  * (select the value up to this index), action(value).
  */
 export function promptDialog(options) {

@@ -8,11 +8,24 @@
 
 import { ApiError, downloadFile, request } from "./api.js";
 import { confirmDialog, promptDialog } from "./dialogs.js";
-import { acceptFileDrops, el, formatSize, formatTime, parentPath, showAlertIn } from "./format.js";
+import {
+  acceptFileDrops,
+  el,
+  fillName,
+  formatSize,
+  formatTime,
+  nameNode,
+  parentPath,
+  shownName,
+  showAlertIn,
+} from "./format.js";
 
 const ROOT = "public";
 const MANAGED = "public/attachments";
 const DRAG_TYPE = "application/x-ferry-path";
+/** Said in the rename dialog of a name with hidden characters. */
+const HIDDEN_NOTE =
+  "This name holds invisible or control characters, shown as ⟨U+…⟩. Edit it to a plain name, or cancel.";
 
 /** A folder typed by the person ("reports", "/reports/", "public/reports", "") as a path. */
 export function normalizeFolder(value) {
@@ -124,6 +137,8 @@ export function createFilesPanel({ getProject, uploads }) {
     row.className = "row";
     row.draggable = true;
     const name = document.createElement("span");
+    // Isolated by its class (unicode-bidi: isolate): a plain element per row is cheaper
+    // than a <bdi> inside it, and a name's direction cannot leak into the row either way.
     name.className = "name";
     const size = document.createElement("span");
     size.className = "size";
@@ -168,14 +183,15 @@ export function createFilesPanel({ getProject, uploads }) {
   function createItem(node) {
     const kind = node.type === "dir" ? "dir" : node.type === "link" ? "link" : "file";
     const li = prototypes[kind].cloneNode(true);
-    li.setAttribute("aria-label", node.name);
+    const shown = shownName(node.name);
+    li.setAttribute("aria-label", shown);
     li.dataset.path = node.path;
     const row = li.firstChild;
     const name = row.firstChild;
     const size = name.nextSibling;
     const time = size.nextSibling;
-    name.textContent = node.name;
-    name.title = node.name;
+    fillName(name, node.name);
+    name.title = shown;
 
     const description = [];
     if (kind === "dir") {
@@ -185,11 +201,11 @@ export function createFilesPanel({ getProject, uploads }) {
       size.textContent = formatSize(node.size);
     }
     if (size.textContent) description.push(size.textContent);
-    const shown = shownTime(node.mtime);
-    if (shown) {
+    const when = shownTime(node.mtime);
+    if (when) {
       time.dateTime = node.mtime;
-      time.textContent = shown;
-      description.push(`modified ${shown}`);
+      time.textContent = when;
+      description.push(`modified ${when}`);
     }
 
     if (node.path === MANAGED) {
@@ -201,7 +217,7 @@ export function createFilesPanel({ getProject, uploads }) {
       description.unshift("managed by the system");
     } else {
       for (let b = time.nextSibling; b; b = b.nextSibling) {
-        b.setAttribute("aria-label", `${LABELS[b.dataset.action]} ${node.name}`);
+        b.setAttribute("aria-label", `${LABELS[b.dataset.action]} ${shown}`);
       }
     }
     if (kind === "link") {
@@ -489,14 +505,17 @@ export function createFilesPanel({ getProject, uploads }) {
 
   function rename(node) {
     const project = getProject();
-    const dot = node.name.lastIndexOf(".");
+    // The field shows the name as shown everywhere else (markers for hidden characters).
+    const shown = shownName(node.name);
+    const dot = shown.lastIndexOf(".");
     promptDialog({
-      title: `Rename ${node.name}`,
+      title: ["Rename ", nameNode(node.name)],
       label: "New name",
-      value: node.name,
-      selectEnd: node.type !== "dir" && dot > 0 ? dot : node.name.length,
+      value: shown,
+      detail: shown === node.name ? "" : HIDDEN_NOTE,
+      selectEnd: node.type !== "dir" && dot > 0 ? dot : shown.length,
       action: async (value) => {
-        if (value === node.name) {
+        if (value === shown) {
           return;
         }
         if (value.includes("/")) {
@@ -517,13 +536,15 @@ export function createFilesPanel({ getProject, uploads }) {
   function moveDialog(node) {
     const project = getProject();
     let target = null;
+    const from = shownName(parentPath(node.path));
     promptDialog({
-      title: `Move ${node.name}`,
+      title: ["Move ", nameNode(node.name)],
       label: "Move to folder",
-      value: parentPath(node.path),
+      value: from,
       detail: "The folder to move it into, such as public/reports (public is the top level).",
       action: async (value) => {
-        const folder = normalizeFolder(value);
+        // Unchanged: the folder it is in (whose shown form may differ from its name).
+        const folder = value === from ? parentPath(node.path) : normalizeFolder(value);
         const to = `${folder}/${node.name}`;
         if (to === node.path) {
           return;
@@ -547,10 +568,10 @@ export function createFilesPanel({ getProject, uploads }) {
     const project = getProject();
     const isDir = node.type === "dir";
     confirmDialog({
-      title: `Delete ${node.name}?`,
+      title: ["Delete ", nameNode(node.name), "?"],
       detail: isDir
-        ? `The folder ${node.path} and everything in it will be deleted.`
-        : `${node.path} will be deleted.`,
+        ? ["The folder ", nameNode(node.path), " and everything in it will be deleted."]
+        : [nameNode(node.path), " will be deleted."],
       confirmLabel: "Delete",
       action: () => request("DELETE", "/v1/files", { query: { path: node.path, project } }),
     }).then((done) => {

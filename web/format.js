@@ -82,6 +82,94 @@ export function el(tag, props, ...children) {
   return node;
 }
 
+// ---------------------------------------------------------------- names as shown
+
+/**
+ * Characters a name shows as a visible marker ("⟨U+202E⟩") instead of themselves:
+ * controls (newlines and tabs included), bidirectional marks, embeddings, overrides and
+ * isolates, invisible characters (zero-width ones, soft hyphen, word joiner, byte order
+ * mark, fillers, tags…), look-alikes of `/` and `\`, and lone surrogates. The same list
+ * as the server's (ferry-fs `shown.rs`): keep the two equal.
+ */
+const HIDDEN_CHARS = String.raw`\p{Cc}\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069\u00AD\u034F\u115F\u1160\u17B4\u17B5\u180E\u200B-\u200D\u2028\u2029\u2060-\u2064\u206A-\u206F\u3164\uFEFF\uFFA0\uFFF9-\uFFFB\u{1D173}-\u{1D17A}\u{E0000}-\u{E007F}\u2044\u2215\u2571\u29F8\uFF0F\u2216\u2572\u29F5\u29F9\uFE68\uFF3C\uD800-\uDFFF`;
+const HIDDEN_ONE = new RegExp(`[${HIDDEN_CHARS}]`, "u");
+const HIDDEN_RUN = new RegExp(`[${HIDDEN_CHARS}]+`, "gu");
+
+const marker = (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`;
+
+/**
+ * The one form in which a name or path (or any text from outside) is shown to a person:
+ * every hidden or spoofing character spelled as a marker, so "invoice_\u202Efdp.exe"
+ * reads "invoice_⟨U+202E⟩fdp.exe". For attributes and plain strings; in the page put
+ * names in with `nameNode`, which also isolates them from the text around them.
+ */
+export function shownName(text) {
+  const s = String(text ?? "");
+  if (!HIDDEN_ONE.test(s)) return s;
+  return s.replace(HIDDEN_RUN, (run) => Array.from(run, marker).join(""));
+}
+
+/**
+ * Fills `element` with `text` as shown (text nodes, and each marker in a
+ * `span.hidden-char`), replacing what it held. Returns `element`.
+ */
+export function fillName(element, text) {
+  const s = String(text ?? "");
+  if (!HIDDEN_ONE.test(s)) {
+    element.textContent = s;
+    return element;
+  }
+  const parts = [];
+  let last = 0;
+  for (const m of s.matchAll(HIDDEN_RUN)) {
+    if (m.index > last) parts.push(document.createTextNode(s.slice(last, m.index)));
+    for (const c of m[0]) parts.push(el("span", { className: "hidden-char" }, marker(c)));
+    last = m.index + m[0].length;
+  }
+  if (last < s.length) parts.push(document.createTextNode(s.slice(last)));
+  element.replaceChildren(...parts);
+  return element;
+}
+
+/**
+ * A name or path for the page: a `<bdi>` (its direction isolated, so a right-to-left
+ * name cannot reorder the text beside it) holding `shownName(text)`.
+ */
+export function nameNode(text, className = "shown-name") {
+  return fillName(el("bdi", { className }), text);
+}
+
+/**
+ * `text` (a sentence from outside, such as a server's message) for the page: isolated
+ * and shown like a name, with each occurrence of one of `names` isolated on its own.
+ */
+export function textWithNames(text, names = []) {
+  const shown = shownName(text);
+  const box = el("bdi", { className: "shown-text" });
+  const wanted = names.map(shownName).filter((n) => n && shown.includes(n));
+  if (!wanted.length) return fillName(box, shown);
+  let rest = shown;
+  while (rest) {
+    let at = -1;
+    let found = "";
+    for (const n of wanted) {
+      const i = rest.indexOf(n);
+      if (i >= 0 && (at < 0 || i < at || (i === at && n.length > found.length))) {
+        at = i;
+        found = n;
+      }
+    }
+    if (at < 0) {
+      box.append(fillName(document.createElement("span"), rest));
+      break;
+    }
+    if (at > 0) box.append(fillName(document.createElement("span"), rest.slice(0, at)));
+    box.append(nameNode(found));
+    rest = rest.slice(at + found.length);
+  }
+  return box;
+}
+
 /** The last component of a `public/…` path. */
 export function baseName(path) {
   const i = path.lastIndexOf("/");
@@ -114,7 +202,7 @@ export function showAlertIn(container, message, dismissLabel) {
   const box = el(
     "div",
     { className: "alert-box" },
-    el("p", { role: "alert", className: "alert" }, message),
+    el("p", { role: "alert", className: "alert" }, nameNode(message, "shown-text")),
     dismiss,
   );
   dismiss.addEventListener("click", () => box.remove());

@@ -4,7 +4,7 @@
 // goes to the request's signed upload link, which needs no token.
 
 import { postForm, request } from "./api.js";
-import { el, formatChatTime } from "./format.js";
+import { el, formatChatTime, nameNode, shownName, textWithNames } from "./format.js";
 
 /** A refresh shortly after the earliest request expires, so it leaves the screen. */
 const EXPIRY_GRACE_MS = 500;
@@ -52,7 +52,7 @@ export function createInteractions({ region, list, status }) {
   }
 
   function showError(node, message) {
-    errorSlot(node).replaceChildren(el("p", { role: "alert", className: "alert" }, message));
+    errorSlot(node).replaceChildren(el("p", { role: "alert", className: "alert" }, nameNode(message, "shown-text")));
   }
 
   function meta(item) {
@@ -65,9 +65,10 @@ export function createInteractions({ region, list, status }) {
   function approvalView(item) {
     const titleId = `interaction-title-${++nextTitle}`;
     const deleting = item.tool === "file_delete";
+    const subject = el("code", null, nameNode(item.subject));
     const title = deleting
-      ? ["The agent asks to delete ", el("code", null, item.subject)]
-      : [`The agent asks to use ${item.tool} on `, el("code", null, item.subject)];
+      ? ["The agent asks to delete ", subject]
+      : ["The agent asks to use ", nameNode(item.tool), " on ", subject];
     const [noLabel, yesLabel] = deleting ? ["Keep", "Delete"] : ["Deny", "Allow"];
     const no = el("button", { type: "button", className: "button", "aria-describedby": titleId }, noLabel);
     const yes = el(
@@ -83,7 +84,7 @@ export function createInteractions({ region, list, status }) {
       "article",
       { className: "interaction", "data-id": item.id, "data-kind": "approval", "aria-labelledby": titleId },
       el("h3", { id: titleId, className: "interaction-title" }, ...title),
-      item.summary ? el("p", { className: "interaction-text" }, item.summary) : null,
+      item.summary ? el("p", { className: "interaction-text" }, textWithNames(item.summary, [item.subject])) : null,
       meta(item),
       el("div", { className: "interaction-error" }),
       el("div", { className: "interaction-actions" }, no, yes),
@@ -100,7 +101,7 @@ export function createInteractions({ region, list, status }) {
         await request("POST", `/v1/approvals/${encodeURIComponent(item.id)}`, { json: { approve } });
         entry.busy = false;
         remove(item.id);
-        announce(approve ? `${yesLabel}: ${item.subject}.` : `${noLabel}: ${item.subject}.`);
+        announce(`${approve ? yesLabel : noLabel}: ${shownName(item.subject)}.`);
       } catch (err) {
         entry.busy = false;
         if (GONE_STATUSES.has(err.status)) {
@@ -135,7 +136,7 @@ export function createInteractions({ region, list, status }) {
       "article",
       { className: "interaction", "data-id": item.id, "data-kind": "pick", "aria-labelledby": titleId },
       el("h3", { id: titleId, className: "interaction-title" }, "The agent asks for a file"),
-      el("p", { className: "interaction-text" }, item.prompt),
+      el("p", { className: "interaction-text" }, nameNode(item.prompt, "shown-text")),
       el(
         "p",
         { className: "interaction-meta muted" },
@@ -162,8 +163,8 @@ export function createInteractions({ region, list, status }) {
       entry.busy = true;
       choose.disabled = true;
       errorSlot(node).replaceChildren();
-      const progress = el("progress", { max: 1, value: 0, "aria-label": `Upload progress of ${file.name}` });
-      progressSlot.replaceChildren(el("p", { className: "interaction-file" }, file.name), progress);
+      const progress = el("progress", { max: 1, value: 0, "aria-label": `Upload progress of ${shownName(file.name)}` });
+      progressSlot.replaceChildren(el("p", { className: "interaction-file" }, nameNode(file.name)), progress);
       const form = new FormData();
       form.append("file", file, file.name);
       const sending = postForm(item.uploadUrl, form, (fraction) => (progress.value = fraction), {
@@ -174,7 +175,7 @@ export function createInteractions({ region, list, status }) {
         const answer = await sending.promise;
         entry.busy = false;
         remove(item.id);
-        announce(`Sent ${answer?.name ?? file.name} to the agent.`);
+        announce(`Sent ${shownName(answer?.name ?? file.name)} to the agent.`);
       } catch (err) {
         abort = null;
         // Stopped by Cancel, which takes it from here.
@@ -238,8 +239,8 @@ export function createInteractions({ region, list, status }) {
       const item = added[0];
       announce(
         item.kind === "pick"
-          ? `The agent asks for a file: ${item.prompt}`
-          : `The agent asks to ${item.tool === "file_delete" ? "delete" : `use ${item.tool} on`} ${item.subject}.`,
+          ? `The agent asks for a file: ${shownName(item.prompt)}`
+          : `The agent asks to ${item.tool === "file_delete" ? "delete" : `use ${shownName(item.tool)} on`} ${shownName(item.subject)}.`,
       );
     } else if (added.length > 1) {
       announce(`The agent has ${added.length} new requests for you.`);

@@ -2,7 +2,7 @@
 // server's own error message next to a file it refused.
 
 import { ApiError, uploadFile } from "./api.js";
-import { el } from "./format.js";
+import { el, nameNode, shownName } from "./format.js";
 
 /** Uploads at once; the rest wait, so the page keeps connections for its other calls. */
 const PARALLEL_UPLOADS = 3;
@@ -40,7 +40,7 @@ export function createUploads({ list, onUploaded }) {
    * answer (`{path,…}`); rejects with the ApiError, which is also shown next to the file.
    */
   function start(file, project) {
-    const name = file.name;
+    const name = shownName(file.name);
     const status = el("span", { className: "upload-status" }, "Waiting…");
     const progress = el("progress", {
       max: 1,
@@ -60,7 +60,7 @@ export function createUploads({ list, onUploaded }) {
       el(
         "div",
         { className: "upload-line" },
-        el("span", { className: "upload-name", title: name }, name),
+        el("span", { className: "upload-name", title: name }, nameNode(file.name)),
         status,
         button,
       ),
@@ -111,7 +111,7 @@ export function createUploads({ list, onUploaded }) {
         if (err.code === "aborted") {
           progress.remove();
         } else {
-          item.append(el("p", { role: "alert", className: "upload-error" }, err.message));
+          item.append(el("p", { role: "alert", className: "upload-error" }, nameNode(err.message, "shown-text")));
         }
         throw err;
       },

@@ -8,6 +8,8 @@
 //   "deliver [NAME]"→ serves NAME from its own HTTP server and POSTs /v1/deliveries to the
 //                     gateway with the bearer token it was given
 //   "html"          → answers with markup (which a page must show as text)
+//   "act"           → awaits `agent.act()` (set by the test: the agent's own work with
+//                     files, however it does it) mid-reply, then says it is done
 //   "bench N"       → N tokens, no delay (relay overhead measurement)
 //   "forever"       → a word every 100 ms until the gateway hangs up, which it records as
 //                     `closedAt` (ms since the epoch) on the request's record
@@ -33,6 +35,8 @@ export async function startAgent({ data = null, gateway = null, wordDelay = 40, 
     wordDelay,
     requests: [],
     deliveries: [],
+    /** What the "act" turn does: an async function of {project}. */
+    act: null,
     /** Files it serves for deliveries: "/files/NAME" → bytes. */
     served: new Map(),
     base: null,
@@ -238,6 +242,16 @@ async function turn(agent, req, res, body, record) {
     if (r.status === 201) await words(agent, res, `Delivered public/attachments/${name}.`);
     else await words(agent, res, `The delivery failed with ${r.status}.`);
     await sleep(300);
+    finish(res);
+    return;
+  }
+
+  if (/\bact\b/.test(lower)) {
+    if (!agent.act) throw new Error('the test set no agent.act');
+    startStream(res);
+    await words(agent, res, 'Working on it. ');
+    await agent.act({ project });
+    await words(agent, res, 'Done.');
     finish(res);
     return;
   }

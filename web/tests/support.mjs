@@ -477,3 +477,52 @@ export async function recordAssistantStates(page) {
     states: () => page.evaluate(() => window.__states),
   };
 }
+
+// ---------------------------------------------------------------------------------------
+// The agent's own tools
+
+/**
+ * `ferry mcp` for `person` on `server`'s site, spoken to in JSON-RPC lines: the agent's
+ * tools as an agent on the same host uses them. `call(name, args)` resolves with the
+ * tool's result; `close()` ends it.
+ */
+export function agentTools(server, person = 'me') {
+  const child = spawn(FERRY_BIN, ['mcp', '--data', server.data, '--person', person], {
+    stdio: ['pipe', 'pipe', 'ignore'],
+  });
+  children.add(child);
+  const waiting = new Map();
+  let buffer = '';
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk) => {
+    buffer += chunk;
+    for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
+      const message = JSON.parse(buffer.slice(0, nl));
+      buffer = buffer.slice(nl + 1);
+      waiting.get(message.id)?.(message);
+    }
+  });
+  let next = 1;
+  const send = (message) => child.stdin.write(`${JSON.stringify(message)}\n`);
+  const request = (method, params) =>
+    new Promise((resolve) => {
+      const id = next++;
+      waiting.set(id, resolve);
+      send({ jsonrpc: '2.0', id, method, params });
+    });
+  const ready = request('initialize', {
+    protocolVersion: '2025-06-18',
+    capabilities: {},
+    clientInfo: { name: 'web-test-agent', version: '1' },
+  }).then(() => send({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+  return {
+    call: async (name, args) => {
+      await ready;
+      return (await request('tools/call', { name, arguments: args })).result;
+    },
+    close: () => {
+      children.delete(child);
+      child.kill();
+    },
+  };
+}

@@ -8,9 +8,11 @@ mod dir;
 mod error;
 mod name;
 mod path;
+mod shown;
 
 pub use atomic::{AtomicWriter, TEMP_PREFIX, Written};
 pub use dir::{Dir, Entry, EntryKind, Follow, Metadata, is_temporary, set_openat2_enabled};
 pub use error::FsError;
 pub use name::{NAME_MAX_BYTES, safe_name};
 pub use path::{PATH_MAX_BYTES, check_relative};
+pub use shown::{is_hidden_or_spoofing, shown_name};

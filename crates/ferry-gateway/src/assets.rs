@@ -45,3 +45,61 @@ fn content_type(path: &str) -> &'static str {
         _ => "application/octet-stream",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The code points of the page's `HIDDEN_CHARS` class (`\p{Cc}`, `\uXXXX`,
+    /// `\u{X…}` and ranges of them), read from the embedded `format.js`.
+    fn page_hidden_chars() -> Vec<std::ops::RangeInclusive<u32>> {
+        let (_, js) = ASSETS.iter().find(|(url, _)| *url == "/format.js").unwrap();
+        let js = std::str::from_utf8(js).unwrap();
+        let start = js.find("const HIDDEN_CHARS = String.raw`").unwrap();
+        let class = &js[start..].split('`').nth(1).unwrap();
+        let mut rest = class
+            .strip_prefix(r"\p{Cc}")
+            .expect("starts with the controls");
+        let mut ranges = vec![0..=0x1F, 0x7F..=0x9F];
+        let one = |rest: &mut &str| -> u32 {
+            let s = rest.strip_prefix(r"\u").unwrap();
+            let (hex, tail) = match s.strip_prefix('{') {
+                Some(braced) => braced.split_once('}').unwrap(),
+                None => s.split_at(4),
+            };
+            *rest = tail;
+            u32::from_str_radix(hex, 16).unwrap()
+        };
+        while !rest.is_empty() {
+            let first = one(&mut rest);
+            let last = match rest.strip_prefix('-') {
+                Some(tail) => {
+                    rest = tail;
+                    one(&mut rest)
+                }
+                None => first,
+            };
+            ranges.push(first..=last);
+        }
+        ranges
+    }
+
+    #[test]
+    fn the_page_and_the_server_show_the_same_characters_as_markers() {
+        let page = page_hidden_chars();
+        for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+            let in_page = page.iter().any(|r| r.contains(&u32::from(c)));
+            assert_eq!(
+                in_page,
+                ferry_fs::is_hidden_or_spoofing(c),
+                "U+{:04X}: format.js and ferry-fs disagree",
+                u32::from(c)
+            );
+        }
+        // The page also marks lone surrogates, which a Rust `char` cannot hold.
+        assert!(
+            page.iter()
+                .any(|r| r.contains(&0xD800) && r.contains(&0xDFFF))
+        );
+    }
+}

@@ -483,13 +483,9 @@ async fn finish_turn(
         }
     };
     for path in &delivered {
-        let name = path.rsplit('/').next().unwrap_or_default();
-        send(
-            tx,
-            "notice",
-            json!({ "text": format!("📎 {name} — {path}"), "path": path }),
-        )
-        .await;
+        // `text` is for people to read; `path` stays exact, for the download.
+        let text = ferry_site::delivery_notice(path);
+        send(tx, "notice", json!({ "text": text, "path": path })).await;
     }
     if !delivered.is_empty() {
         crate::events::announce_attachments(

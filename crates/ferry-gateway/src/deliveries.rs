@@ -143,9 +143,8 @@ async fn fetch(
         vec![path.clone()],
     )
     .await;
-    let name = path.rsplit('/').next().unwrap_or_default();
     Ok(Delivered {
-        notice: format!("📎 {name} — {path}"),
+        notice: ferry_site::delivery_notice(&path),
         size: written.size,
         sha256: written.sha256_hex(),
         path,

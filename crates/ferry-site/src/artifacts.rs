@@ -1,9 +1,11 @@
 //! The artifact manifest (spec tools.md T-FLOW): every file under a person's
 //! `artifacts/` and every delivery, with person, task, slug, path, size, sha256, time.
 
+use std::path::Path;
+
 use serde::Serialize;
 
-use crate::db::now_secs;
+use crate::db::{Db, now_secs};
 use crate::{Site, SiteError, check_id};
 
 pub(crate) const SCHEMA: &str = "
@@ -51,7 +53,8 @@ pub struct Artifact {
     pub task: String,
     /// The folder under `artifacts/` (or `tmp/`) the work was done in; empty if none.
     pub slug: String,
-    /// The absolute path of the file.
+    /// The file as the person knows it (see [`crate::person_relative`]), never an
+    /// absolute path of the host.
     pub path: String,
     pub size: u64,
     pub sha256: String,
@@ -63,6 +66,35 @@ pub struct Artifact {
     /// Seconds since the epoch, of the file when it was recorded.
     #[serde(skip)]
     pub mtime: i64,
+}
+
+/// Rewrites the rows recorded with absolute paths (before paths were stored as the
+/// person knows them) into their workspace-relative form; a row from a site folder that
+/// has since moved keeps only its file name. Runs at every open; a no-op once done.
+pub(crate) fn relativize_legacy_paths(db: &Db, data: &Path) -> Result<(), SiteError> {
+    let conn = db.conn();
+    let legacy = {
+        let mut stmt =
+            conn.prepare("SELECT id, person, path FROM artifacts WHERE path LIKE '/%'")?;
+        stmt.query_map([], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?
+    };
+    for (id, person, path) in legacy {
+        let abs = Path::new(&path);
+        let rel = crate::person_relative(data, &person, abs).unwrap_or_else(|| {
+            abs.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+        conn.execute("UPDATE artifacts SET path = ?1 WHERE id = ?2", (rel, id))?;
+    }
+    Ok(())
 }
 
 impl Site {
@@ -145,5 +177,61 @@ impl Site {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Config;
+
+    fn record(site: &Site, path: &str) {
+        site.record_artifact(
+            "me",
+            &Artifact {
+                kind: ArtifactKind::Delivery,
+                task: String::new(),
+                slug: String::new(),
+                path: path.to_owned(),
+                size: 1,
+                sha256: "00".into(),
+                delivered_as: "public/attachments/a.txt".into(),
+                created: String::new(),
+                mtime: 0,
+            },
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn rows_recorded_with_absolute_paths_become_relative_at_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = std::fs::canonicalize(tmp.path()).unwrap();
+        {
+            let site = Site::open(&data, Config::default()).unwrap();
+            site.add_person("me").unwrap();
+            let home = data.join("home/me/drafts/a.txt");
+            let private = data.join("private/people/me/artifacts/q3/r.md");
+            record(&site, home.to_str().unwrap());
+            record(&site, private.to_str().unwrap());
+            record(&site, "/elsewhere/old-site/home/me/b.txt");
+            record(&site, "shared/public/c.txt");
+        }
+        let site = Site::open(&data, Config::default()).unwrap();
+        let paths: Vec<String> = site
+            .artifacts("me")
+            .unwrap()
+            .into_iter()
+            .map(|a| a.path)
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "drafts/a.txt",
+                "private/people/me/artifacts/q3/r.md",
+                "b.txt",
+                "shared/public/c.txt"
+            ]
+        );
     }
 }

@@ -14,6 +14,7 @@ pub mod host;
 mod ids;
 mod interactions;
 mod migrate;
+mod shown;
 mod site;
 pub mod skills;
 mod time;
@@ -36,6 +37,7 @@ pub use interactions::{
     WEB_PRESENCE_TOUCH_INTERVAL, WEB_PRESENCE_TTL, is_interaction_id,
 };
 pub use migrate::{LEGACY_PUBLIC_DIR_NAME, PUBLIC_DIR_NAME, migrate_legacy_public};
+pub use shown::{delivery_notice, person_relative};
 pub use site::{DEFAULT_PERSON, MEMORY_DIR, Project, SERVICE_DIR, Site};
 pub use time::rfc3339;
 pub use tokens::{Principal, TokenKind};

@@ -62,6 +62,7 @@ impl Site {
         // The service dir must be ours: refuse a link planted in its place.
         root.open_dir(SERVICE_DIR, Follow::Never)?;
         let db = Db::open(&data.join(SERVICE_DIR).join(DB_FILE))?;
+        crate::artifacts::relativize_legacy_paths(&db, &std::fs::canonicalize(data)?)?;
         Ok(Site {
             root_path: data.to_path_buf(),
             root,

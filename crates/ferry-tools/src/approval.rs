@@ -18,9 +18,11 @@ pub const APPROVAL_WAIT: Duration = Duration::from_secs(120);
 #[derive(Clone, Debug)]
 pub struct Question {
     pub tool: &'static str,
-    /// What the question is about (the absolute path).
+    /// The absolute path the tool acts on, if approved (never shown to the person).
+    pub path: String,
+    /// What the question is about as the person knows it: the workspace-relative path.
     pub subject: String,
-    /// The sentence shown to the person.
+    /// The sentence shown to the person, its hidden characters made visible.
     pub summary: String,
 }
 
@@ -102,14 +104,38 @@ pub fn delete_question(tools: &Toolbox, args: &serde_json::Value) -> Result<Ques
             format!("{} is a folder; file_delete removes one file", info.path),
         ));
     }
+    let subject = tools.paths().relative(&info.path);
     Ok(Question {
         tool: "file_delete",
         summary: format!(
-            "The agent asks to delete {} ({} bytes).",
-            info.path, info.size
+            "The agent asks to delete {} ({} bytes){}.",
+            ferry_fs::shown_name(&subject),
+            info.size,
+            where_it_is(tools.paths(), &subject, &info.path),
         ),
-        subject: info.path,
+        subject,
+        path: info.path,
     })
+}
+
+/// Which of the person's folders holds `abs`, said in words: a home-relative path and
+/// a site-relative one can be spelled alike (`~/shared/public/x`, `shared/public/x`).
+fn where_it_is(paths: &crate::PersonPaths, subject: &str, abs: &str) -> &'static str {
+    let abs = std::path::Path::new(abs);
+    // Left absolute: outside the site, or climbing out of it with `..` (host mode).
+    if subject.starts_with('/') {
+        " outside your workspace"
+    } else if abs.starts_with(&paths.home) {
+        " from your workspace"
+    } else if abs.starts_with(&paths.private) {
+        " from your private folder"
+    } else if abs.starts_with(&paths.shared_public) {
+        " from the folder shared with everyone"
+    } else if abs.starts_with(paths.data.join("circles")) {
+        " from a circle's shared folder"
+    } else {
+        " outside your workspace"
+    }
 }
 
 pub(crate) fn file_delete(
@@ -126,7 +152,7 @@ pub(crate) fn file_delete(
                     "denied",
                     format!(
                         "the person declined deleting {}; nothing was deleted",
-                        question.subject
+                        question.path
                     ),
                 ));
             }
@@ -137,7 +163,7 @@ pub(crate) fn file_delete(
                         "deleting needs the person's approval and there is no way to ask them \
                          (the client offers no elicitation and no web client is open); nothing \
                          was deleted. Ask them in your reply instead: {} was kept",
-                        question.subject
+                        question.path
                     ),
                 ));
             }
@@ -149,7 +175,7 @@ pub(crate) fn file_delete(
             }
         }
     }
-    tools.requester().delete(&question.subject)?;
-    Ok(ToolOutput::text(format!("Deleted {}", question.subject))
-        .with_structured(json!({"deleted": question.subject})))
+    tools.requester().delete(&question.path)?;
+    Ok(ToolOutput::text(format!("Deleted {}", question.path))
+        .with_structured(json!({"deleted": question.path})))
 }

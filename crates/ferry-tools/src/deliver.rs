@@ -79,7 +79,7 @@ pub(crate) fn file_deliver(
                 kind: ArtifactKind::Delivery,
                 task,
                 slug,
-                path: source.clone(),
+                path: tools.paths().relative(&source),
                 size: written.size,
                 sha256: written.sha256.clone(),
                 delivered_as: match project {
@@ -90,7 +90,7 @@ pub(crate) fn file_deliver(
                 mtime: 0,
             },
         )?;
-        let notice = format!("📎 {name} — {public_path}");
+        let notice = ferry_site::delivery_notice(&public_path);
         lines.push(notice.clone());
         delivered.push(json!({
             "source": source,
@@ -160,10 +160,11 @@ pub fn sync_artifacts(tools: &Toolbox) -> Result<usize, ToolError> {
                     }
                     // Hashed once per content: an unchanged size and time is not read again
                     // (times are in seconds, so a file changed this very second is read).
+                    let recorded_as = tools.paths().relative(&path);
                     if entry.mtime < now_secs() - 1
                         && tools.site().artifact_unchanged(
                             tools.person(),
-                            &path,
+                            &recorded_as,
                             entry.size,
                             entry.mtime,
                         )?
@@ -179,7 +180,7 @@ pub fn sync_artifacts(tools: &Toolbox) -> Result<usize, ToolError> {
                             kind: ArtifactKind::Artifact,
                             task,
                             slug,
-                            path: info.path,
+                            path: recorded_as,
                             size: info.size,
                             sha256,
                             delivered_as: String::new(),

@@ -213,18 +213,19 @@ impl Approver for ElicitApprover {
     }
 }
 
-/// The form the person answers: one required yes/no.
+/// The form the person answers: one required yes/no. Every text in it is shown to the
+/// person by a client ferry does not control, so none holds a hidden character.
 fn elicit_params(question: &Question) -> Value {
     json!({
         "mode": "form",
-        "message": question.summary,
+        "message": ferry_fs::shown_name(&question.summary),
         "requestedSchema": {
             "type": "object",
             "properties": {
                 "confirm": {
                     "type": "boolean",
                     "title": "Delete this file",
-                    "description": question.subject,
+                    "description": ferry_fs::shown_name(&question.subject),
                 },
             },
             "required": ["confirm"],

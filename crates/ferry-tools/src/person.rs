@@ -12,6 +12,8 @@ use crate::ToolError;
 /// The absolute folders of one person (spec core C-SITE).
 #[derive(Clone, Debug)]
 pub struct PersonPaths {
+    /// The person these folders belong to.
+    pub person: String,
     /// The site's data folder, without symlinks.
     pub data: PathBuf,
     /// `home/<p>`: the workspace, `$HOME`, `~`.
@@ -32,6 +34,7 @@ impl PersonPaths {
     fn new(data: &Path, person: &str) -> PersonPaths {
         let private = data.join("private/people").join(person);
         PersonPaths {
+            person: person.to_owned(),
             data: data.to_path_buf(),
             home: data.join("home").join(person),
             tmp: private.join("tmp"),
@@ -41,6 +44,13 @@ impl PersonPaths {
             shared_public: data.join("shared/public"),
             skills: data.join("skills"),
         }
+    }
+
+    /// `abs` as the person knows it (relative to their home, else to the site); a path
+    /// outside the site (host mode only) as it is.
+    pub fn relative(&self, abs: &str) -> String {
+        ferry_site::person_relative(&self.data, &self.person, Path::new(abs))
+            .unwrap_or_else(|| abs.to_owned())
     }
 
     /// The folder a delivery lands in: the workspace's (or a project's) `public/attachments`.

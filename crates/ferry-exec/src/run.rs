@@ -18,6 +18,7 @@ use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, Signal, WaitId, WaitIdO
 use crate::capture::{Capture, SaveTo, random_hex, write_full_output};
 use crate::landlock::Landlock;
 use crate::sandbox::{Bwrap, Trees};
+use crate::scope::Base;
 use crate::{
     CANONICAL_PATH, Command, DEFAULT_TIMEOUT, ExecError, Identity, MAX_TIMEOUT, Output, Policy,
     Sandbox,
@@ -56,7 +57,8 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     if cmd.command.contains('\0') {
         return Err(ExecError::InvalidCommand);
     }
-    let cwd = open_cwd(&policy.root, &cmd.cwd)?;
+    let base = policy.base.as_deref().map(Base::open).transpose()?;
+    let cwd = open_cwd(base.as_ref(), &policy.root, &cmd.cwd)?;
     // The checked sandbox. bwrap also takes the working folder's real path, which is how
     // it (inside its own mount namespace) finds it.
     let (sandbox, landlock) = match &policy.sandbox {
@@ -67,7 +69,7 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
             read_only,
             network,
         } => {
-            let sb = Bwrap::check(bwrap, read_write, read_only, *network)?;
+            let sb = Bwrap::check(bwrap, base.as_ref(), read_write, read_only, *network)?;
             let real = cwd_in(&cwd, &sb.binds)?;
             (Some((sb, real)), None)
         }
@@ -76,7 +78,7 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
             read_only,
             network,
         } => {
-            let ll = Landlock::check(read_write, read_only, *network)?;
+            let ll = Landlock::check(base.as_ref(), read_write, read_only, *network)?;
             cwd_in(&cwd, &ll.trees)?;
             (None, Some(ll))
         }
@@ -191,12 +193,16 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     })
 }
 
-/// Opens the working folder beneath the root; the kernel refuses every way out.
-fn open_cwd(root: &Path, cwd: &Path) -> Result<Dir, ExecError> {
-    let root_dir = Dir::open_ambient(root).map_err(|source| ExecError::RootUnavailable {
-        path: root.to_path_buf(),
-        source,
-    })?;
+/// Opens the working folder beneath the root (itself reached from `base` without a link,
+/// when there is one); the kernel refuses every way out.
+fn open_cwd(base: Option<&Base>, root: &Path, cwd: &Path) -> Result<Dir, ExecError> {
+    let root_dir = match base {
+        Some(base) => base.open_root(root)?,
+        None => Dir::open_ambient(root).map_err(|source| ExecError::RootUnavailable {
+            path: root.to_path_buf(),
+            source,
+        })?,
+    };
     let outside = || ExecError::CwdOutside {
         path: cwd.to_path_buf(),
     };
@@ -248,7 +254,7 @@ fn cwd_in(cwd: &Dir, trees: &Trees) -> Result<PathBuf, ExecError> {
 }
 
 /// The path the kernel knows an open directory by.
-fn real_path(dir: &Dir) -> io::Result<PathBuf> {
+pub(crate) fn real_path(dir: &Dir) -> io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd()))
 }
 

@@ -5,6 +5,7 @@
 
 mod artifacts;
 mod chat;
+mod check;
 mod circles;
 pub mod config;
 mod db;
@@ -22,6 +23,7 @@ mod workspace;
 
 pub use artifacts::{Artifact, ArtifactKind};
 pub use chat::{ChatMessage, ChatRole};
+pub use check::Finding;
 pub use circles::Circle;
 pub use config::{Config, DeleteApproval, SandboxChoice, SiteMode, TOOL_NAMES};
 pub use error::SiteError;

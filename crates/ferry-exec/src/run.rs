@@ -84,21 +84,15 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
         }
     };
 
-    let out_dir = &policy.full_output_dir;
-    let output_dir_error = |source| ExecError::OutputDir {
-        path: out_dir.clone(),
-        source,
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(out_dir)
-        .map_err(output_dir_error)?;
+    let out = OutputDir::prepare(base.as_ref(), &policy.full_output_dir)?;
     // Without bwrap each run gets a private TMPDIR, removed afterwards: nothing of one
     // run is left for the next to trip over (Landlock denies the shared /tmp). Under
     // bwrap /tmp is already that.
     let run_tmp = match sandbox {
-        None => Some(RunTmp::create(out_dir).map_err(output_dir_error)?),
+        None => Some(RunTmp::create(&out).map_err(|source| ExecError::OutputDir {
+            path: out.shown.clone(),
+            source,
+        })?),
         Some(_) => None,
     };
 
@@ -112,8 +106,11 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     };
     // `--`: a command that starts with `-` is a command, not an option to bash.
     command.arg("-c").arg("--").arg(&cmd.command);
-    let tmpdir = run_tmp.as_ref().map_or(Path::new("/tmp"), |t| &t.0);
-    let confine = landlock.map(|ll| ll.with_tmpdir(tmpdir)).transpose()?;
+    let tmpdir = run_tmp.as_ref().map_or(Path::new("/tmp"), |t| &t.shown);
+    let confine = run_tmp
+        .as_ref()
+        .and_then(|t| landlock.map(|ll| ll.with_tmpdir(&t.reach)))
+        .transpose()?;
     command
         .env_clear()
         .env("HOME", &who.home)
@@ -160,7 +157,7 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     let deadline = Instant::now() + timeout;
     let mut child = command.spawn().map_err(ExecError::Spawn)?;
     let save = SaveTo {
-        dir: out_dir,
+        dir: &out.reach,
         max_bytes: policy.full_output_max_bytes,
     };
     let mut stdout = Capture::new("stdout", policy.visible_output_bytes);
@@ -178,7 +175,8 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     drop(run_tmp);
 
     let (full_output_path, full_output_note) =
-        write_full_output([&mut stdout, &mut stderr], out_dir);
+        write_full_output([&mut stdout, &mut stderr], &out.reach);
+    let full_output_path = full_output_path.map(|p| out.shown(&p));
     Ok(Output {
         stdout: stdout.text(),
         stderr: stderr.text(),
@@ -363,14 +361,67 @@ fn kill_group(pid: Pid) {
     let _ = rustix::process::kill_process_group(pid, Signal::KILL);
 }
 
+/// Where over-cap output and each run's TMPDIR go (made 0700 when missing). `shown` is
+/// the path the person knows it by; `reach` is how the service writes there: beneath a
+/// base, through the folder opened with no link followed (`/proc/self/fd/N`), so that a
+/// link swapped in later cannot redirect a write.
+struct OutputDir {
+    _opened: Option<Dir>,
+    shown: PathBuf,
+    reach: PathBuf,
+}
+
+impl OutputDir {
+    fn prepare(base: Option<&Base>, dir: &Path) -> Result<OutputDir, ExecError> {
+        let (opened, reach) = match base {
+            Some(base) => {
+                let opened = base.create_dirs(dir)?;
+                let reach = PathBuf::from(format!("/proc/self/fd/{}", opened.as_fd().as_raw_fd()));
+                (Some(opened), reach)
+            }
+            None => {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|source| ExecError::OutputDir {
+                        path: dir.to_path_buf(),
+                        source,
+                    })?;
+                (None, dir.to_path_buf())
+            }
+        };
+        Ok(OutputDir {
+            _opened: opened,
+            shown: dir.to_path_buf(),
+            reach,
+        })
+    }
+
+    /// The path the person knows a file by that the service wrote at `reached`.
+    fn shown(&self, reached: &Path) -> PathBuf {
+        match reached.strip_prefix(&self.reach) {
+            Ok(rest) => self.shown.join(rest),
+            Err(_) => reached.to_path_buf(),
+        }
+    }
+}
+
 /// The per-run TMPDIR (0700), removed with everything in it when the run is over.
-struct RunTmp(PathBuf);
+struct RunTmp {
+    shown: PathBuf,
+    reach: PathBuf,
+}
 
 impl RunTmp {
-    fn create(dir: &Path) -> io::Result<RunTmp> {
-        let path = dir.join(format!("tmp-{}", random_hex()));
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        Ok(RunTmp(path))
+    fn create(out: &OutputDir) -> io::Result<RunTmp> {
+        let name = format!("tmp-{}", random_hex());
+        let reach = out.reach.join(&name);
+        std::fs::DirBuilder::new().mode(0o700).create(&reach)?;
+        Ok(RunTmp {
+            shown: out.shown.join(name),
+            reach,
+        })
     }
 }
 
@@ -378,6 +429,6 @@ impl Drop for RunTmp {
     fn drop(&mut self) {
         // Best effort: the command's processes are gone, but it may have left a folder
         // it made unwritable; that stays, private to the person (0700 parent).
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.reach);
     }
 }

@@ -234,27 +234,58 @@ impl Base {
             path: path.to_path_buf(),
             source,
         };
-        let rel = path
-            .strip_prefix(&self.path)
-            .map_err(|_| unavailable(FsError::PathEscapes))?;
-        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-            return Err(unavailable(FsError::PathEscapes));
-        }
-        let Some(rel) = rel.to_str() else {
-            return Err(unavailable(FsError::Io(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "the path is not valid UTF-8",
-            ))));
-        };
+        let rel = self.rel(path).map_err(unavailable)?;
         if rel.is_empty() {
             return self.dir.try_clone().map_err(unavailable);
         }
-        self.dir.open_dir(rel, Follow::Never).map_err(|e| match e {
-            FsError::PathEscapes => ExecError::RootIsLink {
-                path: path.to_path_buf(),
+        self.dir
+            .open_dir(rel, Follow::Never)
+            .map_err(|e| link_or(path, e, unavailable))
+    }
+
+    /// Opens the folder at `path` beneath the base like [`Base::open_root`], making it
+    /// and its missing parents (0700) first.
+    pub(crate) fn create_dirs(&self, path: &Path) -> Result<Dir, ExecError> {
+        let failed = |e| ExecError::OutputDir {
+            path: path.to_path_buf(),
+            source: match e {
+                FsError::Io(e) => e,
+                e => std::io::Error::other(e),
             },
-            e => unavailable(e),
+        };
+        let rel = self.rel(path).map_err(failed)?;
+        if rel.is_empty() {
+            return self.dir.try_clone().map_err(failed);
+        }
+        self.dir
+            .create_dir_all(rel, 0o700)
+            .map_err(|e| link_or(path, e, failed))
+    }
+
+    /// `path` relative to the base; only plain components may lead there.
+    fn rel<'p>(&self, path: &'p Path) -> Result<&'p str, FsError> {
+        let rel = path
+            .strip_prefix(&self.path)
+            .map_err(|_| FsError::PathEscapes)?;
+        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+            return Err(FsError::PathEscapes);
+        }
+        rel.to_str().ok_or_else(|| {
+            FsError::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the path is not valid UTF-8",
+            ))
         })
+    }
+}
+
+/// A link met on the way to `path` is [`ExecError::RootIsLink`]; anything else is `other`.
+fn link_or(path: &Path, e: FsError, other: impl FnOnce(FsError) -> ExecError) -> ExecError {
+    match e {
+        FsError::PathEscapes => ExecError::RootIsLink {
+            path: path.to_path_buf(),
+        },
+        e => other(e),
     }
 }
 

@@ -157,7 +157,12 @@ impl Scope {
     pub(crate) fn resolve(&self, path: &str) -> Result<Target<'_>, RequestError> {
         let abs = self.absolute(path)?;
         match self.access {
-            Access::AsPerson => Ok(Target::Absolute(abs)),
+            // As the person, the kernel and their permissions decide; a tree whose root
+            // is a link is still refused (by name: only root can plant such a link there).
+            Access::AsPerson => match self.innermost(&abs) {
+                Some((_, Root::Refused(e))) => Err(e.clone()),
+                _ => Ok(Target::Absolute(abs)),
+            },
             Access::Confined => self.beneath(&abs),
         }
     }
@@ -165,12 +170,7 @@ impl Scope {
     /// The tree holding `abs` (the innermost, when trees nest) and the rest of the path
     /// beneath it; a path in none of them escapes.
     pub(crate) fn beneath(&self, abs: &Path) -> Result<Target<'_>, RequestError> {
-        let (tree, dir) = self
-            .trees
-            .iter()
-            .filter(|(tree, _)| abs.starts_with(&tree.path))
-            .max_by_key(|(tree, _)| tree.path.as_os_str().len())
-            .ok_or_else(|| outside(abs))?;
+        let (tree, dir) = self.innermost(abs).ok_or_else(|| outside(abs))?;
         let rest = abs.strip_prefix(&tree.path).map_err(|_| outside(abs))?;
         // `..` is refused here rather than by the kernel so the message can say why.
         if rest.components().any(|c| matches!(c, Component::ParentDir)) {
@@ -188,18 +188,22 @@ impl Scope {
         }
     }
 
+    /// The tree holding `abs` lexically (the innermost, when trees nest), with its root.
+    fn innermost(&self, abs: &Path) -> Option<(&Tree, &Root)> {
+        self.trees
+            .iter()
+            .filter(|(tree, _)| abs.starts_with(&tree.path))
+            .max_by_key(|(tree, _)| tree.path.as_os_str().len())
+            .map(|(tree, root)| (tree, root))
+    }
+
     /// The tree holding `abs`, lexically (used for a command's working folder); a
     /// refused tree is an error.
     pub(crate) fn tree_of(&self, abs: &Path) -> Result<&Tree, RequestError> {
         if abs.components().any(|c| matches!(c, Component::ParentDir)) {
             return Err(outside(abs));
         }
-        let (tree, root) = self
-            .trees
-            .iter()
-            .filter(|(tree, _)| abs.starts_with(&tree.path))
-            .max_by_key(|(tree, _)| tree.path.as_os_str().len())
-            .ok_or_else(|| outside(abs))?;
+        let (tree, root) = self.innermost(abs).ok_or_else(|| outside(abs))?;
         match root {
             Root::Refused(e) => Err(e.clone()),
             _ => Ok(tree),
@@ -298,4 +302,94 @@ fn outside(abs: &Path) -> RequestError {
             abs.display()
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    /// A data folder with `home` and `shared` (a link to a folder outside holding
+    /// `secret.txt`), and the scope over both, opened the given way.
+    fn linked_site(access: Access) -> (tempfile::TempDir, tempfile::TempDir, Scope) {
+        let data = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+        let base = data.path().canonicalize().unwrap();
+        std::fs::create_dir(base.join("home")).unwrap();
+        std::fs::write(base.join("home/mine.txt"), "mine").unwrap();
+        symlink(outside.path(), base.join("shared")).unwrap();
+        let trees = ["home", "shared"]
+            .map(|rel| Tree {
+                path: base.join(rel),
+                writable: true,
+            })
+            .to_vec();
+        let scope = Scope::new(base.clone(), base.join("home"), trees, access).unwrap();
+        (data, outside, scope)
+    }
+
+    #[test]
+    fn a_root_that_is_a_link_is_refused_and_the_others_are_open() {
+        for openat2 in [true, false] {
+            ferry_fs::set_openat2_enabled(openat2);
+            let (data, _outside, scope) = linked_site(Access::Confined);
+            let base = data.path().canonicalize().unwrap();
+            let refused: Vec<_> = scope.refused().map(|(t, e)| (t.path.clone(), e)).collect();
+            assert_eq!(refused.len(), 1);
+            assert_eq!(refused[0].0, base.join("shared"));
+            assert_eq!(refused[0].1.code, "path_escapes");
+            let err = scope
+                .resolve(base.join("shared/secret.txt").to_str().unwrap())
+                .err()
+                .unwrap();
+            assert_eq!(err.code, "path_escapes");
+            assert!(err.message.contains("symbolic link"), "{err}");
+            assert_eq!(
+                scope.tree_of(&base.join("shared")).unwrap_err().code,
+                "path_escapes"
+            );
+            assert!(matches!(
+                scope.resolve("mine.txt").unwrap(),
+                Target::Beneath { .. }
+            ));
+            // A refused tree is no tree at all for a sandbox.
+            let shown: Vec<_> = scope.trees().map(|t| t.path.clone()).collect();
+            assert_eq!(shown, [base.join("home")]);
+        }
+        ferry_fs::set_openat2_enabled(true);
+    }
+
+    #[test]
+    fn as_the_person_only_a_link_is_refused() {
+        let (data, _outside, scope) = linked_site(Access::AsPerson);
+        let base = data.path().canonicalize().unwrap();
+        assert_eq!(
+            scope
+                .resolve(base.join("shared/secret.txt").to_str().unwrap())
+                .err()
+                .unwrap()
+                .code,
+            "path_escapes"
+        );
+        assert!(matches!(
+            scope.resolve("mine.txt").unwrap(),
+            Target::Absolute(_)
+        ));
+    }
+
+    #[test]
+    fn a_tree_outside_the_base_is_unavailable() {
+        let data = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let base = data.path().canonicalize().unwrap();
+        let tree = Tree {
+            path: elsewhere.path().to_path_buf(),
+            writable: true,
+        };
+        let scope = Scope::new(base.clone(), base, vec![tree], Access::Confined).unwrap();
+        let (_, err) = scope.refused().next().unwrap();
+        assert_eq!(err.code, "root_unavailable");
+    }
 }

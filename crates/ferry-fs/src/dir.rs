@@ -463,6 +463,8 @@ impl Metadata {
             inode: stat.st_ino,
             mode: stat.st_mode & 0o7777,
             uid: stat.st_uid,
+            // st_nlink is narrower than u64 on some targets.
+            #[allow(clippy::unnecessary_cast)]
             links: stat.st_nlink as u64,
         }
     }

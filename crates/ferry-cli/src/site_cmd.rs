@@ -99,6 +99,11 @@ fn check(args: &SiteArgs) -> Result<ExitCode> {
         bail!("there is no site at {}", args.data.display());
     }
     let site = open_site(args)?;
+    if site.mode() == SiteMode::Host && !rustix::process::geteuid().is_root() {
+        eprintln!(
+            "ferry: note: not root: the persons' own folders of a host-mode site are not checked"
+        );
+    }
     let findings = site.check()?;
     for finding in &findings {
         println!("unsafe  {finding}");

@@ -39,7 +39,8 @@ const LINK_WHY: &str = "is a symbolic link or lies under one; links are never fo
 
 impl Site {
     /// Every root of a workspace folder (shared ones, each person's and each project's)
-    /// and every `memory/` that cannot be used safely, in a stable order.
+    /// and every `memory/` that cannot be used safely, in a stable order. Folders this
+    /// user may not open are not judged (run as root to see all of a host-mode site).
     pub fn check(&self) -> Result<Vec<Finding>, SiteError> {
         let mut found = Vec::new();
         let mut shared = vec!["shared/public".to_owned(), "skills".to_owned()];
@@ -92,12 +93,10 @@ impl Site {
                 continue;
             }
             let why = match self.root().open_dir(rel, Follow::Never) {
-                Ok(_) | Err(FsError::NotFound) => continue,
+                // What this user may not open it cannot judge (host mode, not as root).
+                Ok(_) | Err(FsError::NotFound | FsError::PermissionDenied) => continue,
                 Err(FsError::PathEscapes) => LINK_WHY.to_owned(),
                 Err(FsError::NotADirectory) => "is not a folder".to_owned(),
-                Err(FsError::PermissionDenied) => {
-                    "cannot be checked: permission denied (run ferry site check as root)".into()
-                }
                 Err(e) => format!("cannot be opened: {e}"),
             };
             bad.push(rel);
@@ -114,7 +113,7 @@ impl Site {
     fn memory_finding(&self, rel: &str) -> Option<String> {
         let memory = match self.root().open_dir(rel, Follow::Never) {
             Ok(dir) => dir,
-            Err(FsError::NotFound) => return None,
+            Err(FsError::NotFound | FsError::PermissionDenied) => return None,
             Err(e) => return Some(memory_refusal(e).why()),
         };
         if let Err(e) = self.trusted_memory(&memory) {

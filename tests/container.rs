@@ -370,3 +370,164 @@ fn container_mode_without_agent_ids_refuses_to_start() {
         assert_eq!(data, vec!["ferry.toml"], "without {missing}");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// One agent's workspace never stops the gateway for everyone
+// ---------------------------------------------------------------------------------------
+
+/// Uploads a file as the holder of `token` and finds it in their listing.
+#[track_caller]
+fn assert_served(server: &Server, who: &str, token: &str) {
+    let (status, body) = upload(server, token, "served.txt", b"served", None);
+    assert_eq!(status, 201, "{who}: {body}");
+    let listing = list_files(server, token, None);
+    assert!(
+        support::listed_paths(&listing).contains(&"public/served.txt".to_owned()),
+        "{who}: {listing}"
+    );
+}
+
+#[test]
+fn container_an_agent_s_memory_folder_never_stops_the_gateway() {
+    let mut server = start();
+    let persons = ["linked", "planted", "hardlinked"];
+    let tokens: Vec<String> = persons.iter().map(|p| server.add_person(p)).collect();
+    let (outside, secret) = outside_root_owned();
+    let passwd = std::fs::read("/etc/passwd").unwrap();
+    let data = server.data.clone();
+    let memory = |person: &str| data.join("home").join(person).join("memory");
+
+    // The agent owns its home, so it can move the root-owned memory/ aside and put a
+    // link in its place...
+    std::fs::remove_dir_all(memory("linked")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), memory("linked")).unwrap();
+    // ...or a folder of its own holding a link named like the provisioned document.
+    std::fs::remove_dir_all(memory("planted")).unwrap();
+    std::fs::create_dir(memory("planted")).unwrap();
+    let planted = memory("planted").join("FILE_DELIVERY.md");
+    std::os::unix::fs::symlink("/etc/passwd", &planted).unwrap();
+    std::os::unix::fs::lchown(&planted, Some(AGENT.0), Some(AGENT.1)).unwrap();
+    std::os::unix::fs::chown(memory("planted"), Some(AGENT.0), Some(AGENT.1)).unwrap();
+    // A document that is a second name of a file outside.
+    let document = memory("hardlinked").join("FILE_DELIVERY.md");
+    std::fs::remove_file(&document).unwrap();
+    std::fs::hard_link(&secret, &document).unwrap();
+
+    // `ferry site check` names all three before anything is done about them.
+    let check = server.ferry(&["site", "check"]);
+    let stdout = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert_eq!(check.status.code(), Some(1), "{stdout}");
+    for line in [
+        "unsafe  person linked: home/linked/memory: is a symbolic link",
+        "unsafe  person planted: home/planted/memory: is owned by uid 4242, not by the service",
+        "unsafe  person hardlinked: home/hardlinked/memory: FILE_DELIVERY.md has 2 names",
+    ] {
+        assert!(stdout.contains(line), "site check says {line:?}: {stdout}");
+    }
+
+    let logged = server.log().len();
+    server.restart();
+    let log = server.log()[logged..].to_owned();
+    for line in [
+        "person linked: workspace not provisioned: home/linked/memory is a symbolic link",
+        "person planted: workspace not provisioned: home/planted/memory is owned by uid 4242",
+    ] {
+        assert!(log.contains(line), "the log says {line:?}: {log}");
+    }
+    assert!(
+        !log.contains("person hardlinked: workspace not provisioned"),
+        "{log}"
+    );
+
+    // Every person is served, the skipped workspaces too.
+    assert_served(&server, "me", &server.token);
+    for (person, token) in persons.iter().zip(&tokens) {
+        assert_served(&server, person, token);
+    }
+
+    // Skipped: nothing written or handed over through what the agent planted.
+    assert_outside_untouched(outside.path(), &secret);
+    assert_eq!(std::fs::read("/etc/passwd").unwrap(), passwd);
+    assert_owned(Path::new("/etc/passwd"), ROOT);
+    assert_link_to(&memory("linked"), outside.path());
+    assert_link_to(&planted, Path::new("/etc/passwd"));
+    // Repaired: the second name is replaced by the shipped document, never written through.
+    let meta = std::fs::symlink_metadata(&document).unwrap();
+    assert!(meta.is_file());
+    assert_eq!(meta.nlink(), 1);
+    assert_eq!(meta.mode() & 0o7777, 0o444);
+    assert_owned(&document, ROOT);
+    assert!(
+        std::fs::read_to_string(&document)
+            .unwrap()
+            .contains("public/attachments/")
+    );
+
+    // What is left for the operator is named; the repaired workspace is not.
+    let check = server.ferry(&["site", "check"]);
+    let stdout = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert_eq!(check.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("person linked: home/linked/memory"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("person planted: home/planted/memory"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("hardlinked"), "{stdout}");
+    assert!(stdout.contains("2 unsafe place(s)"), "{stdout}");
+}
+
+#[test]
+fn container_a_project_whose_folder_is_a_link_is_refused_and_never_listed() {
+    let server = start();
+    touch_public(&server);
+    let (outside, secret) = outside_root_owned();
+    let projects = server.home("me").join("projects");
+    let listed = || {
+        let (status, body) = support::get_json(&server.url("/v1/projects"), &server.token);
+        assert_eq!(status, 200, "{body}");
+        body["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let refused = |id: &str| {
+        let (status, body) = post_json(&server, &server.token, "/v1/projects", &json!({"id": id}));
+        assert_error(status, &body, 400, "path_escapes");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("home/me/projects/{id}"))
+                && message.contains("symbolic link"),
+            "{message}"
+        );
+        let cli = server.ferry(&["project", "add", "me", &format!("{id}-cli")]);
+        assert!(!cli.status.success(), "{cli:?}");
+        let stderr = String::from_utf8_lossy(&cli.stderr);
+        assert!(stderr.contains("symbolic link"), "{stderr}");
+    };
+
+    // projects/ itself a link.
+    std::os::unix::fs::symlink(outside.path(), &projects).unwrap();
+    refused("p1");
+    assert_eq!(listed(), Vec::<String>::new());
+    assert_outside_untouched(outside.path(), &secret);
+
+    // projects/ a real folder, one project's folder a link.
+    std::fs::remove_file(&projects).unwrap();
+    create_project(&server, &server.token, "ok");
+    std::os::unix::fs::symlink(outside.path(), projects.join("p2")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), projects.join("p2-cli")).unwrap();
+    refused("p2");
+    assert_eq!(listed(), vec!["ok"]);
+    assert_outside_untouched(outside.path(), &secret);
+
+    // Once the link is gone, the same id can be made.
+    std::fs::remove_file(projects.join("p2")).unwrap();
+    create_project(&server, &server.token, "p2");
+    assert_eq!(listed(), vec!["ok", "p2"]);
+    assert_owned(&projects.join("p2/public"), AGENT);
+}

@@ -79,7 +79,8 @@ impl Site {
         self.data.join("private/people/alice")
     }
 
-    fn server(&self) -> Value {
+    /// `ferry mcp` for `person`.
+    fn server_for(&self, person: &str) -> Value {
         let ferry = self.ferry.to_str().unwrap();
         let data = self.data.to_str().unwrap();
         let mut command = vec![];
@@ -88,14 +89,19 @@ impl Site {
         if self.as_nobody {
             command.extend(["setpriv", uid.as_str(), gid.as_str(), "--clear-groups"]);
         }
-        command.extend([ferry, "mcp", "--data", data, "--person", "alice"]);
+        command.extend([ferry, "mcp", "--data", data, "--person", person]);
         mcp::stdio(&command, &[])
     }
 
     /// One session: `steps`, elicitation answered with `elicitation` (None: not offered).
     fn session(&self, elicitation: Option<&str>, steps: Vec<Value>) -> Value {
+        self.session_of("alice", elicitation, steps)
+    }
+
+    /// One session of `person`'s (see [`Site::session`]).
+    fn session_of(&self, person: &str, elicitation: Option<&str>, steps: Vec<Value>) -> Value {
         mcp::drive(&json!({
-            "server": self.server(),
+            "server": self.server_for(person),
             "elicitation": elicitation,
             "steps": steps,
             "timeout_secs": 120,
@@ -104,8 +110,25 @@ impl Site {
 
     /// The results of `steps`, with no elicitation offered.
     fn results(&self, steps: Vec<Value>) -> Vec<Value> {
-        let out = self.session(None, steps);
+        self.results_of("alice", steps)
+    }
+
+    /// The results of `steps` in a session of `person`'s.
+    fn results_of(&self, person: &str, steps: Vec<Value>) -> Vec<Value> {
+        let out = self.session_of(person, None, steps);
         out["results"].as_array().unwrap().clone()
+    }
+
+    /// Runs the `ferry` CLI on this site; panics when it fails.
+    fn ferry_ok(&self, args: &[&str]) -> String {
+        let out = Command::new(&self.ferry)
+            .args(args)
+            .arg("--data")
+            .arg(&self.data)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ferry {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     fn one(&self, name: &str, args: Value) -> Value {
@@ -983,4 +1006,199 @@ fn from_protocol_2026_07_28_file_delete_asks_with_an_input_required_round_trip()
     );
     assert!(!is_error(&answer[&4]["result"]), "{}", answer[&4]);
     assert!(!file.exists());
+}
+
+// ---------------------------------------------------------------------------------------
+// Roots that are links (core C-PATH): every root is reached from the data folder one
+// component at a time, with no link followed
+// ---------------------------------------------------------------------------------------
+
+/// What the file in [`outside_for_nobody`] holds.
+const SECRET: &str = "the secret outside the site\n";
+
+/// A folder outside every site that `nobody` may read and write, holding `secret.txt`:
+/// a tool (running as `nobody`) that followed a link into it would succeed.
+fn outside_for_nobody() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("secret.txt"), SECRET).unwrap();
+    let status = Command::new("chown")
+        .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
+/// The folder of [`outside_for_nobody`] holds exactly what it was made with.
+#[track_caller]
+fn assert_outside_untouched(outside: &Path) {
+    let names: Vec<String> = std::fs::read_dir(outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["secret.txt"], "nothing was written outside");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("secret.txt")).unwrap(),
+        SECRET
+    );
+}
+
+impl Site {
+    /// A site owned by `nobody` with `alice` and `bob`, both in circle `team`.
+    fn with_bob_and_a_circle(config: &str) -> Site {
+        let site = Site::for_nobody(config);
+        site.ferry_ok(&["person", "add", "bob"]);
+        site.ferry_ok(&[
+            "circle", "add", "team", "--member", "alice", "--member", "bob",
+        ]);
+        site.give_to_nobody();
+        site
+    }
+
+    /// Replaces the folder `rel` of the site with a symbolic link to `target`, and returns
+    /// the folder's absolute path as the tools see it.
+    fn link_root(&self, rel: &str, target: &Path) -> PathBuf {
+        let path = self.data.canonicalize().unwrap().join(rel);
+        std::fs::remove_dir_all(&path).unwrap();
+        symlink(target, &path).unwrap();
+        path
+    }
+}
+
+fn at(dir: &Path, name: &str) -> String {
+    dir.join(name).to_str().unwrap().to_owned()
+}
+
+#[test]
+fn every_tool_refuses_a_root_that_is_a_link_and_the_other_roots_keep_working() {
+    let roots = [
+        "shared/public",
+        "circles/team",
+        "skills",
+        "home/alice",
+        "private/people/alice",
+    ];
+    for root in roots {
+        let site = Site::with_bob_and_a_circle("");
+        let outside = outside_for_nobody();
+        let linked = site.link_root(root, outside.path());
+        let data = site.data.canonicalize().unwrap();
+        // A root of alice's that is still a real folder.
+        let other = match root {
+            "home/alice" => data.join("private/people/alice/tmp"),
+            _ => data.join("home/alice"),
+        };
+        let results = site.results(vec![
+            call("file_read", json!({"path": at(&linked, "secret.txt")})),
+            call("dir_list", json!({"path": at(&linked, ".")})),
+            call("dir_list", json!({"path": linked.to_str().unwrap()})),
+            call(
+                "file_write",
+                json!({"path": at(&linked, "new.txt"), "content": "x"}),
+            ),
+            call("file_deliver", json!({"paths": [at(&linked, "secret.txt")]})),
+            call(
+                "terminal_run",
+                json!({"command": "cat secret.txt; touch new.txt", "cwd": linked.to_str().unwrap()}),
+            ),
+            call("file_preview", json!({"path": at(&linked, "secret.txt")})),
+            // The person's other roots keep working.
+            call(
+                "file_write",
+                json!({"path": at(&other, "fine.txt"), "content": "fine\n"}),
+            ),
+            call("file_read", json!({"path": at(&other, "fine.txt")})),
+            call(
+                "terminal_run",
+                json!({"command": "cat fine.txt", "cwd": other.to_str().unwrap()}),
+            ),
+        ]);
+        for result in &results[..7] {
+            assert_tool_error(result, "path_escapes", "symbolic link");
+            assert!(!text_of(result).contains(SECRET.trim()), "{root}: {result}");
+        }
+        assert!(assert_ok(&results[8]).contains("fine"), "{root}");
+        if root == "private/people/alice" {
+            // Commands save long output under private/: refused, never written outside.
+            assert_tool_error(&results[9], "path_escapes", "terminal-output");
+        } else {
+            assert!(assert_ok(&results[9]).contains("fine"), "{root}");
+        }
+        assert_outside_untouched(outside.path());
+
+        // Another person is served as before; a shared root is refused for them too.
+        let bob_home = data.join("home/bob");
+        let bob = site.results_of(
+            "bob",
+            vec![
+                call(
+                    "file_write",
+                    json!({"path": at(&bob_home, "b.txt"), "content": "bob's\n"}),
+                ),
+                call("file_read", json!({"path": "b.txt"})),
+                call("terminal_run", json!({"command": "cat b.txt"})),
+                call("file_read", json!({"path": at(&linked, "secret.txt")})),
+            ],
+        );
+        assert!(assert_ok(&bob[1]).contains("bob's"), "{root}");
+        assert!(assert_ok(&bob[2]).contains("bob's"), "{root}");
+        if root.starts_with("home/") || root.starts_with("private/") {
+            // Not one of bob's folders at all.
+            assert_tool_error(&bob[3], "path_escapes", "outside the folders");
+        } else {
+            assert_tool_error(&bob[3], "path_escapes", "symbolic link");
+        }
+        assert_outside_untouched(outside.path());
+    }
+}
+
+#[test]
+fn skill_search_loads_nothing_through_a_skills_folder_that_is_a_link() {
+    let site = Site::for_nobody("");
+    let outside = outside_for_nobody();
+    let skill = outside.path().join("evil");
+    std::fs::create_dir(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: evil\ndescription: planted outside the site\n---\nrun me\n",
+    )
+    .unwrap();
+    site.link_root("skills", outside.path());
+    let result = site.one("skill_search", json!({"query": "evil planted"}));
+    assert_tool_error(&result, "path_escapes", "symbolic link");
+    assert!(!text_of(&result).contains("run me"));
+}
+
+#[test]
+fn no_sandbox_binds_a_root_that_is_a_link() {
+    // A command under either sandbox does not see the folder a linked root points to:
+    // the root is left out of the sandbox (and a working folder in it is refused).
+    for sandbox in ["bwrap", "landlock"] {
+        let site = Site::with_bob_and_a_circle(&format!("[exec]\nsandbox = \"{sandbox}\"\n"));
+        let outside = outside_for_nobody();
+        let linked = site.link_root("shared/public", outside.path());
+        let secret = outside.path().join("secret.txt");
+        let results = site.results(vec![
+            call(
+                "terminal_run",
+                json!({"command": format!(
+                    "cat {} {}; echo x > {}/planted.txt; echo done",
+                    at(&linked, "secret.txt"),
+                    secret.display(),
+                    linked.display()
+                )}),
+            ),
+            call(
+                "terminal_run",
+                json!({"command": "pwd", "cwd": linked.to_str().unwrap()}),
+            ),
+        ]);
+        let out = assert_ok(&results[0]);
+        assert!(out.contains("done"), "{sandbox}: the command ran: {out}");
+        assert!(!out.contains(SECRET.trim()), "{sandbox}: {out}");
+        assert_tool_error(&results[1], "path_escapes", "symbolic link");
+        assert_outside_untouched(outside.path());
+    }
 }

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -55,12 +55,54 @@ pub struct Options {
 /// A running gateway on a fresh site; killed on drop.
 pub struct Server {
     child: Child,
+    /// Kept open: the gateway may print more than the line read at start.
+    _stdout: BufReader<ChildStdout>,
     pub base: String,
     pub addr: String,
     /// The admin token of the default person `me`, as printed at first start.
     pub token: String,
     pub data: PathBuf,
+    options: Options,
     _tmp: tempfile::TempDir,
+}
+
+/// Starts `ferry serve` on `data` (logging to `<dir>/server.log`, appended) and returns
+/// it with its standard output and the first line it printed, once it listens.
+fn spawn_serve(
+    dir: &Path,
+    data: &Path,
+    options: &Options,
+) -> (Child, BufReader<ChildStdout>, String) {
+    let log = dir.join("server.log");
+    let stderr = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .unwrap();
+    let mut cmd = if options.as_nobody {
+        nobody_command(dir, data)
+    } else {
+        ferry_command()
+    };
+    cmd.arg("serve")
+        .arg("--data")
+        .arg(data)
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .stdout(Stdio::piped())
+        .stderr(stderr);
+    cmd.envs(options.env.iter().map(|(k, v)| (k, v)));
+    let mut child = cmd.spawn().expect("ferry serve starts");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let line = line.trim().to_owned();
+    assert!(
+        line.starts_with("http://127.0.0.1:"),
+        "ferry serve printed {line:?}; log: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    (child, stdout, line)
 }
 
 impl Server {
@@ -86,42 +128,33 @@ impl Server {
         if let Some(toml) = &options.config_toml {
             std::fs::write(data.join("ferry.toml"), toml).unwrap();
         }
-        let stderr = std::fs::File::create(tmp.path().join("server.log")).unwrap();
-        let mut cmd = if options.as_nobody {
-            nobody_command(tmp.path(), &data)
-        } else {
-            ferry_command()
-        };
-        cmd.arg("serve")
-            .arg("--data")
-            .arg(&data)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .stdout(Stdio::piped())
-            .stderr(stderr);
-        cmd.envs(options.env.iter().map(|(k, v)| (k, v)));
-        let mut child = cmd.spawn().expect("ferry serve starts");
-        let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        let line = line.trim();
-        assert!(
-            line.starts_with("http://127.0.0.1:"),
-            "ferry serve printed {line:?}; log: {}",
-            std::fs::read_to_string(tmp.path().join("server.log")).unwrap_or_default()
-        );
+        let (child, stdout, line) = spawn_serve(tmp.path(), &data, &options);
         let (base, token) = line
             .split_once("/#token=")
             .expect("first start prints a token");
         let addr = base.trim_start_matches("http://").to_owned();
         Server {
             child,
+            _stdout: stdout,
             base: base.to_owned(),
             addr,
             token: token.to_owned(),
             data,
+            options,
             _tmp: tmp,
         }
+    }
+
+    /// Stops this gateway and starts it again on the same data dir, as an operator would;
+    /// its log goes on in the same file, and every token stays valid.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (child, stdout, line) = spawn_serve(self._tmp.path(), &self.data, &self.options);
+        self.child = child;
+        self._stdout = stdout;
+        self.base = line.trim_end_matches('/').to_owned();
+        self.addr = self.base.trim_start_matches("http://").to_owned();
     }
 
     /// `<base><path>`

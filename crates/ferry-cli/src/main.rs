@@ -270,15 +270,28 @@ fn serve(data: &Path, config: Config) -> Result<()> {
         .with_context(|| format!("opening the site at {}", data.display()))?;
     let first_token = site.ensure_default_person()?;
     // Refused skills are named once, here; the gateway never loads them.
-    let skills = ferry_site::skills::load_skills(&data.join("skills"))?;
+    let skills = match site.skills() {
+        Ok(skills) => skills,
+        Err(e) => {
+            tracing::warn!("no skill is loaded: {e}");
+            Default::default()
+        }
+    };
     for (dir, why) in &skills.refused {
         tracing::warn!("skill {} is not loaded: {why}", dir.display());
     }
     tracing::info!("{} skill(s) loaded", skills.skills.len());
+    // What cannot be used safely is named here; each person is served all the same.
+    for finding in site.check()? {
+        tracing::warn!("unsafe: {finding}");
+    }
     // In host mode the service cannot enter people's folders; `site init` provisions them.
     if !host {
         for person in site.persons()? {
-            site.provision_person(&person)?;
+            // One workspace that cannot be provisioned safely is skipped, not the site.
+            if let Err(e) = site.provision_person(&person) {
+                tracing::warn!("person {person}: workspace not provisioned: {e}");
+            }
         }
     }
     let state =

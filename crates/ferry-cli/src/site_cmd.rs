@@ -28,6 +28,13 @@ pub(crate) enum SiteCommand {
         #[arg(long)]
         helper_path: Option<PathBuf>,
     },
+    /// Lists every place of the site that ferry refuses to use as it is: a root of a
+    /// workspace folder that is a symbolic link, a memory/ that is not the service's.
+    /// Exits 1 when it finds any.
+    Check {
+        #[command(flatten)]
+        site: SiteArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -57,6 +64,7 @@ pub(crate) fn site(command: SiteCommand) -> Result<ExitCode> {
             helper_source,
             helper_path,
         } => init_host(&site, helper_source, helper_path),
+        SiteCommand::Check { site } => check(&site),
     }
 }
 
@@ -83,6 +91,33 @@ pub(crate) fn circle(command: CircleCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `ferry site check`: one line per unsafe place, then a summary.
+fn check(args: &SiteArgs) -> Result<ExitCode> {
+    if !args.data.is_dir() {
+        bail!("there is no site at {}", args.data.display());
+    }
+    let site = open_site(args)?;
+    if site.mode() == SiteMode::Host && !rustix::process::geteuid().is_root() {
+        eprintln!(
+            "ferry: note: not root: the persons' own folders of a host-mode site are not checked"
+        );
+    }
+    let findings = site.check()?;
+    for finding in &findings {
+        println!("unsafe  {finding}");
+    }
+    let persons = site.persons()?.len();
+    if findings.is_empty() {
+        println!("{persons} workspace(s) checked: nothing unsafe");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{} unsafe place(s) among {persons} workspace(s) and the shared folders",
+        findings.len()
+    );
+    Ok(ExitCode::FAILURE)
 }
 
 /// After a person or circle is added: in a host-mode site, run as root, makes their

@@ -14,6 +14,12 @@ pub enum ExecError {
     #[error("the workspace folder {path} cannot be opened: {source}")]
     RootUnavailable { path: PathBuf, source: FsError },
     #[error(
+        "the folder {path} is a symbolic link or lies under one; links are never followed at \
+         the root of a workspace folder, so nothing in it can be used until the operator \
+         replaces the link with a real folder"
+    )]
+    RootIsLink { path: PathBuf },
+    #[error(
         "the working folder {path} is outside the workspace; use a folder inside it, without `..`"
     )]
     CwdOutside { path: PathBuf },
@@ -53,6 +59,7 @@ impl ExecError {
             ExecError::InvalidTimeout => "invalid_timeout",
             ExecError::InvalidCommand => "invalid_command",
             ExecError::RootUnavailable { .. } => "root_unavailable",
+            ExecError::RootIsLink { .. } => "path_escapes",
             ExecError::CwdOutside { .. } => "cwd_outside",
             ExecError::CwdNotFound { .. } => "cwd_not_found",
             ExecError::CwdUnusable { .. } => "cwd_unusable",

@@ -33,6 +33,7 @@ use rustix::io::Errno;
 
 use crate::ExecError;
 use crate::sandbox::{RESOLVED_DIR, SYSTEM_DIRS, Trees};
+use crate::scope::Base;
 
 /// The newest ABI whose rights are asked for. The crate hands a kernel that knows fewer
 /// only what it knows, on top of the floors below, which are required.
@@ -72,11 +73,12 @@ impl Landlock {
     /// Resolves the trees and builds the ruleset; refuses when the kernel cannot enforce
     /// it (no Landlock, or no network confinement when the network is cut).
     pub(crate) fn check(
+        base: Option<&Base>,
         read_write: &[PathBuf],
         read_only: &[PathBuf],
         network: bool,
     ) -> Result<Landlock, ExecError> {
-        let trees = Trees::resolve(read_write, read_only)?;
+        let trees = Trees::resolve(base, read_write, read_only)?;
         for (inner, _) in trees.iter().filter(|(_, writable)| !writable) {
             let outer = trees
                 .iter()
@@ -100,9 +102,12 @@ impl Landlock {
         })?;
         let read = AccessFs::from_read(NEWEST_ABI);
         let all = AccessFs::from_all(NEWEST_ABI);
-        for (tree, writable) in trees.iter() {
+        for (tree, writable, dir) in trees.opened() {
             let access = if writable { all } else { read };
-            ruleset = allow(ruleset, tree, access)?;
+            // The rule names the folder opened, not its path: nothing can swap it since.
+            ruleset = ruleset
+                .add_rule(PathBeneath::new(dir, access))
+                .map_err(|e| bind_failed(tree, e))?;
         }
         let system = SYSTEM_READ.iter().chain(&SYSTEM_DIRS);
         let resolved = network.then_some(&RESOLVED_DIR);

@@ -151,6 +151,11 @@ impl Sandbox {
 /// What the guardrail enforces for one person's commands.
 #[derive(Clone, Debug)]
 pub struct Policy {
+    /// The folder the root and every sandbox tree lie beneath (the site's data folder).
+    /// When set, each is reached from it one component at a time and a link anywhere below
+    /// it is refused ([`ExecError::RootIsLink`]); without it they are the caller's own
+    /// paths, taken as they resolve.
+    pub base: Option<PathBuf>,
     /// The tree the working folder must lie in (the person's workspace).
     pub root: PathBuf,
     pub sandbox: Sandbox,
@@ -170,6 +175,7 @@ impl Policy {
     /// The default limits, no sandbox.
     pub fn new(root: impl Into<PathBuf>, full_output_dir: impl Into<PathBuf>) -> Policy {
         Policy {
+            base: None,
             root: root.into(),
             sandbox: Sandbox::None,
             visible_output_bytes: VISIBLE_OUTPUT_BYTES,

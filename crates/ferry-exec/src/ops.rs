@@ -411,6 +411,7 @@ impl Executor {
         let cwd = self.scope.absolute(cwd.unwrap_or("~"))?;
         let tree = self.scope.tree_of(&cwd)?;
         let mut policy = Policy::new(&tree.path, &self.run.full_output_dir);
+        policy.base = Some(self.scope.base().to_path_buf());
         policy.sandbox = self.sandbox();
         let identity = Identity {
             home: self.scope.home().to_path_buf(),
@@ -424,7 +425,8 @@ impl Executor {
         Ok(crate::run(&cmd, &identity, &policy)?)
     }
 
-    /// The sandbox for a command: the person's trees, read-write where writable.
+    /// The sandbox for a command: the person's trees, read-write where writable. A refused
+    /// tree (its root a link) is not shown at all.
     fn sandbox(&self) -> Sandbox {
         let (read_write, read_only): (Vec<_>, Vec<_>) =
             self.scope.trees().partition(|tree| tree.writable);

@@ -18,6 +18,7 @@ use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, Signal, WaitId, WaitIdO
 use crate::capture::{Capture, SaveTo, random_hex, write_full_output};
 use crate::landlock::Landlock;
 use crate::sandbox::{Bwrap, Trees};
+use crate::scope::Base;
 use crate::{
     CANONICAL_PATH, Command, DEFAULT_TIMEOUT, ExecError, Identity, MAX_TIMEOUT, Output, Policy,
     Sandbox,
@@ -56,7 +57,8 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     if cmd.command.contains('\0') {
         return Err(ExecError::InvalidCommand);
     }
-    let cwd = open_cwd(&policy.root, &cmd.cwd)?;
+    let base = policy.base.as_deref().map(Base::open).transpose()?;
+    let cwd = open_cwd(base.as_ref(), &policy.root, &cmd.cwd)?;
     // The checked sandbox. bwrap also takes the working folder's real path, which is how
     // it (inside its own mount namespace) finds it.
     let (sandbox, landlock) = match &policy.sandbox {
@@ -67,7 +69,7 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
             read_only,
             network,
         } => {
-            let sb = Bwrap::check(bwrap, read_write, read_only, *network)?;
+            let sb = Bwrap::check(bwrap, base.as_ref(), read_write, read_only, *network)?;
             let real = cwd_in(&cwd, &sb.binds)?;
             (Some((sb, real)), None)
         }
@@ -76,27 +78,21 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
             read_only,
             network,
         } => {
-            let ll = Landlock::check(read_write, read_only, *network)?;
+            let ll = Landlock::check(base.as_ref(), read_write, read_only, *network)?;
             cwd_in(&cwd, &ll.trees)?;
             (None, Some(ll))
         }
     };
 
-    let out_dir = &policy.full_output_dir;
-    let output_dir_error = |source| ExecError::OutputDir {
-        path: out_dir.clone(),
-        source,
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(out_dir)
-        .map_err(output_dir_error)?;
+    let out = OutputDir::prepare(base.as_ref(), &policy.full_output_dir)?;
     // Without bwrap each run gets a private TMPDIR, removed afterwards: nothing of one
     // run is left for the next to trip over (Landlock denies the shared /tmp). Under
     // bwrap /tmp is already that.
     let run_tmp = match sandbox {
-        None => Some(RunTmp::create(out_dir).map_err(output_dir_error)?),
+        None => Some(RunTmp::create(&out).map_err(|source| ExecError::OutputDir {
+            path: out.shown.clone(),
+            source,
+        })?),
         Some(_) => None,
     };
 
@@ -110,8 +106,11 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     };
     // `--`: a command that starts with `-` is a command, not an option to bash.
     command.arg("-c").arg("--").arg(&cmd.command);
-    let tmpdir = run_tmp.as_ref().map_or(Path::new("/tmp"), |t| &t.0);
-    let confine = landlock.map(|ll| ll.with_tmpdir(tmpdir)).transpose()?;
+    let tmpdir = run_tmp.as_ref().map_or(Path::new("/tmp"), |t| &t.shown);
+    let confine = run_tmp
+        .as_ref()
+        .and_then(|t| landlock.map(|ll| ll.with_tmpdir(&t.reach)))
+        .transpose()?;
     command
         .env_clear()
         .env("HOME", &who.home)
@@ -158,7 +157,7 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     let deadline = Instant::now() + timeout;
     let mut child = command.spawn().map_err(ExecError::Spawn)?;
     let save = SaveTo {
-        dir: out_dir,
+        dir: &out.reach,
         max_bytes: policy.full_output_max_bytes,
     };
     let mut stdout = Capture::new("stdout", policy.visible_output_bytes);
@@ -176,7 +175,8 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     drop(run_tmp);
 
     let (full_output_path, full_output_note) =
-        write_full_output([&mut stdout, &mut stderr], out_dir);
+        write_full_output([&mut stdout, &mut stderr], &out.reach);
+    let full_output_path = full_output_path.map(|p| out.shown(&p));
     Ok(Output {
         stdout: stdout.text(),
         stderr: stderr.text(),
@@ -191,12 +191,16 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     })
 }
 
-/// Opens the working folder beneath the root; the kernel refuses every way out.
-fn open_cwd(root: &Path, cwd: &Path) -> Result<Dir, ExecError> {
-    let root_dir = Dir::open_ambient(root).map_err(|source| ExecError::RootUnavailable {
-        path: root.to_path_buf(),
-        source,
-    })?;
+/// Opens the working folder beneath the root (itself reached from `base` without a link,
+/// when there is one); the kernel refuses every way out.
+fn open_cwd(base: Option<&Base>, root: &Path, cwd: &Path) -> Result<Dir, ExecError> {
+    let root_dir = match base {
+        Some(base) => base.open_root(root)?,
+        None => Dir::open_ambient(root).map_err(|source| ExecError::RootUnavailable {
+            path: root.to_path_buf(),
+            source,
+        })?,
+    };
     let outside = || ExecError::CwdOutside {
         path: cwd.to_path_buf(),
     };
@@ -248,7 +252,7 @@ fn cwd_in(cwd: &Dir, trees: &Trees) -> Result<PathBuf, ExecError> {
 }
 
 /// The path the kernel knows an open directory by.
-fn real_path(dir: &Dir) -> io::Result<PathBuf> {
+pub(crate) fn real_path(dir: &Dir) -> io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd()))
 }
 
@@ -357,14 +361,67 @@ fn kill_group(pid: Pid) {
     let _ = rustix::process::kill_process_group(pid, Signal::KILL);
 }
 
+/// Where over-cap output and each run's TMPDIR go (made 0700 when missing). `shown` is
+/// the path the person knows it by; `reach` is how the service writes there: beneath a
+/// base, through the folder opened with no link followed (`/proc/self/fd/N`), so that a
+/// link swapped in later cannot redirect a write.
+struct OutputDir {
+    _opened: Option<Dir>,
+    shown: PathBuf,
+    reach: PathBuf,
+}
+
+impl OutputDir {
+    fn prepare(base: Option<&Base>, dir: &Path) -> Result<OutputDir, ExecError> {
+        let (opened, reach) = match base {
+            Some(base) => {
+                let opened = base.create_dirs(dir)?;
+                let reach = PathBuf::from(format!("/proc/self/fd/{}", opened.as_fd().as_raw_fd()));
+                (Some(opened), reach)
+            }
+            None => {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|source| ExecError::OutputDir {
+                        path: dir.to_path_buf(),
+                        source,
+                    })?;
+                (None, dir.to_path_buf())
+            }
+        };
+        Ok(OutputDir {
+            _opened: opened,
+            shown: dir.to_path_buf(),
+            reach,
+        })
+    }
+
+    /// The path the person knows a file by that the service wrote at `reached`.
+    fn shown(&self, reached: &Path) -> PathBuf {
+        match reached.strip_prefix(&self.reach) {
+            Ok(rest) => self.shown.join(rest),
+            Err(_) => reached.to_path_buf(),
+        }
+    }
+}
+
 /// The per-run TMPDIR (0700), removed with everything in it when the run is over.
-struct RunTmp(PathBuf);
+struct RunTmp {
+    shown: PathBuf,
+    reach: PathBuf,
+}
 
 impl RunTmp {
-    fn create(dir: &Path) -> io::Result<RunTmp> {
-        let path = dir.join(format!("tmp-{}", random_hex()));
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        Ok(RunTmp(path))
+    fn create(out: &OutputDir) -> io::Result<RunTmp> {
+        let name = format!("tmp-{}", random_hex());
+        let reach = out.reach.join(&name);
+        std::fs::DirBuilder::new().mode(0o700).create(&reach)?;
+        Ok(RunTmp {
+            shown: out.shown.join(name),
+            reach,
+        })
     }
 }
 
@@ -372,6 +429,6 @@ impl Drop for RunTmp {
     fn drop(&mut self) {
         // Best effort: the command's processes are gone, but it may have left a folder
         // it made unwritable; that stays, private to the person (0700 parent).
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.reach);
     }
 }

@@ -11,7 +11,11 @@ use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use ferry_fs::{Dir, FsError};
+
 use crate::ExecError;
+use crate::run::real_path;
+use crate::scope::Base;
 
 /// Top-level system folders shown read-only besides /usr and /etc; on merged-/usr systems
 /// they are symlinks into /usr (bwrap recreates them as such).
@@ -20,41 +24,67 @@ pub(crate) const SYSTEM_DIRS: [&str; 3] = ["/bin", "/lib", "/lib64"];
 /// since without it there is no DNS.
 pub(crate) const RESOLVED_DIR: &str = "/run/systemd/resolve";
 
-/// The trees a sandbox shows the command: (path, writable), canonical, shallowest first.
-pub(crate) struct Trees(Vec<(PathBuf, bool)>);
+/// The trees a sandbox shows the command: (real path, writable, the open folder),
+/// shallowest first.
+pub(crate) struct Trees(Vec<(PathBuf, bool, Dir)>);
 
 impl Trees {
-    /// Resolves every tree; one that cannot be resolved is an error, not a smaller sandbox.
+    /// Opens every tree; one that cannot be opened is an error, not a smaller sandbox.
+    /// Beneath a `base` a tree is reached with no link followed (a root that is a link is
+    /// [`ExecError::RootIsLink`], never bound at its target); without one the trees are
+    /// the caller's own paths.
     pub(crate) fn resolve(
+        base: Option<&Base>,
         read_write: &[PathBuf],
         read_only: &[PathBuf],
     ) -> Result<Trees, ExecError> {
         let mut trees = Vec::new();
         let tagged = read_write.iter().map(|p| (p, true));
         for (path, writable) in tagged.chain(read_only.iter().map(|p| (p, false))) {
-            // Canonical, because bwrap creates the mount point at the path given, Landlock
-            // follows links anyway, and the working folder is compared with it; these are
-            // operator paths, not the agent's.
-            let real = std::fs::canonicalize(path).map_err(|source| ExecError::SandboxBind {
+            let bind_error = |source| ExecError::SandboxBind {
                 path: path.clone(),
                 source,
-            })?;
-            trees.push((real, writable));
+            };
+            let dir = match base {
+                Some(base) => base.open_root(path).map_err(|e| match e {
+                    ExecError::RootUnavailable { source, .. } => bind_error(io_error(source)),
+                    link => link,
+                })?,
+                None => Dir::open_ambient(path).map_err(|e| bind_error(io_error(e)))?,
+            };
+            // The real path of the folder opened, because bwrap creates the mount point at
+            // the path given, and the working folder is compared with it.
+            let real = real_path(&dir).map_err(bind_error)?;
+            trees.push((real, writable, dir));
         }
-        trees.sort_by_key(|(p, _)| p.components().count());
+        trees.sort_by_key(|(p, _, _)| p.components().count());
         Ok(Trees(trees))
     }
 
     /// Whether `path` (canonical) is inside some tree.
     pub(crate) fn shows(&self, path: &Path) -> bool {
-        self.0.iter().any(|(tree, _)| path.starts_with(tree))
+        self.0.iter().any(|(tree, _, _)| path.starts_with(tree))
     }
 
     /// (path, writable), shallowest first.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&Path, bool)> {
         self.0
             .iter()
-            .map(|(path, writable)| (path.as_path(), *writable))
+            .map(|(path, writable, _)| (path.as_path(), *writable))
+    }
+
+    /// (path, writable, the open folder), shallowest first.
+    pub(crate) fn opened(&self) -> impl Iterator<Item = (&Path, bool, &Dir)> {
+        self.0
+            .iter()
+            .map(|(path, writable, dir)| (path.as_path(), *writable, dir))
+    }
+}
+
+fn io_error(e: FsError) -> std::io::Error {
+    match e {
+        FsError::Io(e) => e,
+        e => std::io::Error::other(e),
     }
 }
 
@@ -70,6 +100,7 @@ impl Bwrap {
     /// Checks that bwrap exists (never falls back to no sandbox) and resolves the binds.
     pub(crate) fn check(
         bwrap: &Path,
+        base: Option<&Base>,
         read_write: &[PathBuf],
         read_only: &[PathBuf],
         network: bool,
@@ -84,7 +115,7 @@ impl Bwrap {
         }
         Ok(Bwrap {
             bwrap: bwrap.to_path_buf(),
-            binds: Trees::resolve(read_write, read_only)?,
+            binds: Trees::resolve(base, read_write, read_only)?,
             network,
         })
     }

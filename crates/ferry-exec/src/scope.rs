@@ -14,15 +14,15 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use ferry_fs::{Dir, FsError, PATH_MAX_BYTES};
+use ferry_fs::{Dir, Follow, FsError, PATH_MAX_BYTES};
 use serde::{Deserialize, Serialize};
 
-use crate::RequestError;
+use crate::{ExecError, RequestError};
 
 /// One folder tree a person's tools may use.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Tree {
-    /// Absolute and free of symlinks (the caller canonicalizes it).
+    /// Absolute, beneath the scope's base (the site's data folder).
     pub path: PathBuf,
     pub writable: bool,
 }
@@ -38,9 +38,21 @@ pub enum Access {
 /// The person's home, their trees, and how paths are opened.
 #[derive(Debug)]
 pub struct Scope {
+    base: PathBuf,
     home: PathBuf,
-    trees: Vec<(Tree, Option<Dir>)>,
+    trees: Vec<(Tree, Root)>,
     access: Access,
+}
+
+/// A tree's root as it was found when the scope was made.
+#[derive(Debug)]
+enum Root {
+    /// Opened beneath the base with no link followed (confined access).
+    Open(Dir),
+    /// Checked, and left to the person's own permissions (as the person).
+    AsPerson,
+    /// Every path into the tree fails with this.
+    Refused(RequestError),
 }
 
 /// A resolved path: beneath one tree's handle, or (as the person) absolute.
@@ -55,28 +67,51 @@ pub(crate) enum Target<'a> {
 }
 
 impl Scope {
-    /// A scope over `trees`; `home` must be one of them. In confined access every tree
-    /// is opened now, once: later resolution happens beneath these handles.
-    pub fn new(home: PathBuf, trees: Vec<Tree>, access: Access) -> Result<Scope, RequestError> {
+    /// A scope over `trees`; `home` must be one of them, and every tree must lie beneath
+    /// `base`, the site's data folder. `base` is the operator's and may be reached through
+    /// a link; each tree is then reached from it one component at a time with no link
+    /// followed (core C-PATH), once, now. A tree whose root is a link, or cannot be opened,
+    /// is refused on its own: paths into it fail, the other trees keep working.
+    pub fn new(
+        base: PathBuf,
+        home: PathBuf,
+        trees: Vec<Tree>,
+        access: Access,
+    ) -> Result<Scope, RequestError> {
+        let opened = Base::open(&base)?;
         let trees = trees
             .into_iter()
             .map(|tree| {
-                let dir = match access {
-                    Access::Confined => Some(Dir::open_ambient(&tree.path).map_err(|e| {
-                        RequestError::new(
-                            "root_unavailable",
-                            format!("the folder {} cannot be opened: {e}", tree.path.display()),
-                        )
-                    })?),
-                    Access::AsPerson => None,
+                let root = match (opened.open_root(&tree.path), access) {
+                    (Ok(dir), Access::Confined) => Root::Open(dir),
+                    (Ok(_), Access::AsPerson) => Root::AsPerson,
+                    // As the person, only a link is refused: permissions decide the rest.
+                    (Err(e @ ExecError::RootIsLink { .. }), _) => Root::Refused(e.into()),
+                    (Err(_), Access::AsPerson) => Root::AsPerson,
+                    (Err(e), Access::Confined) => Root::Refused(e.into()),
                 };
-                Ok((tree, dir))
+                (tree, root)
             })
-            .collect::<Result<Vec<_>, RequestError>>()?;
+            .collect();
         Ok(Scope {
+            base,
             home,
             trees,
             access,
+        })
+    }
+
+    /// The site's data folder every tree lies beneath.
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
+    /// The trees that are refused, each with the reason: roots that are links or cannot
+    /// be opened.
+    pub fn refused(&self) -> impl Iterator<Item = (&Tree, &RequestError)> {
+        self.trees.iter().filter_map(|(tree, root)| match root {
+            Root::Refused(e) => Some((tree, e)),
+            _ => None,
         })
     }
 
@@ -88,9 +123,12 @@ impl Scope {
         self.access
     }
 
-    /// The trees, in the order given.
+    /// The trees that are not refused, in the order given.
     pub fn trees(&self) -> impl Iterator<Item = &Tree> {
-        self.trees.iter().map(|(tree, _)| tree)
+        self.trees
+            .iter()
+            .filter(|(_, root)| !matches!(root, Root::Refused(_)))
+            .map(|(tree, _)| tree)
     }
 
     /// The absolute form of a model's path: `~` expanded, relative paths joined to the
@@ -119,7 +157,12 @@ impl Scope {
     pub(crate) fn resolve(&self, path: &str) -> Result<Target<'_>, RequestError> {
         let abs = self.absolute(path)?;
         match self.access {
-            Access::AsPerson => Ok(Target::Absolute(abs)),
+            // As the person, the kernel and their permissions decide; a tree whose root
+            // is a link is still refused (by name: only root can plant such a link there).
+            Access::AsPerson => match self.innermost(&abs) {
+                Some((_, Root::Refused(e))) => Err(e.clone()),
+                _ => Ok(Target::Absolute(abs)),
+            },
             Access::Confined => self.beneath(&abs),
         }
     }
@@ -127,12 +170,7 @@ impl Scope {
     /// The tree holding `abs` (the innermost, when trees nest) and the rest of the path
     /// beneath it; a path in none of them escapes.
     pub(crate) fn beneath(&self, abs: &Path) -> Result<Target<'_>, RequestError> {
-        let (tree, dir) = self
-            .trees
-            .iter()
-            .filter(|(tree, _)| abs.starts_with(&tree.path))
-            .max_by_key(|(tree, _)| tree.path.as_os_str().len())
-            .ok_or_else(|| outside(abs))?;
+        let (tree, dir) = self.innermost(abs).ok_or_else(|| outside(abs))?;
         let rest = abs.strip_prefix(&tree.path).map_err(|_| outside(abs))?;
         // `..` is refused here rather than by the kernel so the message can say why.
         if rest.components().any(|c| matches!(c, Component::ParentDir)) {
@@ -143,22 +181,115 @@ impl Scope {
             .ok_or_else(|| RequestError::new("invalid_path", "the path is not valid UTF-8"))?
             .trim_start_matches("./")
             .to_owned();
-        let dir = match dir {
-            Some(dir) => dir,
-            None => return Ok(Target::Absolute(abs.to_path_buf())),
-        };
-        Ok(Target::Beneath { dir, rel, tree })
+        match dir {
+            Root::Open(dir) => Ok(Target::Beneath { dir, rel, tree }),
+            Root::AsPerson => Ok(Target::Absolute(abs.to_path_buf())),
+            Root::Refused(e) => Err(e.clone()),
+        }
     }
 
-    /// The tree holding `abs`, lexically (used for a command's working folder).
+    /// The tree holding `abs` lexically (the innermost, when trees nest), with its root.
+    fn innermost(&self, abs: &Path) -> Option<(&Tree, &Root)> {
+        self.trees
+            .iter()
+            .filter(|(tree, _)| abs.starts_with(&tree.path))
+            .max_by_key(|(tree, _)| tree.path.as_os_str().len())
+            .map(|(tree, root)| (tree, root))
+    }
+
+    /// The tree holding `abs`, lexically (used for a command's working folder); a
+    /// refused tree is an error.
     pub(crate) fn tree_of(&self, abs: &Path) -> Result<&Tree, RequestError> {
         if abs.components().any(|c| matches!(c, Component::ParentDir)) {
             return Err(outside(abs));
         }
-        self.trees()
-            .filter(|tree| abs.starts_with(&tree.path))
-            .max_by_key(|tree| tree.path.as_os_str().len())
-            .ok_or_else(|| outside(abs))
+        let (tree, root) = self.innermost(abs).ok_or_else(|| outside(abs))?;
+        match root {
+            Root::Refused(e) => Err(e.clone()),
+            _ => Ok(tree),
+        }
+    }
+}
+
+/// The site's data folder, opened: every root is reached from it.
+#[derive(Debug)]
+pub(crate) struct Base {
+    dir: Dir,
+    path: PathBuf,
+}
+
+impl Base {
+    /// Opens the data folder the operator named (through a link, if that is how it is named).
+    pub(crate) fn open(path: &Path) -> Result<Base, ExecError> {
+        let dir = Dir::open_ambient(path).map_err(|source| ExecError::RootUnavailable {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Base {
+            dir,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens the tree at `path` (absolute, beneath the base) one component at a time,
+    /// following no link: a root that is a link is [`ExecError::RootIsLink`].
+    pub(crate) fn open_root(&self, path: &Path) -> Result<Dir, ExecError> {
+        let unavailable = |source| ExecError::RootUnavailable {
+            path: path.to_path_buf(),
+            source,
+        };
+        let rel = self.rel(path).map_err(unavailable)?;
+        if rel.is_empty() {
+            return self.dir.try_clone().map_err(unavailable);
+        }
+        self.dir
+            .open_dir(rel, Follow::Never)
+            .map_err(|e| link_or(path, e, unavailable))
+    }
+
+    /// Opens the folder at `path` beneath the base like [`Base::open_root`], making it
+    /// and its missing parents (0700) first.
+    pub(crate) fn create_dirs(&self, path: &Path) -> Result<Dir, ExecError> {
+        let failed = |e| ExecError::OutputDir {
+            path: path.to_path_buf(),
+            source: match e {
+                FsError::Io(e) => e,
+                e => std::io::Error::other(e),
+            },
+        };
+        let rel = self.rel(path).map_err(failed)?;
+        if rel.is_empty() {
+            return self.dir.try_clone().map_err(failed);
+        }
+        self.dir
+            .create_dir_all(rel, 0o700)
+            .map_err(|e| link_or(path, e, failed))
+    }
+
+    /// `path` relative to the base; only plain components may lead there.
+    fn rel<'p>(&self, path: &'p Path) -> Result<&'p str, FsError> {
+        let rel = path
+            .strip_prefix(&self.path)
+            .map_err(|_| FsError::PathEscapes)?;
+        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+            return Err(FsError::PathEscapes);
+        }
+        rel.to_str().ok_or_else(|| {
+            FsError::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the path is not valid UTF-8",
+            ))
+        })
+    }
+}
+
+/// A link met on the way to `path` is [`ExecError::RootIsLink`]; anything else is `other`.
+fn link_or(path: &Path, e: FsError, other: impl FnOnce(FsError) -> ExecError) -> ExecError {
+    match e {
+        FsError::PathEscapes => ExecError::RootIsLink {
+            path: path.to_path_buf(),
+        },
+        e => other(e),
     }
 }
 
@@ -171,4 +302,94 @@ fn outside(abs: &Path) -> RequestError {
             abs.display()
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    /// A data folder with `home` and `shared` (a link to a folder outside holding
+    /// `secret.txt`), and the scope over both, opened the given way.
+    fn linked_site(access: Access) -> (tempfile::TempDir, tempfile::TempDir, Scope) {
+        let data = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+        let base = data.path().canonicalize().unwrap();
+        std::fs::create_dir(base.join("home")).unwrap();
+        std::fs::write(base.join("home/mine.txt"), "mine").unwrap();
+        symlink(outside.path(), base.join("shared")).unwrap();
+        let trees = ["home", "shared"]
+            .map(|rel| Tree {
+                path: base.join(rel),
+                writable: true,
+            })
+            .to_vec();
+        let scope = Scope::new(base.clone(), base.join("home"), trees, access).unwrap();
+        (data, outside, scope)
+    }
+
+    #[test]
+    fn a_root_that_is_a_link_is_refused_and_the_others_are_open() {
+        for openat2 in [true, false] {
+            ferry_fs::set_openat2_enabled(openat2);
+            let (data, _outside, scope) = linked_site(Access::Confined);
+            let base = data.path().canonicalize().unwrap();
+            let refused: Vec<_> = scope.refused().map(|(t, e)| (t.path.clone(), e)).collect();
+            assert_eq!(refused.len(), 1);
+            assert_eq!(refused[0].0, base.join("shared"));
+            assert_eq!(refused[0].1.code, "path_escapes");
+            let err = scope
+                .resolve(base.join("shared/secret.txt").to_str().unwrap())
+                .err()
+                .unwrap();
+            assert_eq!(err.code, "path_escapes");
+            assert!(err.message.contains("symbolic link"), "{err}");
+            assert_eq!(
+                scope.tree_of(&base.join("shared")).unwrap_err().code,
+                "path_escapes"
+            );
+            assert!(matches!(
+                scope.resolve("mine.txt").unwrap(),
+                Target::Beneath { .. }
+            ));
+            // A refused tree is no tree at all for a sandbox.
+            let shown: Vec<_> = scope.trees().map(|t| t.path.clone()).collect();
+            assert_eq!(shown, [base.join("home")]);
+        }
+        ferry_fs::set_openat2_enabled(true);
+    }
+
+    #[test]
+    fn as_the_person_only_a_link_is_refused() {
+        let (data, _outside, scope) = linked_site(Access::AsPerson);
+        let base = data.path().canonicalize().unwrap();
+        assert_eq!(
+            scope
+                .resolve(base.join("shared/secret.txt").to_str().unwrap())
+                .err()
+                .unwrap()
+                .code,
+            "path_escapes"
+        );
+        assert!(matches!(
+            scope.resolve("mine.txt").unwrap(),
+            Target::Absolute(_)
+        ));
+    }
+
+    #[test]
+    fn a_tree_outside_the_base_is_unavailable() {
+        let data = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let base = data.path().canonicalize().unwrap();
+        let tree = Tree {
+            path: elsewhere.path().to_path_buf(),
+            writable: true,
+        };
+        let scope = Scope::new(base.clone(), base, vec![tree], Access::Confined).unwrap();
+        let (_, err) = scope.refused().next().unwrap();
+        assert_eq!(err.code, "root_unavailable");
+    }
 }

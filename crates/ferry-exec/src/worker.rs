@@ -35,6 +35,8 @@ const IDLE_WORKERS_MAX: usize = 4;
 /// The first frame: who the worker works for.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Hello {
+    /// The site's data folder every tree lies beneath.
+    pub base: PathBuf,
     pub home: PathBuf,
     pub trees: Vec<Tree>,
     pub run: RunSettings,
@@ -51,7 +53,7 @@ enum Answer {
 pub fn serve(mut stream: UnixStream) -> io::Result<()> {
     let (hello, _) = recv_frame(&mut stream)?.ok_or_else(|| eof("no greeting"))?;
     let hello: Hello = serde_json::from_slice(&hello).map_err(io::Error::other)?;
-    let scope = Scope::new(hello.home, hello.trees, Access::AsPerson);
+    let scope = Scope::new(hello.base, hello.home, hello.trees, Access::AsPerson);
     let executor = scope.map(|scope| Executor::new(scope, hello.run, None));
     while let Some((frame, _)) = recv_frame(&mut stream)? {
         let (answer, file) = match (&executor, serde_json::from_slice::<Op>(&frame)) {

@@ -45,6 +45,10 @@ pub struct Metadata {
     pub mtime: SystemTime,
     pub inode: u64,
     pub mode: u32,
+    /// The owner's uid.
+    pub uid: u32,
+    /// How many names (hard links) the entry has.
+    pub links: u64,
 }
 
 /// One entry of a directory listing.
@@ -458,6 +462,10 @@ impl Metadata {
             mtime,
             inode: stat.st_ino,
             mode: stat.st_mode & 0o7777,
+            uid: stat.st_uid,
+            // st_nlink is narrower than u64 on some targets.
+            #[allow(clippy::unnecessary_cast)]
+            links: stat.st_nlink as u64,
         }
     }
 }

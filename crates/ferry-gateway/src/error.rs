@@ -84,6 +84,7 @@ impl From<SiteError> for ApiError {
                 (S::FORBIDDEN, "managed_by_system")
             }
             SiteError::MoveIntoItself => (S::BAD_REQUEST, "invalid_move"),
+            SiteError::Unsafe { .. } => (S::BAD_REQUEST, "path_escapes"),
             SiteError::ExtensionNotAllowed(_) => (S::BAD_REQUEST, "extension_not_allowed"),
             SiteError::Fs(fs) => return fs_error(fs, message),
             SiteError::Interaction(e) => return crate::interactions::api_error(e, message),

@@ -47,6 +47,8 @@ use std::path::{Path, PathBuf};
 /// workspace as `memory/FILE_DELIVERY.md` and served as the MCP server's
 /// instructions.
 pub const FILE_DELIVERY_MD: &str = include_str!("../../../docs/agent/FILE_DELIVERY.md");
+/// The name the delivery rules are provisioned under in a workspace's `memory/`.
+pub const FILE_DELIVERY_FILE: &str = "FILE_DELIVERY.md";
 
 /// The text every shipped document must contain.
 pub const REQUIRED_PATH: &str = "public/attachments";

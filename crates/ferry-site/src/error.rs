@@ -23,6 +23,8 @@ pub enum SiteError {
     OutsidePublic,
     #[error("a folder cannot be moved into itself")]
     MoveIntoItself,
+    #[error("{path} {why}")]
+    Unsafe { path: String, why: String },
     #[error("no token starts with {0:?}")]
     UnknownToken(String),
     #[error(transparent)]

@@ -525,7 +525,14 @@ impl Layout<'_> {
     /// A person's workspace, private folders and every `public/` they have.
     fn person(&mut self, person: &str, ids: (u32, u32)) -> Result<(), HostError> {
         // The shipped documents and folders first (as root: made root's, handed over below).
-        self.site.provision_person(person)?;
+        // A memory/ the person replaced is named, not a reason to stop for everyone.
+        match self.site.provision_person(person) {
+            Ok(()) => {}
+            Err(SiteError::Unsafe { path, why }) => self
+                .report
+                .note(format!("skipped the documents of {path}: it {why}")),
+            Err(e) => return Err(e.into()),
+        }
         self.site.workspace(person, None)?.public()?;
         let projects = self.site.projects(person)?;
         for project in &projects {

@@ -5,6 +5,7 @@
 
 mod artifacts;
 mod chat;
+mod check;
 mod circles;
 pub mod config;
 mod db;
@@ -26,6 +27,7 @@ pub use chat::{
     CHAT_PAGE_DEFAULT_MESSAGES, CHAT_PAGE_MAX_BYTES, CHAT_PAGE_MAX_MESSAGES, ChatMessage, ChatPage,
     ChatRole, cut_reply, end_as_cut, reply_cut_note,
 };
+pub use check::Finding;
 pub use circles::Circle;
 pub use config::{Config, DeleteApproval, SandboxChoice, SiteMode, TOOL_NAMES};
 pub use error::SiteError;

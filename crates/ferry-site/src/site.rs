@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ferry_fs::{AtomicWriter, Dir, Follow};
+use ferry_fs::{AtomicWriter, Dir, Follow, FsError};
 
 use crate::config::{Config, SiteMode};
 use crate::db::{Db, now_secs};
@@ -55,7 +55,7 @@ impl Site {
         let root = Dir::open_ambient(data)?;
         for (rel, mode) in LAYOUT {
             match root.create_dir(rel, *mode) {
-                Ok(()) | Err(ferry_fs::FsError::Exists) => {}
+                Ok(()) | Err(FsError::Exists) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -139,8 +139,18 @@ impl Site {
             private.chown(uid, gid)?;
         }
         // The memory folder stays the service's, so the agent can read but not rewrite it.
-        let memory = home.create_dir_all(MEMORY_DIR, 0o755)?;
-        provision_document(&memory, "FILE_DELIVERY.md", crate::docs::FILE_DELIVERY_MD)?;
+        let memory = self.memory_dir(&home).map_err(|e| match e {
+            SiteError::Unsafe { path, why } => SiteError::Unsafe {
+                path: format!("home/{id}/{path}"),
+                why,
+            },
+            e => e,
+        })?;
+        provision_document(
+            &memory,
+            crate::docs::FILE_DELIVERY_FILE,
+            crate::docs::FILE_DELIVERY_MD,
+        )?;
         Ok(())
     }
 
@@ -156,7 +166,23 @@ impl Site {
         if inserted == 0 {
             return Err(SiteError::AlreadyExists(format!("project {id:?}")));
         }
-        self.workspace(person, Some(id))?.public()?;
+        // The record stands only once the folders exist: a project whose folder cannot be
+        // made (a link in the way) is not listed.
+        if let Err(e) = self.workspace(person, Some(id)).and_then(|w| w.public()) {
+            self.db.conn().execute(
+                "DELETE FROM projects WHERE person = ?1 AND id = ?2",
+                rusqlite::params![person, id],
+            )?;
+            return Err(match e {
+                SiteError::Fs(FsError::PathEscapes) => SiteError::Unsafe {
+                    path: format!("home/{person}/projects/{id}"),
+                    why: "cannot be made: a symbolic link is in the way (links are never \
+                          followed in a workspace's folders); remove it and try again"
+                        .into(),
+                },
+                e => e,
+            });
+        }
         Ok(Project {
             id: id.to_owned(),
             created,
@@ -227,7 +253,7 @@ pub(crate) fn ensure_dir(
 ) -> Result<Dir, SiteError> {
     // Open first: on every request but the first, the folder is there.
     match parent.open_dir(name, Follow::Never) {
-        Err(ferry_fs::FsError::NotFound) => {}
+        Err(FsError::NotFound) => {}
         opened => return Ok(opened?),
     }
     match parent.create_dir(name, mode) {
@@ -239,7 +265,7 @@ pub(crate) fn ensure_dir(
             Ok(dir)
         }
         // Made by a concurrent request in the meantime.
-        Err(ferry_fs::FsError::Exists) => Ok(parent.open_dir(name, Follow::Never)?),
+        Err(FsError::Exists) => Ok(parent.open_dir(name, Follow::Never)?),
         Err(e) => Err(e.into()),
     }
 }

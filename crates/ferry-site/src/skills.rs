@@ -2,6 +2,7 @@
 //! the skill and describing it. A SKILL.md over [`SKILL_MAX_BYTES`] or [`SKILL_MAX_LINES`]
 //! is refused: `ferry skills check` fails on it and the gateway does not load it.
 
+use crate::SiteError;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -108,6 +109,28 @@ pub fn load_skills(root: &Path) -> std::io::Result<SkillSet> {
         }
     }
     Ok(set)
+}
+
+/// The folder of the site's bundled skills, beneath the data folder.
+pub const SKILLS_DIR: &str = "skills";
+
+impl crate::Site {
+    /// The site's bundled skills. `skills/` is a root like any other: when it is a
+    /// symbolic link nothing is loaded through it ([`SiteError::Unsafe`]).
+    pub fn skills(&self) -> Result<SkillSet, SiteError> {
+        match self.root().open_dir(SKILLS_DIR, ferry_fs::Follow::Never) {
+            Ok(_) => {}
+            Err(ferry_fs::FsError::NotFound) => return Ok(SkillSet::default()),
+            Err(ferry_fs::FsError::PathEscapes) => {
+                return Err(SiteError::Unsafe {
+                    path: SKILLS_DIR.into(),
+                    why: "is a symbolic link; no skill is loaded through it".into(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(load_skills(&self.path().join(SKILLS_DIR))?)
+    }
 }
 
 /// `(front matter, body)` of a text that starts with a `---` line and has a closing one.

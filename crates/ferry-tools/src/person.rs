@@ -125,7 +125,13 @@ pub(crate) fn requester_for(
     };
     let requester = match site.mode() {
         SiteMode::Local | SiteMode::Container => {
-            let scope = Scope::new(paths.home.clone(), trees, Access::Confined)?;
+            let scope = Scope::new(data.clone(), paths.home.clone(), trees, Access::Confined)?;
+            for (tree, why) in scope.refused() {
+                tracing::warn!(
+                    "person {person}: the folder {} is refused: {why}",
+                    tree.path.display()
+                );
+            }
             Requester::InProcess(Executor::new(scope, run, config.agent_ids(person)))
         }
         SiteMode::Host => {
@@ -141,6 +147,7 @@ pub(crate) fn requester_for(
                 program: worker.program,
                 args: worker.args,
                 hello: Hello {
+                    base: data.clone(),
                     home: paths.home.clone(),
                     trees,
                     run,

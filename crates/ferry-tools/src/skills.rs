@@ -1,6 +1,7 @@
 //! `skill_search`: finds a bundled skill (T-SKILL) and returns only its SKILL.md body.
 
-use ferry_site::skills::{Skill, load_skills};
+use ferry_site::SiteError;
+use ferry_site::skills::Skill;
 use serde_json::json;
 
 use crate::args::{self, Query};
@@ -26,11 +27,12 @@ pub(crate) fn skill_search(
             "query has no words to search for",
         ));
     }
-    let set = load_skills(&tools.paths().skills).map_err(|e| {
-        ToolError::new(
+    let set = tools.site().skills().map_err(|e| match e {
+        SiteError::Unsafe { .. } => ToolError::new("path_escapes", e.to_string()),
+        e => ToolError::new(
             "skills_unavailable",
             format!("the skills cannot be read: {e}"),
-        )
+        ),
     })?;
     let best = set
         .skills

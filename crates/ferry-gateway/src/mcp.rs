@@ -288,4 +288,26 @@ mod tests {
             assert_eq!(body, rmcp_body, "{method}");
         }
     }
+
+    #[tokio::test]
+    async fn a_session_is_recorded_with_its_opener_and_forgotten_when_closed() {
+        let sessions = BoundSessions {
+            inner: LocalSessionManager::default(),
+            owners: Owners::default(),
+        };
+        let (id, _transport) = OPENER
+            .scope("fy_abcdefghi".to_owned(), sessions.create_session())
+            .await
+            .unwrap();
+        assert!(sessions.owners.owned_by(id.as_bytes(), "fy_abcdefghi"));
+        assert!(!sessions.owners.owned_by(id.as_bytes(), "fy_abcdefghj"));
+        assert!(!sessions.owners.owned_by(b"\xff", "fy_abcdefghi"));
+        sessions.close_session(&id).await.unwrap();
+        assert!(sessions.owners.lock().is_empty());
+        assert!(!sessions.has_session(&id).await.unwrap());
+        // Outside a request admitted with a token, no session is made at all.
+        assert!(sessions.create_session().await.is_err());
+        assert!(sessions.inner.sessions.read().await.is_empty());
+        assert!(sessions.owners.lock().is_empty());
+    }
 }

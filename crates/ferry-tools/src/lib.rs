@@ -186,18 +186,21 @@ impl Toolbox {
     /// Calls one tool. Blocking: run it on a thread that may block. `approver` answers
     /// `file_delete`'s question to the person.
     pub fn call(&self, name: &str, args: Value, approver: &dyn Approver) -> ToolOutput {
-        if !self.is_enabled(name) {
+        let Some(spec) = self.enabled.iter().find(|t| t.name == name) else {
             return ToolOutput::error(&ToolError::new(
                 "unknown_tool",
                 format!("there is no tool `{name}` here; tools/list shows the tools you have"),
             ));
-        }
+        };
         if unicode::holds_not_unicode(&args) {
             return ToolOutput::error(&ToolError::new(
                 "invalid_unicode",
                 "the arguments hold text that is not valid Unicode (a lone UTF-16 surrogate \
                  or bytes that are not UTF-8); nothing was done. Send the text as valid UTF-8",
             ));
+        }
+        if let Err(e) = spec.check_bounds(&args) {
+            return ToolOutput::error(&e);
         }
         let result = match name {
             "file_read" => read::file_read(self, args),

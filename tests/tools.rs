@@ -75,6 +75,16 @@ impl Site {
         self.data.join("home/alice")
     }
 
+    /// Runs the `ferry` CLI on this site.
+    fn ferry_cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(&self.ferry)
+            .args(args)
+            .arg("--data")
+            .arg(&self.data)
+            .output()
+            .unwrap()
+    }
+
     fn private(&self) -> PathBuf {
         self.data.join("private/people/alice")
     }
@@ -852,6 +862,98 @@ fn terminal_run_holds_timeout_secs_to_the_schema_maximum_of_600() {
     );
     assert_tool_error(&r[3], "invalid_arguments", "at most 600");
     assert!(!site.home().join("ran-601").exists() && !site.home().join("ran-86400").exists());
+}
+
+/// `docs/agent/FILE_DELIVERY.md` as shipped.
+fn shipped_file_delivery() -> String {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::fs::read_to_string(repo.join("docs/agent/FILE_DELIVERY.md")).unwrap()
+}
+
+#[test]
+fn memory_file_delivery_md_cannot_be_replaced_by_any_tool_or_command() {
+    let shipped = shipped_file_delivery();
+    for sandbox in ["none", "bwrap", "landlock"] {
+        let site = Site::for_nobody(&format!(
+            "[exec]\nsandbox = \"{sandbox}\"\n[tools]\ndelete_approval = \"auto\"\n"
+        ));
+        let doc = site.home().join("memory/FILE_DELIVERY.md");
+        assert_eq!(std::fs::read_to_string(&doc).unwrap(), shipped);
+        let out = site.ferry_cli(&["project", "add", "alice", "q2"]);
+        assert!(out.status.success(), "{out:?}");
+        site.give_to_nobody();
+        let absolute = doc.canonicalize().unwrap();
+        let evil = json!({"path": "memory/FILE_DELIVERY.md", "content": "Deliver to uploads/."});
+        let mut steps = vec![
+            call("file_write", evil.clone()),
+            call(
+                "file_write",
+                json!({"path": "~/memory/FILE_DELIVERY.md", "content": "x"}),
+            ),
+            call("file_write", json!({"path": absolute, "content": "x"})),
+            call(
+                "file_write",
+                json!({"path": "./memory//FILE_DELIVERY.md", "content": "x"}),
+            ),
+            call(
+                "file_write",
+                json!({"path": "projects/q2/../../memory/FILE_DELIVERY.md", "content": "x"}),
+            ),
+            call(
+                "file_write",
+                json!({"path": "memory/NOTES.md", "content": "x"}),
+            ),
+            call(
+                "file_edit",
+                json!({"edits": [{"path": "memory/FILE_DELIVERY.md", "oldText": "public/attachments", "newText": "uploads"}]}),
+            ),
+            call("file_delete", json!({"path": "memory/FILE_DELIVERY.md"})),
+        ];
+        // Commands: a rename over it, a delete, a change of mode then a write, the whole
+        // folder swapped; each in its own call, each followed by a look at what is there.
+        let commands = [
+            "echo evil > evil.md && mv -f evil.md memory/FILE_DELIVERY.md",
+            "rm -f memory/FILE_DELIVERY.md",
+            "chmod u+w memory/FILE_DELIVERY.md && echo evil > memory/FILE_DELIVERY.md",
+            "mv memory memory.old && mkdir memory && echo evil > memory/FILE_DELIVERY.md",
+            "cd projects/q2 && mv -f ../../memory/FILE_DELIVERY.md gone.md",
+        ];
+        for command in commands {
+            steps.push(call("terminal_run", json!({"command": command})));
+            steps.push(call(
+                "file_read",
+                json!({"path": "memory/FILE_DELIVERY.md"}),
+            ));
+        }
+        let r = site.results(steps);
+        for i in [0, 1, 2, 3, 5] {
+            assert_tool_error(&r[i], "read_only", "provisioned by the system");
+        }
+        assert_tool_error(&r[4], "path_escapes", "without `..`");
+        assert!(is_error(&r[6]), "{}", r[6]);
+        assert_tool_error(&r[7], "read_only", "provisioned by the system");
+        for (i, command) in commands.iter().enumerate() {
+            let after = &r[8 + 2 * i + 1];
+            let text = assert_ok(after);
+            assert!(
+                text.contains("public/attachments") && !text.contains("evil"),
+                "{sandbox}: after {command:?}: {text}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(&doc).unwrap(),
+                shipped,
+                "{sandbox}: after {command:?}"
+            );
+        }
+        if sandbox == "bwrap" {
+            // Under bubblewrap the folder is mounted read-only: the commands fail outright.
+            for i in 0..commands.len() {
+                let ran = &r[8 + 2 * i];
+                assert_ne!(ran["structuredContent"]["exitCode"], 0, "{sandbox}: {ran}");
+            }
+        }
+        assert!(!site.home().join("memory/NOTES.md").exists());
+    }
 }
 
 #[test]

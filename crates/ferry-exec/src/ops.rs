@@ -358,6 +358,7 @@ impl Executor {
                 format!("{} is a folder; file_delete removes one file", info.path),
             ));
         }
+        self.scope.check_unlocked(path)?;
         match self.scope.resolve(path)? {
             Target::Beneath { dir, rel, tree } => {
                 writable(tree)?;
@@ -369,6 +370,7 @@ impl Executor {
     }
 
     fn mkdir(&self, path: &str) -> Result<(), RequestError> {
+        self.scope.check_unlocked(path)?;
         match self.scope.resolve(path)? {
             Target::Beneath { dir, rel, tree } => {
                 writable(tree)?;
@@ -424,18 +426,22 @@ impl Executor {
         Ok(crate::run(&cmd, &identity, &policy)?)
     }
 
-    /// The sandbox for a command: the person's trees, read-write where writable.
+    /// The sandbox for a command: the person's trees, read-write where writable, and the
+    /// locked folders that exist read-only on top (bwrap; Landlock cannot take back what a
+    /// parent grants).
     fn sandbox(&self) -> Sandbox {
         let (read_write, read_only): (Vec<_>, Vec<_>) =
             self.scope.trees().partition(|tree| tree.writable);
-        let paths = |trees: Vec<&crate::Tree>| trees.into_iter().map(|t| t.path.clone()).collect();
+        let paths = |trees: Vec<&crate::Tree>| -> Vec<PathBuf> {
+            trees.into_iter().map(|t| t.path.clone()).collect()
+        };
+        let mut read_only = paths(read_only);
+        read_only.extend(self.scope.locked().iter().filter(|p| p.is_dir()).cloned());
         match self.run.sandbox {
             SandboxKind::None => Sandbox::None,
-            SandboxKind::Bwrap => {
-                Sandbox::bwrap(paths(read_write), paths(read_only), self.run.network)
-            }
+            SandboxKind::Bwrap => Sandbox::bwrap(paths(read_write), read_only, self.run.network),
             SandboxKind::Landlock => {
-                Sandbox::landlock(paths(read_write), paths(read_only), self.run.network)
+                Sandbox::landlock(paths(read_write), read_only, self.run.network)
             }
         }
     }
@@ -443,6 +449,7 @@ impl Executor {
     /// A hidden temporary beside `path`, ready for bytes; the previous file's mode is kept.
     fn stage(&self, path: &str, create_parents: bool) -> Result<Staged, RequestError> {
         let display = self.scope.absolute(path)?;
+        self.scope.check_unlocked(path)?;
         let (dir, name) = match self.scope.resolve(path)? {
             Target::Beneath { dir, rel, tree } => {
                 writable(tree)?;

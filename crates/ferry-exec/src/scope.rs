@@ -41,6 +41,8 @@ pub struct Scope {
     home: PathBuf,
     trees: Vec<(Tree, Option<Dir>)>,
     access: Access,
+    /// Folders inside writable trees that the system provisions: read, never written.
+    locked: Vec<PathBuf>,
 }
 
 /// A resolved path: beneath one tree's handle, or (as the person) absolute.
@@ -77,7 +79,37 @@ impl Scope {
             home,
             trees,
             access,
+            locked: Vec::new(),
         })
+    }
+
+    /// Locks `folders` (absolute, inside the trees): no write, delete or new folder lands
+    /// in them, whatever path names them. Reads pass. Lexical, which holds because
+    /// confined writes follow no symlink and `..` is refused.
+    pub fn with_locked(mut self, folders: Vec<PathBuf>) -> Scope {
+        self.locked = folders;
+        self
+    }
+
+    /// The locked folders.
+    pub fn locked(&self) -> &[PathBuf] {
+        &self.locked
+    }
+
+    /// Refuses a write to `path` when it lies in a locked folder.
+    pub(crate) fn check_unlocked(&self, path: &str) -> Result<(), RequestError> {
+        let abs = self.absolute(path)?;
+        match self.locked.iter().find(|folder| abs.starts_with(folder)) {
+            Some(folder) => Err(RequestError::new(
+                "read_only",
+                format!(
+                    "{} is provisioned by the system and read-only; write your own notes \
+                     elsewhere in the workspace",
+                    folder.display()
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     pub fn home(&self) -> &Path {

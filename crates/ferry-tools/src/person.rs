@@ -115,7 +115,10 @@ pub(crate) fn requester_for(
     };
     let requester = match site.mode() {
         SiteMode::Local | SiteMode::Container => {
-            let scope = Scope::new(paths.home.clone(), trees, Access::Confined)?;
+            // The service owns the files here, so only ferry itself keeps the provisioned
+            // documents unwritten (host mode leaves that to their owner, root).
+            let scope = Scope::new(paths.home.clone(), trees, Access::Confined)?
+                .with_locked(vec![paths.home.join(ferry_site::MEMORY_DIR)]);
             Requester::InProcess(Executor::new(scope, run, config.agent_ids(person)))
         }
         SiteMode::Host => {

@@ -957,6 +957,40 @@ fn memory_file_delivery_md_cannot_be_replaced_by_any_tool_or_command() {
 }
 
 #[test]
+fn file_write_never_creates_the_legacy_uploads_folder() {
+    let site = Site::new("");
+    let out = site.ferry_cli(&["project", "add", "alice", "q2"]);
+    assert!(out.status.success(), "{out:?}");
+    let home = site.home().canonicalize().unwrap();
+    let write = |path: Value| call("file_write", json!({"path": path, "content": "x"}));
+    let r = site.results(vec![
+        write(json!("uploads/report.md")),
+        write(json!("~/uploads/a/b.md")),
+        write(json!(home.join("uploads/c.md"))),
+        write(json!("./uploads/../uploads/d.md")),
+        write(json!("projects/q2/uploads/e.md")),
+        write(json!("uploads")),
+        // Only a workspace's own top-level uploads/ is the legacy name.
+        write(json!("notes/uploads/f.md")),
+        write(json!("public/uploads/g.md")),
+    ]);
+    assert_tool_error(&r[0], "legacy_folder", "write to public/report.md instead");
+    assert_tool_error(&r[1], "legacy_folder", "write to public/a/b.md instead");
+    assert_tool_error(&r[2], "legacy_folder", "public/c.md");
+    assert!(is_error(&r[3]), "{}", r[3]);
+    assert_tool_error(
+        &r[4],
+        "legacy_folder",
+        "write to projects/q2/public/e.md instead",
+    );
+    assert_tool_error(&r[5], "legacy_folder", "write to public instead");
+    assert_ok(&r[6]);
+    assert_ok(&r[7]);
+    assert!(!site.home().join("uploads").exists());
+    assert!(!site.home().join("projects/q2/uploads").exists());
+}
+
+#[test]
 fn the_full_output_file_can_be_read_back_with_file_read() {
     let site = Site::for_nobody("");
     let out = site.one("terminal_run", json!({"command": "seq 1 100000"}));

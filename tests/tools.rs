@@ -933,6 +933,9 @@ fn memory_file_delivery_md_cannot_be_replaced_by_any_tool_or_command() {
         assert!(is_error(&r[6]), "{}", r[6]);
         assert_tool_error(&r[7], "read_only", "provisioned by the system");
         for (i, command) in commands.iter().enumerate() {
+            // The command itself ran (whatever it managed), in every sandbox.
+            let ran = &r[8 + 2 * i];
+            assert!(!is_error(ran), "{sandbox}: {command:?}: {ran}");
             let after = &r[8 + 2 * i + 1];
             let text = assert_ok(after);
             assert!(

@@ -426,22 +426,24 @@ impl Executor {
         Ok(crate::run(&cmd, &identity, &policy)?)
     }
 
-    /// The sandbox for a command: the person's trees, read-write where writable, and the
-    /// locked folders that exist read-only on top (bwrap; Landlock cannot take back what a
-    /// parent grants).
+    /// The sandbox for a command: the person's trees, read-write where writable; under
+    /// bwrap the locked folders that exist are mounted read-only on top (Landlock cannot
+    /// take back what a parent grants, so there they are restored after the command).
     fn sandbox(&self) -> Sandbox {
         let (read_write, read_only): (Vec<_>, Vec<_>) =
             self.scope.trees().partition(|tree| tree.writable);
         let paths = |trees: Vec<&crate::Tree>| -> Vec<PathBuf> {
             trees.into_iter().map(|t| t.path.clone()).collect()
         };
-        let mut read_only = paths(read_only);
-        read_only.extend(self.scope.locked().iter().filter(|p| p.is_dir()).cloned());
         match self.run.sandbox {
             SandboxKind::None => Sandbox::None,
-            SandboxKind::Bwrap => Sandbox::bwrap(paths(read_write), read_only, self.run.network),
+            SandboxKind::Bwrap => {
+                let mut read_only = paths(read_only);
+                read_only.extend(self.scope.locked().iter().filter(|p| p.is_dir()).cloned());
+                Sandbox::bwrap(paths(read_write), read_only, self.run.network)
+            }
             SandboxKind::Landlock => {
-                Sandbox::landlock(paths(read_write), read_only, self.run.network)
+                Sandbox::landlock(paths(read_write), paths(read_only), self.run.network)
             }
         }
     }

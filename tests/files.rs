@@ -2261,3 +2261,83 @@ fn malformed_json_and_queries_are_client_errors() {
     assert_eq!(snapshot(&site), before);
     site.finish();
 }
+
+/// A name on disk made of raw bytes (not necessarily UTF-8).
+fn raw_name(bytes: &[u8]) -> &std::ffi::OsStr {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::OsStr::from_bytes(bytes)
+}
+
+#[test]
+fn names_that_are_not_utf8_list_download_move_and_delete_by_the_listed_path() {
+    let site = Site::start();
+    let public = site.public();
+    // Two names a lossy listing would show alike, a folder, and a UTF-8 name that holds
+    // the very character the listing uses for byte 0xE9.
+    std::fs::write(public.join(raw_name(b"caf\xe9.txt")), "latin-1").unwrap();
+    std::fs::write(public.join(raw_name(b"caf\xe8.txt")), "other").unwrap();
+    std::fs::write(public.join("caf\u{10FFE9}.txt"), "look-alike").unwrap();
+    let folder = public.join(raw_name(b"dir\xff"));
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join("in.txt"), "inside").unwrap();
+
+    let listing = site.list();
+    let entries = flatten_entries(&listing["entries"]);
+    let path_of = |content: &str| -> String {
+        let found: Vec<&&Value> = entries
+            .iter()
+            .filter(|e| {
+                e["type"] == "file"
+                    && site
+                        .content(e["path"].as_str().unwrap())
+                        .send()
+                        .unwrap()
+                        .text()
+                        .unwrap()
+                        == content
+            })
+            .collect();
+        assert_eq!(found.len(), 1, "{content}: {listing}");
+        found[0]["path"].as_str().unwrap().to_owned()
+    };
+    let latin = path_of("latin-1");
+    let other = path_of("other");
+    let lookalike = path_of("look-alike");
+    let inside = path_of("inside");
+    let paths = [&latin, &other, &lookalike, &inside];
+    for (i, a) in paths.iter().enumerate() {
+        for b in &paths[i + 1..] {
+            assert_ne!(a, b, "{listing}");
+        }
+    }
+    // Byte 0xE9 is shown as U+10FFE9; the UTF-8 name that holds U+10FFE9 itself is shown
+    // byte by byte (F4 8F BF A9), so the two never share a path.
+    assert_eq!(latin, "public/caf\u{10FFE9}.txt");
+    assert_eq!(
+        lookalike,
+        "public/caf\u{10FFF4}\u{10FF8F}\u{10FFBF}\u{10FFA9}.txt"
+    );
+    assert!(!listing.to_string().contains('\u{FFFD}'), "{listing}");
+
+    // Move by the listed path: the bytes land under the new name, the old one is gone.
+    let (status, body) = site.mv(&latin, "public/cafe.txt");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        std::fs::read_to_string(public.join("cafe.txt")).unwrap(),
+        "latin-1"
+    );
+    assert!(!public.join(raw_name(b"caf\xe9.txt")).exists());
+    assert!(public.join("caf\u{10FFE9}.txt").exists());
+
+    // Delete by the listed path: the folder (and what is in it) and the other file.
+    let folder_path = inside.trim_end_matches("/in.txt").to_owned();
+    assert_eq!(site.delete(&folder_path).0, 204);
+    assert!(!folder.exists());
+    assert_eq!(site.delete(&other).0, 204);
+    assert!(!public.join(raw_name(b"caf\xe8.txt")).exists());
+    assert_eq!(
+        std::fs::read_to_string(public.join("caf\u{10FFE9}.txt")).unwrap(),
+        "look-alike"
+    );
+    site.finish();
+}

@@ -463,3 +463,228 @@ fn artifacts_approvals_and_elicitations_name_no_host_path() {
         "{summary}"
     );
 }
+
+/// A raw MCP client of `/mcp` on protocol 2025-06-18, where a session is named by the
+/// `Mcp-Session-Id` header: the hostile side of the session tests.
+struct RawSession<'a> {
+    server: &'a Server,
+    token: String,
+    id: String,
+}
+
+const PROTOCOL: &str = "2025-06-18";
+
+/// `method` on `/mcp` with `token` and, when given, a session header.
+fn mcp_request(
+    server: &Server,
+    method: reqwest::Method,
+    token: &str,
+    session: Option<&str>,
+    body: Option<&Value>,
+) -> reqwest::blocking::Response {
+    let mut request = support::client()
+        .request(method, server.url("/mcp"))
+        .bearer_auth(token)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", PROTOCOL);
+    if let Some(session) = session {
+        request = request.header("Mcp-Session-Id", session);
+    }
+    if let Some(body) = body {
+        request = request
+            .header("Content-Type", "application/json")
+            .body(body.to_string());
+    }
+    request.send().unwrap()
+}
+
+/// The first JSON-RPC message of an SSE answer (priming events carry no data).
+fn first_message(events: &mut support::SseStream) -> Value {
+    loop {
+        let event = events.expect_event(std::time::Duration::from_secs(30));
+        if !event.data.is_empty() {
+            return event.json();
+        }
+    }
+}
+
+impl<'a> RawSession<'a> {
+    /// Opens a session (initialize, then initialized) that offers elicitation.
+    fn open(server: &'a Server, token: &str) -> RawSession<'a> {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL,
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "raw", "version": "1"},
+        }});
+        let response = mcp_request(server, reqwest::Method::POST, token, None, Some(&init));
+        assert_eq!(response.status(), 200);
+        let id = response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let answer = first_message(&mut support::SseStream::new(response));
+        assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
+        let session = RawSession {
+            server,
+            token: token.to_owned(),
+            id,
+        };
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert_eq!(session.post(&initialized).status(), 202);
+        session
+    }
+
+    fn post(&self, body: &Value) -> reqwest::blocking::Response {
+        mcp_request(
+            self.server,
+            reqwest::Method::POST,
+            &self.token,
+            Some(&self.id),
+            Some(body),
+        )
+    }
+
+    /// Sends request `id` and returns its answer stream.
+    fn request(&self, id: i64, method: &str, params: Value) -> support::SseStream {
+        let response =
+            self.post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        assert_eq!(response.status(), 200, "{method}");
+        support::SseStream::new(response)
+    }
+
+    fn call(&self, id: i64, name: &str, arguments: Value) -> Value {
+        let answer = first_message(&mut self.request(
+            id,
+            "tools/call",
+            json!({"name": name, "arguments": arguments}),
+        ));
+        assert!(answer["result"].is_object(), "{name}: {answer}");
+        answer["result"].clone()
+    }
+}
+
+/// What the server answers `token` for `method` on session `session`: status and body.
+fn on_session(
+    server: &Server,
+    method: reqwest::Method,
+    token: &str,
+    session: &str,
+    body: Option<&Value>,
+) -> (u16, String) {
+    let response = mcp_request(server, method, token, Some(session), body);
+    (response.status().as_u16(), response.text().unwrap())
+}
+
+#[test]
+fn an_mcp_session_answers_only_the_token_that_opened_it() {
+    let (server, _) = gateway();
+    server.add_person("alice");
+    server.add_person("bob");
+    let alice = server.create_token("alice", "harness");
+    let bob = server.create_token("bob", "harness");
+    // Another harness token of alice herself is another principal.
+    let alice_other = server.create_token("alice", "harness");
+    // The CLI ran as root; the gateway runs as nobody, on a site that is theirs.
+    let status = std::process::Command::new("chown")
+        .args(["-R", &format!("{0}:{0}", support::NOBODY)])
+        .arg(&server.data)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let precious = server.home("alice").join("precious.txt");
+
+    let session = RawSession::open(&server, &alice);
+    let wrote = session.call(
+        2,
+        "file_write",
+        json!({"path": "precious.txt", "content": "keep me"}),
+    );
+    assert_eq!(wrote["isError"], false, "{wrote}");
+    assert!(precious.exists(), "{wrote}");
+
+    // alice's agent asks to delete; the question waits on her call's stream.
+    let mut delete = session.request(
+        3,
+        "tools/call",
+        json!({"name": "file_delete", "arguments": {"path": "precious.txt"}}),
+    );
+    let question = first_message(&mut delete);
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let question_id = question["id"].clone();
+    let approve = json!({"jsonrpc": "2.0", "id": question_id,
+                         "result": {"action": "accept", "content": {"confirm": true}}});
+
+    // What a session nobody opened is answered: the answer every foreign request gets.
+    let never = "0b6a4d2e-9a39-4c57-8d0e-5a1f00c0ffee";
+    let unknown = on_session(&server, reqwest::Method::GET, &bob, never, None);
+    assert_eq!(unknown, (404, "Not Found: Session not found".to_owned()));
+    let tools_call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                            "params": {"name": "file_delete", "arguments": {"path": "precious.txt"}}});
+    for intruder in [&bob, &alice_other] {
+        for (method, body) in [
+            // (a) answering alice's pending question: approving the delete
+            (reqwest::Method::POST, Some(&approve)),
+            // (b) opening her session's stream
+            (reqwest::Method::GET, None),
+            // (c) ending her session
+            (reqwest::Method::DELETE, None),
+            // (d) calling a tool in her session
+            (reqwest::Method::POST, Some(&tools_call)),
+        ] {
+            let answer = on_session(&server, method.clone(), intruder, &session.id, body);
+            assert_eq!(answer, unknown, "{method} by another token");
+        }
+    }
+    assert!(precious.exists(), "a foreign answer deleted alice's file");
+
+    // alice's own session still works, and her own answer is the one that counts.
+    let declined = json!({"jsonrpc": "2.0", "id": question_id, "result": {"action": "decline"}});
+    assert_eq!(session.post(&declined).status(), 202);
+    let result = first_message(&mut delete);
+    assert_eq!(
+        result["result"]["structuredContent"]["error"]["code"], "denied",
+        "{result}"
+    );
+    assert!(precious.exists());
+    let tools = first_message(&mut session.request(4, "tools/list", json!({})));
+    assert_eq!(
+        tools["result"]["tools"].as_array().unwrap().len(),
+        11,
+        "{tools}"
+    );
+
+    // A revoked token is refused on its own session.
+    let other_session = RawSession::open(&server, &alice_other);
+    let out = server.ferry(&["token", "revoke", &alice_other[..12]]);
+    assert!(out.status.success(), "{out:?}");
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
+    let (status, _) = on_session(
+        &server,
+        reqwest::Method::POST,
+        &alice_other,
+        &other_session.id,
+        Some(&list),
+    );
+    assert_eq!(status, 401);
+
+    // A session alice ends is forgotten: even she cannot use it again.
+    let (status, _) = on_session(&server, reqwest::Method::DELETE, &alice, &session.id, None);
+    assert_eq!(status, 202);
+    let after = on_session(
+        &server,
+        reqwest::Method::POST,
+        &alice,
+        &session.id,
+        Some(&list),
+    );
+    assert_eq!(after, unknown);
+
+    // No level the server logs at by default shows a session id.
+    let log = server.log();
+    for id in [&session.id, &other_session.id] {
+        assert!(
+            !log.contains(id.as_str()),
+            "the log shows session {id}:\n{log}"
+        );
+    }
+}

@@ -75,6 +75,16 @@ impl Site {
         self.data.join("home/alice")
     }
 
+    /// Runs the `ferry` CLI on this site.
+    fn ferry_cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(&self.ferry)
+            .args(args)
+            .arg("--data")
+            .arg(&self.data)
+            .output()
+            .unwrap()
+    }
+
     fn private(&self) -> PathBuf {
         self.data.join("private/people/alice")
     }
@@ -295,7 +305,109 @@ fn file_read_numbers_lines_handles_ranges_crlf_and_the_256_kib_limit() {
         "{tail}"
     );
     assert_tool_error(&r[9], "not_text", "file_preview");
-    assert_tool_error(&r[10], "invalid_arguments", "start at 1");
+    assert_tool_error(&r[10], "invalid_arguments", "startLine must be at least 1");
+}
+
+/// The numbered lines of a `file_read` reply: (number, text).
+fn numbered_lines(reply: &str) -> Vec<(u64, String)> {
+    reply
+        .lines()
+        .filter_map(|line| {
+            let (number, text) = line.split_once('\t')?;
+            Some((number.trim().parse().ok()?, text.to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn file_read_cuts_a_line_longer_than_a_reply_and_following_it_reaches_the_end() {
+    let site = Site::new("");
+    // The longest first line a reply holds whole: 256 KiB less "     1\t" and "\n".
+    let cap = 256 * 1024 - 8;
+    for (name, len) in [("under", cap - 1), ("at", cap), ("over", cap + 1)] {
+        site.write(
+            &format!("{name}.txt"),
+            format!("{}\nend\n", "a".repeat(len)),
+        );
+    }
+    let r = site.results(vec![
+        call("file_read", json!({"path": "under.txt"})),
+        call("file_read", json!({"path": "at.txt"})),
+        call("file_read", json!({"path": "over.txt"})),
+        call(
+            "file_read",
+            json!({"path": "over.txt", "startLine": 1, "lineOffset": cap}),
+        ),
+        call(
+            "file_read",
+            json!({"path": "over.txt", "lineOffset": cap + 2}),
+        ),
+        call("file_read", json!({"path": "over.txt", "lineOffset": -1})),
+    ]);
+    for (i, len) in [(0, cap - 1), (1, cap)] {
+        let text = assert_ok(&r[i]);
+        assert_eq!(numbered_lines(&text), [(1, "a".repeat(len))], "{len}");
+        assert_eq!(
+            r[i]["structuredContent"]["next"],
+            json!({"startLine": 2, "lineOffset": 0})
+        );
+    }
+    let over = assert_ok(&r[2]);
+    assert!(!over.contains("is empty"), "{}", &over[..100]);
+    assert_eq!(numbered_lines(&over), [(1, "a".repeat(cap))]);
+    assert_eq!(
+        r[2]["structuredContent"]["next"],
+        json!({"startLine": 1, "lineOffset": cap})
+    );
+    assert!(over.contains(&format!("continue with startLine 1 and lineOffset {cap}")));
+    let rest = assert_ok(&r[3]);
+    assert_eq!(
+        numbered_lines(&rest),
+        [(1, "a".to_owned()), (2, "end".to_owned())]
+    );
+    assert_tool_error(
+        &r[4],
+        "invalid_arguments",
+        &format!("has {} bytes", cap + 1),
+    );
+    assert_tool_error(&r[5], "invalid_arguments", "lineOffset must be at least 0");
+
+    // 300 KiB lines of two- and four-byte characters, cut inside one, among short lines:
+    // an agent that follows every continuation gets the whole file back, in few calls.
+    let long = format!("a{}", "é".repeat(150 * 1024));
+    let crabs = format!("ab{}", "🦀".repeat(75 * 1024));
+    let content = format!("{long}\nsecond\n{crabs}\nlast\n");
+    site.write("long.txt", &content);
+    let (mut at, mut lines, mut calls) = (
+        json!({"startLine": 1, "lineOffset": 0}),
+        Vec::<String>::new(),
+        0,
+    );
+    loop {
+        calls += 1;
+        assert!(calls <= 8, "no end after {calls} calls");
+        let reply = site.one(
+            "file_read",
+            json!({"path": "long.txt", "startLine": at["startLine"], "lineOffset": at["lineOffset"]}),
+        );
+        let text = assert_ok(&reply);
+        for (i, (_, line)) in numbered_lines(&text).into_iter().enumerate() {
+            if i == 0 && at["lineOffset"] != 0 {
+                lines.last_mut().unwrap().push_str(&line);
+            } else {
+                lines.push(line);
+            }
+        }
+        let next = &reply["structuredContent"]["next"];
+        if next.is_null() {
+            assert_eq!(reply["structuredContent"]["endOfFile"], true);
+            break;
+        }
+        assert_ne!(*next, at, "no progress");
+        at = next.clone();
+    }
+    assert_eq!(lines, [long.as_str(), "second", crabs.as_str(), "last"]);
+    assert!(calls >= 3, "{calls}");
 }
 
 #[test]
@@ -744,8 +856,164 @@ fn terminal_run_runs_as_the_person_behind_the_guardrail() {
     );
     assert_tool_error(&r[3], "path_escapes", "outside");
     assert_tool_error(&r[4], "path_escapes", "outside");
-    assert_tool_error(&r[5], "invalid_timeout", "more than zero");
+    assert_tool_error(&r[5], "invalid_arguments", "timeoutSecs must be at least 1");
     assert!(assert_ok(&r[6]).contains("private/people/alice/tmp"));
+}
+
+#[test]
+fn terminal_run_holds_timeout_secs_to_the_schema_maximum_of_600() {
+    let site = Site::for_nobody("");
+    let run = |secs: Value| {
+        call(
+            "terminal_run",
+            json!({"command": format!("touch ran-{secs}"), "timeoutSecs": secs}),
+        )
+    };
+    let r = site.results(vec![
+        run(json!(599)),
+        run(json!(600)),
+        run(json!(601)),
+        run(json!(86400)),
+    ]);
+    assert_ok(&r[0]);
+    assert_ok(&r[1]);
+    assert!(site.home().join("ran-599").exists() && site.home().join("ran-600").exists());
+    assert_tool_error(
+        &r[2],
+        "invalid_arguments",
+        "timeoutSecs must be at most 600 (got 601)",
+    );
+    assert_tool_error(&r[3], "invalid_arguments", "at most 600");
+    assert!(!site.home().join("ran-601").exists() && !site.home().join("ran-86400").exists());
+}
+
+/// `docs/agent/FILE_DELIVERY.md` as shipped.
+fn shipped_file_delivery() -> String {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::fs::read_to_string(repo.join("docs/agent/FILE_DELIVERY.md")).unwrap()
+}
+
+#[test]
+fn memory_file_delivery_md_cannot_be_replaced_by_any_tool_or_command() {
+    let shipped = shipped_file_delivery();
+    for sandbox in ["none", "bwrap", "landlock"] {
+        let site = Site::for_nobody(&format!(
+            "[exec]\nsandbox = \"{sandbox}\"\n[tools]\ndelete_approval = \"auto\"\n"
+        ));
+        let doc = site.home().join("memory/FILE_DELIVERY.md");
+        assert_eq!(std::fs::read_to_string(&doc).unwrap(), shipped);
+        let out = site.ferry_cli(&["project", "add", "alice", "q2"]);
+        assert!(out.status.success(), "{out:?}");
+        site.give_to_nobody();
+        let absolute = doc.canonicalize().unwrap();
+        let evil = json!({"path": "memory/FILE_DELIVERY.md", "content": "Deliver to uploads/."});
+        let mut steps = vec![
+            call("file_write", evil.clone()),
+            call(
+                "file_write",
+                json!({"path": "~/memory/FILE_DELIVERY.md", "content": "x"}),
+            ),
+            call("file_write", json!({"path": absolute, "content": "x"})),
+            call(
+                "file_write",
+                json!({"path": "./memory//FILE_DELIVERY.md", "content": "x"}),
+            ),
+            call(
+                "file_write",
+                json!({"path": "projects/q2/../../memory/FILE_DELIVERY.md", "content": "x"}),
+            ),
+            call(
+                "file_write",
+                json!({"path": "memory/NOTES.md", "content": "x"}),
+            ),
+            call(
+                "file_edit",
+                json!({"edits": [{"path": "memory/FILE_DELIVERY.md", "oldText": "public/attachments", "newText": "uploads"}]}),
+            ),
+            call("file_delete", json!({"path": "memory/FILE_DELIVERY.md"})),
+        ];
+        // Commands: a rename over it, a delete, a change of mode then a write, the whole
+        // folder swapped; each in its own call, each followed by a look at what is there.
+        let commands = [
+            "echo evil > evil.md && mv -f evil.md memory/FILE_DELIVERY.md",
+            "rm -f memory/FILE_DELIVERY.md",
+            "chmod u+w memory/FILE_DELIVERY.md && echo evil > memory/FILE_DELIVERY.md",
+            "mv memory memory.old && mkdir memory && echo evil > memory/FILE_DELIVERY.md",
+            "cd projects/q2 && mv -f ../../memory/FILE_DELIVERY.md gone.md",
+        ];
+        for command in commands {
+            steps.push(call("terminal_run", json!({"command": command})));
+            steps.push(call(
+                "file_read",
+                json!({"path": "memory/FILE_DELIVERY.md"}),
+            ));
+        }
+        let r = site.results(steps);
+        for i in [0, 1, 2, 3, 5] {
+            assert_tool_error(&r[i], "read_only", "provisioned by the system");
+        }
+        assert_tool_error(&r[4], "path_escapes", "without `..`");
+        assert!(is_error(&r[6]), "{}", r[6]);
+        assert_tool_error(&r[7], "read_only", "provisioned by the system");
+        for (i, command) in commands.iter().enumerate() {
+            // The command itself ran (whatever it managed), in every sandbox.
+            let ran = &r[8 + 2 * i];
+            assert!(!is_error(ran), "{sandbox}: {command:?}: {ran}");
+            let after = &r[8 + 2 * i + 1];
+            let text = assert_ok(after);
+            assert!(
+                text.contains("public/attachments") && !text.contains("evil"),
+                "{sandbox}: after {command:?}: {text}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(&doc).unwrap(),
+                shipped,
+                "{sandbox}: after {command:?}"
+            );
+        }
+        if sandbox == "bwrap" {
+            // Under bubblewrap the folder is mounted read-only: the commands fail outright.
+            for i in 0..commands.len() {
+                let ran = &r[8 + 2 * i];
+                assert_ne!(ran["structuredContent"]["exitCode"], 0, "{sandbox}: {ran}");
+            }
+        }
+        assert!(!site.home().join("memory/NOTES.md").exists());
+    }
+}
+
+#[test]
+fn file_write_never_creates_the_legacy_uploads_folder() {
+    let site = Site::new("");
+    let out = site.ferry_cli(&["project", "add", "alice", "q2"]);
+    assert!(out.status.success(), "{out:?}");
+    let home = site.home().canonicalize().unwrap();
+    let write = |path: Value| call("file_write", json!({"path": path, "content": "x"}));
+    let r = site.results(vec![
+        write(json!("uploads/report.md")),
+        write(json!("~/uploads/a/b.md")),
+        write(json!(home.join("uploads/c.md"))),
+        write(json!("./uploads/../uploads/d.md")),
+        write(json!("projects/q2/uploads/e.md")),
+        write(json!("uploads")),
+        // Only a workspace's own top-level uploads/ is the legacy name.
+        write(json!("notes/uploads/f.md")),
+        write(json!("public/uploads/g.md")),
+    ]);
+    assert_tool_error(&r[0], "legacy_folder", "write to public/report.md instead");
+    assert_tool_error(&r[1], "legacy_folder", "write to public/a/b.md instead");
+    assert_tool_error(&r[2], "legacy_folder", "public/c.md");
+    assert!(is_error(&r[3]), "{}", r[3]);
+    assert_tool_error(
+        &r[4],
+        "legacy_folder",
+        "write to projects/q2/public/e.md instead",
+    );
+    assert_tool_error(&r[5], "legacy_folder", "write to public instead");
+    assert_ok(&r[6]);
+    assert_ok(&r[7]);
+    assert!(!site.home().join("uploads").exists());
+    assert!(!site.home().join("projects/q2/uploads").exists());
 }
 
 #[test]

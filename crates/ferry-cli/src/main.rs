@@ -150,11 +150,15 @@ enum DocsCommand {
     Check { dir: PathBuf },
 }
 
+/// The log filter when `RUST_LOG` is unset: ferry's own events from INFO, libraries'
+/// only from WARN (rmcp names MCP session ids at INFO, and a session id is a credential).
+const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -358,6 +358,7 @@ impl Executor {
                 format!("{} is a folder; file_delete removes one file", info.path),
             ));
         }
+        self.scope.check_unlocked(path)?;
         match self.scope.resolve(path)? {
             Target::Beneath { dir, rel, tree } => {
                 writable(tree)?;
@@ -369,6 +370,7 @@ impl Executor {
     }
 
     fn mkdir(&self, path: &str) -> Result<(), RequestError> {
+        self.scope.check_unlocked(path)?;
         match self.scope.resolve(path)? {
             Target::Beneath { dir, rel, tree } => {
                 writable(tree)?;
@@ -425,16 +427,22 @@ impl Executor {
         Ok(crate::run(&cmd, &identity, &policy)?)
     }
 
-    /// The sandbox for a command: the person's trees, read-write where writable. A refused
-    /// tree (its root a link) is not shown at all.
+    /// The sandbox for a command: the person's trees, read-write where writable; a refused
+    /// tree (its root a link) is not shown at all. Under bwrap the locked folders that
+    /// exist are mounted read-only on top (Landlock cannot take back what a parent grants,
+    /// so there they are restored after the command).
     fn sandbox(&self) -> Sandbox {
         let (read_write, read_only): (Vec<_>, Vec<_>) =
             self.scope.trees().partition(|tree| tree.writable);
-        let paths = |trees: Vec<&crate::Tree>| trees.into_iter().map(|t| t.path.clone()).collect();
+        let paths = |trees: Vec<&crate::Tree>| -> Vec<PathBuf> {
+            trees.into_iter().map(|t| t.path.clone()).collect()
+        };
         match self.run.sandbox {
             SandboxKind::None => Sandbox::None,
             SandboxKind::Bwrap => {
-                Sandbox::bwrap(paths(read_write), paths(read_only), self.run.network)
+                let mut read_only = paths(read_only);
+                read_only.extend(self.scope.locked().iter().filter(|p| p.is_dir()).cloned());
+                Sandbox::bwrap(paths(read_write), read_only, self.run.network)
             }
             SandboxKind::Landlock => {
                 Sandbox::landlock(paths(read_write), paths(read_only), self.run.network)
@@ -445,6 +453,7 @@ impl Executor {
     /// A hidden temporary beside `path`, ready for bytes; the previous file's mode is kept.
     fn stage(&self, path: &str, create_parents: bool) -> Result<Staged, RequestError> {
         let display = self.scope.absolute(path)?;
+        self.scope.check_unlocked(path)?;
         let (dir, name) = match self.scope.resolve(path)? {
             Target::Beneath { dir, rel, tree } => {
                 writable(tree)?;

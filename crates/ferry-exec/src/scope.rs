@@ -42,6 +42,8 @@ pub struct Scope {
     home: PathBuf,
     trees: Vec<(Tree, Root)>,
     access: Access,
+    /// Folders inside writable trees that the system provisions: read, never written.
+    locked: Vec<PathBuf>,
 }
 
 /// A tree's root as it was found when the scope was made.
@@ -98,6 +100,7 @@ impl Scope {
             home,
             trees,
             access,
+            locked: Vec::new(),
         })
     }
 
@@ -113,6 +116,35 @@ impl Scope {
             Root::Refused(e) => Some((tree, e)),
             _ => None,
         })
+    }
+
+    /// Locks `folders` (absolute, inside the trees): no write, delete or new folder lands
+    /// in them, whatever path names them. Reads pass. Lexical, which holds because
+    /// confined writes follow no symlink and `..` is refused.
+    pub fn with_locked(mut self, folders: Vec<PathBuf>) -> Scope {
+        self.locked = folders;
+        self
+    }
+
+    /// The locked folders.
+    pub fn locked(&self) -> &[PathBuf] {
+        &self.locked
+    }
+
+    /// Refuses a write to `path` when it lies in a locked folder.
+    pub(crate) fn check_unlocked(&self, path: &str) -> Result<(), RequestError> {
+        let abs = self.absolute(path)?;
+        match self.locked.iter().find(|folder| abs.starts_with(folder)) {
+            Some(folder) => Err(RequestError::new(
+                "read_only",
+                format!(
+                    "{} is provisioned by the system and read-only; write your own notes \
+                     elsewhere in the workspace",
+                    folder.display()
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     pub fn home(&self) -> &Path {

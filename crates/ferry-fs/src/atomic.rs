@@ -217,7 +217,11 @@ fn check_name(name: &str) -> Result<(), FsError> {
 
 /// The target may be absent or a regular file; a link or a directory is refused.
 fn check_target(dir: &Dir, name: &str) -> Result<(), FsError> {
-    match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+    match rustix::fs::statat(
+        dir.fd(),
+        &*crate::name::name_to_bytes(name),
+        AtFlags::SYMLINK_NOFOLLOW,
+    ) {
         Ok(stat) => match FileType::from_raw_mode(stat.st_mode) {
             FileType::RegularFile => Ok(()),
             FileType::Symlink => Err(FsError::PathEscapes),

@@ -17,6 +17,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags};
 use rustix::io::Errno;
 
 use crate::FsError;
+use crate::name::{name_from_bytes, name_to_bytes as raw};
 use crate::path::{check_relative, split_parent};
 
 /// How symlinks met while resolving a path are treated.
@@ -146,7 +147,7 @@ impl Dir {
         check_relative(rel)?;
         let (parent, name) = self.parent_of(rel)?;
         let dir = parent.as_ref().unwrap_or(self);
-        let stat = rustix::fs::statat(&dir.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+        let stat = rustix::fs::statat(&dir.fd, &*raw(name), AtFlags::SYMLINK_NOFOLLOW)
             .map_err(FsError::from_errno)?;
         Ok(Metadata::from_stat(&stat))
     }
@@ -162,7 +163,8 @@ impl Dir {
         check_relative(rel)?;
         let (parent, name) = self.parent_of(rel)?;
         let dir = parent.as_ref().unwrap_or(self);
-        rustix::fs::mkdirat(&dir.fd, name, Mode::from_raw_mode(mode)).map_err(FsError::from_errno)
+        rustix::fs::mkdirat(&dir.fd, &*raw(name), Mode::from_raw_mode(mode))
+            .map_err(FsError::from_errno)
     }
 
     /// Creates `rel` and its missing parents (never through a symlink) and opens it.
@@ -170,7 +172,7 @@ impl Dir {
         check_relative(rel)?;
         let mut current = self.try_clone()?;
         for component in components(rel) {
-            match rustix::fs::mkdirat(&current.fd, component, Mode::from_raw_mode(mode)) {
+            match rustix::fs::mkdirat(&current.fd, &*raw(component), Mode::from_raw_mode(mode)) {
                 Ok(()) | Err(Errno::EXIST) => {}
                 Err(e) => return Err(FsError::from_errno(e)),
             }
@@ -184,7 +186,7 @@ impl Dir {
     pub fn names(&self) -> Result<Vec<String>, FsError> {
         let mut out = Vec::new();
         self.for_each_name(|name| {
-            out.push(String::from_utf8_lossy(name.to_bytes()).into_owned());
+            out.push(name_from_bytes(name.to_bytes()).into_owned());
             Ok(())
         })?;
         Ok(out)
@@ -197,7 +199,7 @@ impl Dir {
         self.for_each_name(|name| {
             match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(stat) => out.push(Entry {
-                    name: String::from_utf8_lossy(name.to_bytes()).into_owned(),
+                    name: name_from_bytes(name.to_bytes()).into_owned(),
                     meta: Metadata::from_stat(&stat),
                 }),
                 Err(Errno::NOENT) => {}
@@ -249,9 +251,9 @@ impl Dir {
         };
         rustix::fs::renameat_with(
             &from_parent.as_ref().unwrap_or(self).fd,
-            from_name,
+            &*raw(from_name),
             &to_parent.as_ref().unwrap_or(target).fd,
-            to_name,
+            &*raw(to_name),
             flags,
         )
         .map_err(FsError::from_errno)
@@ -269,14 +271,14 @@ impl Dir {
         check_relative(rel)?;
         let (parent, name) = self.parent_of(rel)?;
         let dir = parent.as_ref().unwrap_or(self);
-        rustix::fs::unlinkat(&dir.fd, name, AtFlags::REMOVEDIR).map_err(FsError::from_errno)
+        rustix::fs::unlinkat(&dir.fd, &*raw(name), AtFlags::REMOVEDIR).map_err(FsError::from_errno)
     }
 
     fn remove_entry(&self, name: &str) -> Result<(), FsError> {
-        let stat = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+        let stat = rustix::fs::statat(&self.fd, &*raw(name), AtFlags::SYMLINK_NOFOLLOW)
             .map_err(FsError::from_errno)?;
         if FileType::from_raw_mode(stat.st_mode) != FileType::Directory {
-            return match rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()) {
+            return match rustix::fs::unlinkat(&self.fd, &*raw(name), AtFlags::empty()) {
                 Ok(()) | Err(Errno::NOENT) => Ok(()),
                 Err(e) => Err(FsError::from_errno(e)),
             };
@@ -285,7 +287,7 @@ impl Dir {
         for entry in child.entries()? {
             child.remove_entry(&entry.name)?;
         }
-        match rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR) {
+        match rustix::fs::unlinkat(&self.fd, &*raw(name), AtFlags::REMOVEDIR) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
             Err(e) => Err(FsError::from_errno(e)),
         }
@@ -313,7 +315,7 @@ impl Dir {
     /// Opens one child directory by name, refusing a symlink.
     fn open_component(&self, name: &str) -> Result<Dir, FsError> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        match rustix::fs::openat(&self.fd, name, flags, Mode::empty()) {
+        match rustix::fs::openat(&self.fd, &*raw(name), flags, Mode::empty()) {
             Ok(fd) => Ok(Dir { fd }),
             Err(e) => Err(self.classify_component_error(name, e)),
         }
@@ -322,7 +324,7 @@ impl Dir {
     /// Turns the error of an `O_NOFOLLOW` open into the reason: a symlink is an escape.
     fn classify_component_error(&self, name: &str, e: Errno) -> FsError {
         if matches!(e, Errno::LOOP | Errno::NOTDIR)
-            && let Ok(stat) = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+            && let Ok(stat) = rustix::fs::statat(&self.fd, &*raw(name), AtFlags::SYMLINK_NOFOLLOW)
             && FileType::from_raw_mode(stat.st_mode) == FileType::Symlink
         {
             return FsError::PathEscapes;
@@ -346,7 +348,7 @@ impl Dir {
             }
             // EAGAIN: the kernel saw a concurrent rename and asks for a retry.
             for _ in 0..16 {
-                match rustix::fs::openat2(&self.fd, rel, flags, mode, resolve) {
+                match rustix::fs::openat2(&self.fd, &*raw(rel), flags, mode, resolve) {
                     Ok(fd) => {
                         OPENAT2.store(OPENAT2_YES, Ordering::Relaxed);
                         return Ok(fd);
@@ -389,7 +391,7 @@ impl Dir {
             current = Some(dir.open_component(part)?);
         }
         let dir = current.as_ref().unwrap_or(self);
-        rustix::fs::openat(&dir.fd, last, flags | OFlags::NOFOLLOW, mode)
+        rustix::fs::openat(&dir.fd, &*raw(last), flags | OFlags::NOFOLLOW, mode)
             .map_err(|e| dir.classify_component_error(last, e))
     }
 }
@@ -401,13 +403,14 @@ impl Dir {
         let base =
             cap_std::fs::Dir::from_std_file(File::from(self.fd.try_clone().map_err(FsError::Io)?));
         let opened = if flags.contains(OFlags::DIRECTORY) {
-            base.open_dir(rel).map(|d| OwnedFd::from(d.into_std_file()))
+            base.open_dir(os_path(rel))
+                .map(|d| OwnedFd::from(d.into_std_file()))
         } else {
             let mut options = cap_std::fs::OpenOptions::new();
             options
                 .read(true)
                 .custom_flags((flags & !OFlags::RDONLY).bits() as i32);
-            base.open_with(rel, &options)
+            base.open_with(os_path(rel), &options)
                 .map(|f| OwnedFd::from(f.into_std()))
         };
         opened.map_err(|e| match e.raw_os_error() {
@@ -430,6 +433,12 @@ pub(crate) fn fchown(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<(), FsErr
     let uid = rustix::fs::Uid::from_raw(uid);
     let gid = rustix::fs::Gid::from_raw(gid);
     rustix::fs::fchown(fd, Some(uid), Some(gid)).map_err(FsError::from_errno)
+}
+
+/// A relative path as cap-std takes it, with its names' bytes as on disk.
+fn os_path(rel: &str) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    Path::new(std::ffi::OsStr::from_bytes(&raw(rel))).to_path_buf()
 }
 
 /// The non-empty, non-`.` components of a checked relative path.

@@ -13,6 +13,6 @@ mod shown;
 pub use atomic::{AtomicWriter, TEMP_PREFIX, Written};
 pub use dir::{Dir, Entry, EntryKind, Follow, Metadata, is_temporary, set_openat2_enabled};
 pub use error::FsError;
-pub use name::{NAME_MAX_BYTES, safe_name};
+pub use name::{NAME_MAX_BYTES, name_from_bytes, safe_name};
 pub use path::{PATH_MAX_BYTES, check_relative};
 pub use shown::{is_hidden_or_spoofing, shown_name};

@@ -1,5 +1,7 @@
 //! Safe names for uploads and deliveries (spec core C-NAME).
 
+use std::borrow::Cow;
+
 use unicode_normalization::UnicodeNormalization;
 
 use crate::FsError;
@@ -49,6 +51,61 @@ fn shorten(name: &str, max_bytes: usize) -> String {
         cut -= 1;
     }
     format!("{}{}", &stem[..cut], ext)
+}
+
+/// Where the characters that stand for raw bytes begin: byte `b` (0x80–0xFF) is
+/// `U+10FF00 + b`, the last 128 code points of the last private-use plane.
+const BYTE_CHAR_BASE: u32 = 0x10_FF00;
+
+/// The character that stands for byte `b` (0x80–0xFF) of a name.
+fn byte_char(b: u8) -> char {
+    char::from_u32(BYTE_CHAR_BASE + u32::from(b)).unwrap_or(char::REPLACEMENT_CHARACTER)
+}
+
+/// The byte a character stands for, if it is one of the 128 byte characters.
+fn char_byte(c: char) -> Option<u8> {
+    let b = u32::from(c).checked_sub(BYTE_CHAR_BASE)?;
+    (0x80..=0xFF).contains(&b).then_some(b as u8)
+}
+
+/// A name read from disk as text that names the same entry when given back: UTF-8 names
+/// are unchanged; a byte that does not decode, and each byte of a character that is
+/// itself one of the byte characters, becomes its byte character. One to one, so a
+/// listing's path always leads to the entry it shows.
+pub fn name_from_bytes(bytes: &[u8]) -> Cow<'_, str> {
+    if let Ok(text) = std::str::from_utf8(bytes)
+        && !text.chars().any(|c| char_byte(c).is_some())
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if char_byte(c).is_some() {
+                let mut buf = [0u8; 4];
+                out.extend(c.encode_utf8(&mut buf).bytes().map(byte_char));
+            } else {
+                out.push(c);
+            }
+        }
+        out.extend(chunk.invalid().iter().copied().map(byte_char));
+    }
+    Cow::Owned(out)
+}
+
+/// The bytes on disk of a name or path written as [`name_from_bytes`] writes it.
+pub(crate) fn name_to_bytes(name: &str) -> Cow<'_, [u8]> {
+    if !name.chars().any(|c| char_byte(c).is_some()) {
+        return Cow::Borrowed(name.as_bytes());
+    }
+    let mut out = Vec::with_capacity(name.len());
+    for c in name.chars() {
+        match char_byte(c) {
+            Some(b) => out.push(b),
+            None => out.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes()),
+        }
+    }
+    Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -113,7 +170,28 @@ mod tests {
         assert!(got.ends_with(".txt"));
     }
 
+    #[test]
+    fn names_that_are_not_utf8_round_trip_and_utf8_ones_stay_as_they_are() {
+        for text in ["report.pdf", "relatório.pdf", "a%ffb", "", "\u{10FF7F}"] {
+            assert_eq!(name_from_bytes(text.as_bytes()), text);
+        }
+        assert_eq!(name_from_bytes(b"caf\xe9.txt"), "caf\u{10FFE9}.txt");
+        // A byte character already in a name is written byte by byte, so it cannot be
+        // taken for the raw byte it stands for.
+        let lookalike = "caf\u{10FFE9}.txt";
+        assert_ne!(name_from_bytes(lookalike.as_bytes()), lookalike);
+    }
+
     proptest! {
+        #[test]
+        fn any_bytes_round_trip(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let text = name_from_bytes(&bytes).into_owned();
+            let back = name_to_bytes(&text).into_owned();
+            prop_assert_eq!(&back, &bytes);
+            let again = name_from_bytes(&back).into_owned();
+            prop_assert_eq!(again, text);
+        }
+
         #[test]
         fn result_is_always_one_safe_component(input in "\\PC{0,300}") {
             if let Ok(name) = safe_name(&input) {

@@ -53,6 +53,9 @@ impl TokenKind {
 pub struct Principal {
     pub person: String,
     pub kind: TokenKind,
+    /// The token's public handle (its clear prefix, the row's key): two tokens of one
+    /// person are two principals.
+    pub handle: String,
 }
 
 fn hash(token: &str) -> [u8; 32] {
@@ -152,6 +155,10 @@ impl Site {
         if !bool::from(stored.as_slice().ct_eq(hash(token).as_slice())) {
             return Ok(None);
         }
-        Ok(TokenKind::parse(&kind).map(|kind| Principal { person, kind }))
+        Ok(TokenKind::parse(&kind).map(|kind| Principal {
+            person,
+            kind,
+            handle: prefix.to_owned(),
+        }))
     }
 }

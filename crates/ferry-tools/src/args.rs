@@ -34,6 +34,7 @@ pub(crate) struct FileRead {
     pub path: String,
     pub start_line: Option<u64>,
     pub line_count: Option<u64>,
+    pub line_offset: Option<u64>,
 }
 
 #[derive(Deserialize)]

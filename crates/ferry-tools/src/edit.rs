@@ -12,6 +12,52 @@ use crate::{ToolError, ToolOutput, Toolbox};
 /// The largest content `file_write` takes, and the largest file `file_edit` edits.
 pub const TEXT_FILE_MAX_BYTES: usize = 16 * 1024 * 1024;
 
+/// Refuses a write into a workspace's `uploads/` (the old name of `public/`, spec
+/// M-MIGRATE: nothing creates it), pointing to the `public/` path meant. The main
+/// workspace's and each project's count; the path is read lexically, as it would land.
+fn refuse_legacy_public(tools: &Toolbox, path: &str) -> Result<(), ToolError> {
+    use std::path::{Component, PathBuf};
+    let home = &tools.paths().home;
+    let abs = match path.strip_prefix("~/") {
+        Some(rest) => home.join(rest),
+        None if path == "~" => home.clone(),
+        None => home.join(path),
+    };
+    let mut lexical = PathBuf::new();
+    for part in abs.components() {
+        match part {
+            Component::ParentDir => {
+                lexical.pop();
+            }
+            Component::CurDir => {}
+            other => lexical.push(other),
+        }
+    }
+    let Ok(rel) = lexical.strip_prefix(home) else {
+        return Ok(());
+    };
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let legacy = ferry_site::LEGACY_PUBLIC_DIR_NAME;
+    let at = match parts.as_slice() {
+        [first, ..] if first == legacy => 0,
+        [projects, _, third, ..] if projects == "projects" && third == legacy => 2,
+        _ => return Ok(()),
+    };
+    let mut meant = parts;
+    meant[at] = ferry_site::PUBLIC_DIR_NAME.to_owned();
+    Err(ToolError::new(
+        "legacy_folder",
+        format!(
+            "{legacy}/ is the old name of public/ and is never created again; write to {} \
+             instead (public/attachments/ for what you deliver)",
+            meant.join("/")
+        ),
+    ))
+}
+
 pub(crate) fn file_write(
     tools: &Toolbox,
     args: serde_json::Value,
@@ -27,6 +73,7 @@ pub(crate) fn file_write(
             ),
         ));
     }
+    refuse_legacy_public(tools, &args.path)?;
     let written = tools
         .requester()
         .write(&args.path, args.content.into_bytes())?;

@@ -149,13 +149,31 @@ impl Toolbox {
     ) -> Result<Toolbox, ToolError> {
         let (paths, requester) = person::requester_for(&site, person, worker)?;
         let enabled = spec::enabled(&site.config().tools.enabled);
-        Ok(Toolbox {
+        let toolbox = Toolbox {
             person: person.to_owned(),
             site,
             paths,
             requester,
             enabled,
-        })
+        };
+        toolbox.restore_documents();
+        Ok(toolbox)
+    }
+
+    /// Puts the provisioned documents (`memory/FILE_DELIVERY.md`) back as shipped if a
+    /// command changed them. Where the service owns the workspace (local and container
+    /// mode) a command can rename or delete what the tools refuse to write; in host mode
+    /// root owns them and the person cannot.
+    fn restore_documents(&self) {
+        if self.site.mode() == ferry_site::SiteMode::Host {
+            return;
+        }
+        if let Err(e) = self.site.provision_person(&self.person) {
+            tracing::warn!(
+                "restoring the provisioned documents of {}: {e}",
+                self.person
+            );
+        }
     }
 
     pub fn person(&self) -> &str {
@@ -186,18 +204,21 @@ impl Toolbox {
     /// Calls one tool. Blocking: run it on a thread that may block. `approver` answers
     /// `file_delete`'s question to the person.
     pub fn call(&self, name: &str, args: Value, approver: &dyn Approver) -> ToolOutput {
-        if !self.is_enabled(name) {
+        let Some(spec) = self.enabled.iter().find(|t| t.name == name) else {
             return ToolOutput::error(&ToolError::new(
                 "unknown_tool",
                 format!("there is no tool `{name}` here; tools/list shows the tools you have"),
             ));
-        }
+        };
         if unicode::holds_not_unicode(&args) {
             return ToolOutput::error(&ToolError::new(
                 "invalid_unicode",
                 "the arguments hold text that is not valid Unicode (a lone UTF-16 surrogate \
                  or bytes that are not UTF-8); nothing was done. Send the text as valid UTF-8",
             ));
+        }
+        if let Err(e) = spec.check_bounds(&args) {
+            return ToolOutput::error(&e);
         }
         let result = match name {
             "file_read" => read::file_read(self, args),
@@ -207,7 +228,11 @@ impl Toolbox {
             "image_read" => read::image_read(self, args),
             "file_delete" => approval::file_delete(self, args, approver),
             "file_deliver" => deliver::file_deliver(self, args),
-            "terminal_run" => terminal::terminal_run(self, args),
+            "terminal_run" => {
+                let ran = terminal::terminal_run(self, args);
+                self.restore_documents();
+                ran
+            }
             "dir_list" => dir_list::dir_list(self, args),
             "skill_search" => skills::skill_search(self, args),
             "file_pick" => pick::file_pick(self, args),

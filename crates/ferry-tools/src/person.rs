@@ -125,7 +125,10 @@ pub(crate) fn requester_for(
     };
     let requester = match site.mode() {
         SiteMode::Local | SiteMode::Container => {
-            let scope = Scope::new(data.clone(), paths.home.clone(), trees, Access::Confined)?;
+            // The service owns the files here, so only ferry itself keeps the provisioned
+            // documents unwritten (host mode leaves that to their owner, root).
+            let scope = Scope::new(data.clone(), paths.home.clone(), trees, Access::Confined)?
+                .with_locked(vec![paths.home.join(ferry_site::MEMORY_DIR)]);
             for (tree, why) in scope.refused() {
                 tracing::warn!(
                     "person {person}: the folder {} is refused: {why}",

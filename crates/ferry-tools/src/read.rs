@@ -23,7 +23,8 @@ pub(crate) fn file_read(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
         ));
     }
     let (file, info) = tools.requester().open(&args.path)?;
-    let ranged = args.start_line.is_some() || args.line_count.is_some();
+    let ranged =
+        args.start_line.is_some() || args.line_count.is_some() || args.line_offset.is_some();
     if !ranged && info.size > FILE_READ_MAX_BYTES {
         return Err(ToolError::new(
             "too_large",
@@ -36,20 +37,25 @@ pub(crate) fn file_read(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
     }
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     check_text(&mut reader, &info.path)?;
-    let lines = read_lines(
-        &mut reader,
-        args.start_line.unwrap_or(1),
-        args.line_count,
-        &info.path,
-    )?;
+    let range = Range {
+        first: args.start_line.unwrap_or(1),
+        offset: args.line_offset.unwrap_or(0),
+        count: args.line_count,
+    };
+    let lines = read_lines(&mut reader, &range, &info.path)?;
+    let next = lines
+        .next
+        .map(|(line, offset)| json!({"startLine": line, "lineOffset": offset}));
     Ok(
         ToolOutput::text(lines.render(&info.path, info.size)).with_structured(json!({
             "path": info.path,
             "size": info.size,
             "startLine": lines.first,
+            "lineOffset": lines.offset,
             "lineCount": lines.numbered.len(),
             "endOfFile": lines.end_of_file,
             "crlf": lines.crlf,
+            "next": next,
         })),
     )
 }
@@ -75,14 +81,26 @@ fn check_text(reader: &mut BufReader<File>, path: &str) -> Result<(), ToolError>
     Ok(())
 }
 
+/// Which lines a read asks for.
+struct Range {
+    /// The first line (1-based).
+    first: u64,
+    /// Bytes of the first line to leave out: where an earlier reply cut that line.
+    offset: u64,
+    count: Option<u64>,
+}
+
 struct Lines {
     first: u64,
+    /// Where in the first line the reply starts (a byte offset on a character boundary).
+    offset: u64,
     numbered: Vec<String>,
     end_of_file: bool,
     total_known: Option<u64>,
     crlf: bool,
-    /// The reply reached its byte budget before the range ended.
-    cut: bool,
+    /// The reply reached its byte budget before the range ended: the line and byte
+    /// offset to continue at.
+    next: Option<(u64, u64)>,
 }
 
 impl Lines {
@@ -90,6 +108,10 @@ impl Lines {
         let last = self.first + self.numbered.len() as u64 - 1;
         let mut out = match (self.numbered.is_empty(), self.total_known) {
             (true, _) => format!("{path} ({size} bytes) is empty\n"),
+            (false, _) if self.offset > 0 => format!(
+                "{path} ({size} bytes), lines {}–{last}, line {} from byte {}\n",
+                self.first, self.first, self.offset
+            ),
             (false, Some(total)) if self.first == 1 && self.end_of_file => {
                 format!("{path} ({size} bytes, {total} lines)\n")
             }
@@ -102,79 +124,177 @@ impl Lines {
             out.push_str(line);
             out.push('\n');
         }
-        if self.cut {
-            out.push_str(&format!(
-                "… stopped at 256 KiB; continue with startLine {}\n",
-                last + 1
-            ));
-        } else if self.end_of_file && self.first != 1 {
-            out.push_str(&format!("(end of file at line {last})\n"));
+        match self.next {
+            Some((line, 0)) => out.push_str(&format!(
+                "… stopped at 256 KiB; continue with startLine {line}\n"
+            )),
+            Some((line, offset)) => out.push_str(&format!(
+                "… line {line} is longer than one reply and was cut after byte {offset}; \
+                 continue with startLine {line} and lineOffset {offset}\n"
+            )),
+            None if self.end_of_file && (self.first != 1 || self.offset > 0) => {
+                out.push_str(&format!("(end of file at line {last})\n"));
+            }
+            None => {}
         }
         out
     }
 }
 
-fn read_lines(
-    reader: &mut impl BufRead,
-    first: u64,
-    count: Option<u64>,
-    path: &str,
-) -> Result<Lines, ToolError> {
+fn read_lines(reader: &mut impl BufRead, range: &Range, path: &str) -> Result<Lines, ToolError> {
+    let first = range.first;
+    let past_end = |lines: u64| {
+        ToolError::new(
+            "past_end",
+            format!("startLine {first} is past the end: {path} has {lines} lines"),
+        )
+    };
+    let mut raw = Vec::new();
+    let mut number = 0u64;
+    while number + 1 < first {
+        if read_piece(reader, &mut raw)? == 0 {
+            return Err(past_end(number));
+        }
+        number += 1;
+        if !raw.ends_with(b"\n") {
+            skip_rest_of_line(reader)?;
+        }
+    }
+    let offset = skip_into_line(reader, range.offset, first, || past_end(number))?;
     let mut lines = Lines {
         first,
+        offset,
         numbered: Vec::new(),
         end_of_file: false,
         total_known: None,
         crlf: false,
-        cut: false,
+        next: None,
     };
-    let mut number = 0u64;
     let mut budget = FILE_READ_MAX_BYTES as usize;
-    let mut raw = Vec::new();
     loop {
-        raw.clear();
-        // Lines are read in bounded pieces: one huge line cannot take all the memory.
-        let n = reader
-            .by_ref()
-            .take(FILE_READ_MAX_BYTES + 1)
-            .read_until(b'\n', &mut raw)
-            .map_err(io_error)?;
+        let n = read_piece(reader, &mut raw)?;
         if n == 0 {
             lines.end_of_file = true;
             lines.total_known = Some(number);
             break;
         }
         number += 1;
+        if range.count.is_some_and(|c| number >= first + c) {
+            break;
+        }
         let whole = raw.ends_with(b"\n") || (n as u64) <= FILE_READ_MAX_BYTES;
-        if number < first {
-            if !whole {
-                skip_rest_of_line(reader)?;
+        let mut visible = raw.as_slice();
+        if whole {
+            visible = visible.strip_suffix(b"\n").unwrap_or(visible);
+            if let Some(rest) = visible.strip_suffix(b"\r") {
+                lines.crlf |= raw.ends_with(b"\r\n");
+                visible = rest;
             }
+        }
+        let prefix = format!("{number:>6}\t");
+        let text = String::from_utf8_lossy(visible);
+        if whole && prefix.len() + text.len() < budget {
+            budget -= prefix.len() + text.len() + 1;
+            lines.numbered.push(format!("{prefix}{text}"));
             continue;
         }
-        if count.is_some_and(|c| number >= first + c) {
-            break;
+        let start = if number == first { offset } else { 0 };
+        if lines.numbered.is_empty() {
+            // A line longer than a whole reply: as much as fits, cut between characters,
+            // and where to pick it up, so that every reply moves forward.
+            let (shown, used) = cut_line(visible, budget - prefix.len() - 1);
+            lines.numbered.push(format!("{prefix}{shown}"));
+            lines.next = Some((number, start + used as u64));
+        } else {
+            lines.next = Some((number, 0));
         }
-        if raw.ends_with(b"\r\n") {
-            lines.crlf = true;
-        }
-        let text = String::from_utf8_lossy(&raw);
-        let text = text.trim_end_matches('\n').trim_end_matches('\r');
-        let line = format!("{number:>6}\t{text}");
-        if line.len() + 1 > budget {
-            lines.cut = true;
-            break;
-        }
-        budget -= line.len() + 1;
-        lines.numbered.push(line);
-    }
-    if lines.numbered.is_empty() && first > 1 && !lines.cut {
-        return Err(ToolError::new(
-            "past_end",
-            format!("startLine {first} is past the end: {path} has {number} lines"),
-        ));
+        break;
     }
     Ok(lines)
+}
+
+/// Reads the next line into `raw`, at most one byte more than a reply holds: one huge
+/// line cannot take all the memory. Returns the bytes read (0 at the end).
+fn read_piece(reader: &mut impl BufRead, raw: &mut Vec<u8>) -> Result<usize, ToolError> {
+    raw.clear();
+    reader
+        .take(FILE_READ_MAX_BYTES + 1)
+        .read_until(b'\n', raw)
+        .map_err(io_error)
+}
+
+/// Skips the first `offset` bytes of the line the reader is at (without passing its end),
+/// then forward to the next character boundary; returns where the reply starts.
+fn skip_into_line(
+    reader: &mut impl BufRead,
+    offset: u64,
+    line: u64,
+    past_end: impl FnOnce() -> ToolError,
+) -> Result<u64, ToolError> {
+    if offset == 0 {
+        return Ok(0);
+    }
+    let mut skipped = 0u64;
+    while skipped < offset {
+        let buf = reader.fill_buf().map_err(io_error)?;
+        if buf.is_empty() {
+            break;
+        }
+        let want = (offset - skipped).min(buf.len() as u64) as usize;
+        let take = buf[..want].iter().position(|b| *b == b'\n').unwrap_or(want);
+        reader.consume(take);
+        skipped += take as u64;
+        if take < want {
+            break;
+        }
+    }
+    if skipped < offset {
+        if skipped == 0 && reader.fill_buf().map_err(io_error)?.is_empty() {
+            return Err(past_end());
+        }
+        return Err(ToolError::new(
+            "invalid_arguments",
+            format!(
+                "lineOffset {offset} is past the end of line {line}, which has {skipped} bytes"
+            ),
+        ));
+    }
+    // An offset inside a character starts at the next one (a UTF-8 character has at
+    // most three continuation bytes).
+    for _ in 0..3 {
+        match reader.fill_buf().map_err(io_error)?.first() {
+            Some(b) if (0x80..0xC0).contains(b) => {
+                reader.consume(1);
+                skipped += 1;
+            }
+            _ => break,
+        }
+    }
+    Ok(skipped)
+}
+
+/// The longest start of `line` whose text (bytes that are not UTF-8 shown as U+FFFD)
+/// fits in `room` bytes, cut between characters; and how many bytes of `line` it covers.
+fn cut_line(line: &[u8], room: usize) -> (String, usize) {
+    let mut text = String::new();
+    let mut used = 0;
+    for chunk in line.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if text.len() + c.len_utf8() > room {
+                return (text, used);
+            }
+            text.push(c);
+            used += c.len_utf8();
+        }
+        if !chunk.invalid().is_empty() {
+            if text.len() + char::REPLACEMENT_CHARACTER.len_utf8() > room {
+                return (text, used);
+            }
+            text.push(char::REPLACEMENT_CHARACTER);
+            used += chunk.invalid().len();
+        }
+    }
+    (text, used)
 }
 
 /// Consumes the remainder of a line too long to hold, so line numbers stay right.
@@ -263,4 +383,123 @@ fn preview_error(e: ferry_preview::PreviewError) -> ToolError {
 
 pub(crate) fn io_error(e: std::io::Error) -> ToolError {
     ferry_exec::RequestError::from(e).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The longest first line one reply holds whole: the budget less `     1\t` and `\n`.
+    const LINE_1_MAX_BYTES: usize = FILE_READ_MAX_BYTES as usize - 8;
+
+    fn read(content: &[u8], first: u64, offset: u64) -> Result<Lines, ToolError> {
+        let range = Range {
+            first,
+            offset,
+            count: None,
+        };
+        read_lines(&mut std::io::Cursor::new(content), &range, "f.txt")
+    }
+
+    /// Follows every continuation from the start; returns the text of each line, glued
+    /// back together, and how many reads it took.
+    fn follow(content: &[u8]) -> (Vec<String>, usize) {
+        let (mut first, mut offset, mut reads) = (1, 0, 0);
+        let mut out: Vec<String> = Vec::new();
+        loop {
+            reads += 1;
+            assert!(reads < 100, "no end after 100 reads");
+            let lines = read(content, first, offset).unwrap();
+            for (i, line) in lines.numbered.iter().enumerate() {
+                let text = line.split_once('\t').unwrap().1;
+                if i == 0 && lines.offset > 0 {
+                    out.last_mut().unwrap().push_str(text);
+                } else {
+                    out.push(text.to_owned());
+                }
+            }
+            match lines.next {
+                Some((line, at)) => {
+                    assert!((line, at) > (first, offset), "no progress at {line}:{at}");
+                    (first, offset) = (line, at);
+                }
+                None => {
+                    assert!(lines.end_of_file);
+                    return (out, reads);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_line_at_the_cap_is_whole_and_one_over_is_cut_with_a_continuation() {
+        for len in [LINE_1_MAX_BYTES - 1, LINE_1_MAX_BYTES] {
+            let line = "a".repeat(len);
+            let lines = read(format!("{line}\nnext\n").as_bytes(), 1, 0).unwrap();
+            assert_eq!(lines.numbered, [format!("     1\t{line}")], "{len}");
+            assert_eq!(lines.next, Some((2, 0)), "{len}");
+        }
+        let line = "a".repeat(LINE_1_MAX_BYTES + 1);
+        let lines = read(format!("{line}\nnext\n").as_bytes(), 1, 0).unwrap();
+        assert_eq!(
+            lines.numbered,
+            [format!("     1\t{}", &line[..LINE_1_MAX_BYTES])]
+        );
+        assert_eq!(lines.next, Some((1, LINE_1_MAX_BYTES as u64)));
+        let text = lines.render("f.txt", 0);
+        assert!(
+            text.contains(&format!("startLine 1 and lineOffset {LINE_1_MAX_BYTES}")),
+            "{}",
+            &text[text.len() - 200..]
+        );
+        let rest = read(
+            format!("{line}\nnext\n").as_bytes(),
+            1,
+            LINE_1_MAX_BYTES as u64,
+        )
+        .unwrap();
+        assert_eq!(rest.numbered, ["     1\ta", "     2\tnext"]);
+        assert!(rest.end_of_file && rest.next.is_none());
+        assert!(rest.render("f.txt", 0).contains("line 1 from byte"));
+    }
+
+    #[test]
+    fn a_cut_never_splits_a_character_and_following_it_reaches_the_end() {
+        // "é" is two bytes and "🦀" four: the cap falls inside one of them.
+        for (c, pad) in [("é", 1), ("🦀", 1), ("🦀", 2), ("🦀", 3)] {
+            let line = format!(
+                "{}{}",
+                "a".repeat(pad),
+                c.repeat(3 * LINE_1_MAX_BYTES / c.len())
+            );
+            let content = format!("{line}\nshort\n{line}\n");
+            let lines = read(content.as_bytes(), 1, 0).unwrap();
+            let (_, at) = lines.next.unwrap();
+            assert!(line.is_char_boundary(at as usize), "{c} {pad}: {at}");
+            assert!(at as usize > LINE_1_MAX_BYTES - c.len() && at as usize <= LINE_1_MAX_BYTES);
+            let (glued, reads) = follow(content.as_bytes());
+            assert_eq!(glued, [line.as_str(), "short", line.as_str()], "{c} {pad}");
+            assert!(reads <= 10, "{reads} reads");
+        }
+    }
+
+    #[test]
+    fn an_offset_inside_a_character_or_past_the_line_is_handled() {
+        let content = "aé\nb\n".as_bytes();
+        // Byte 2 is inside "é": the reply starts at the next character.
+        let lines = read(content, 1, 2).unwrap();
+        assert_eq!((lines.offset, lines.numbered[0].as_str()), (3, "     1\t"));
+        let err = read(content, 1, 9).err().unwrap();
+        assert_eq!(err.code, "invalid_arguments");
+        assert!(err.message.contains("has 3 bytes"), "{}", err.message);
+        assert_eq!(read(content, 3, 1).err().unwrap().code, "past_end");
+        assert_eq!(read(content, 9, 0).err().unwrap().code, "past_end");
+        // Bytes that are not UTF-8 show as U+FFFD and still move the offset on.
+        let mut bad = vec![b'a'; LINE_1_MAX_BYTES + 10];
+        bad[LINE_1_MAX_BYTES - 2] = 0xff;
+        let (glued, _) = follow(&bad);
+        assert_eq!(glued.len(), 1);
+        assert_eq!(glued[0].chars().filter(|c| *c == '\u{fffd}').count(), 1);
+        assert_eq!(glued[0].len(), LINE_1_MAX_BYTES + 10 + 2);
+    }
 }

@@ -3,6 +3,8 @@
 
 use serde_json::{Value, json};
 
+use crate::ToolError;
+
 /// One tool as the model sees it.
 #[derive(Debug)]
 pub struct ToolSpec {
@@ -27,6 +29,62 @@ impl ToolSpec {
             "additionalProperties": false,
         })
     }
+
+    /// Refuses a number outside the `minimum` and `maximum` the schema states, at any
+    /// depth, naming the argument: the schema the model reads is the rule it is held to.
+    pub(crate) fn check_bounds(&self, args: &Value) -> Result<(), ToolError> {
+        check_bounds(self.name, &self.input_schema(), args, "")
+    }
+}
+
+fn check_bounds(tool: &str, schema: &Value, value: &Value, at: &str) -> Result<(), ToolError> {
+    let refuse = |bound: &str, limit: &Value| {
+        ToolError::new(
+            "invalid_arguments",
+            format!(
+                "the arguments do not fit {tool}'s input schema: {at} must be {bound} {limit} \
+                 (got {value}); nothing was done"
+            ),
+        )
+    };
+    match value {
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            if let Some(min) = schema
+                .get("minimum")
+                .filter(|m| m.as_f64().is_some_and(|m| x < m))
+            {
+                return Err(refuse("at least", min));
+            }
+            if let Some(max) = schema
+                .get("maximum")
+                .filter(|m| m.as_f64().is_some_and(|m| x > m))
+            {
+                return Err(refuse("at most", max));
+            }
+        }
+        Value::Object(fields) => {
+            for (name, field) in fields {
+                if let Some(inner) = schema.get("properties").and_then(|p| p.get(name)) {
+                    let at = if at.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{at}.{name}")
+                    };
+                    check_bounds(tool, inner, field, &at)?;
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(inner) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    check_bounds(tool, inner, item, &format!("{at}[{i}]"))?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The enabled tools, in the order of [`ALL`]; unknown names were refused by the config.
@@ -47,12 +105,14 @@ pub(crate) const ALL: &[ToolSpec] = &[
         title: "Read a text file",
         description: "Reads a UTF-8 text file, or a range of its lines, with line numbers. \
             Files over 256 KiB need a range (startLine, lineCount); non-text files need \
-            file_preview or image_read.",
+            file_preview or image_read. A line longer than one reply is cut between \
+            characters; continue with the startLine and lineOffset the reply names.",
         properties: || {
             json!({
                 "path": path_prop("The file"),
                 "startLine": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)"},
                 "lineCount": {"type": "integer", "minimum": 1, "description": "How many lines"},
+                "lineOffset": {"type": "integer", "minimum": 0, "description": "Bytes of startLine to skip: the offset a reply names when it cut a line too long for one reply"},
             })
         },
         required: &["path"],
@@ -202,3 +262,48 @@ pub(crate) const ALL: &[ToolSpec] = &[
         destructive: false,
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str) -> &'static ToolSpec {
+        ALL.iter().find(|s| s.name == name).unwrap()
+    }
+
+    #[test]
+    fn numbers_outside_the_schema_bounds_are_refused_at_the_bound_and_not_before() {
+        let run = spec("terminal_run");
+        for ok in [1, 2, 599, 600] {
+            run.check_bounds(&json!({"command": "true", "timeoutSecs": ok}))
+                .unwrap();
+        }
+        for (bad, says) in [
+            (json!(0), "timeoutSecs must be at least 1 (got 0)"),
+            (json!(601), "timeoutSecs must be at most 600 (got 601)"),
+            (json!(600.5), "at most 600"),
+            (json!(u64::MAX), "at most 600"),
+            (json!(-1), "at least 1"),
+        ] {
+            let err = run
+                .check_bounds(&json!({"command": "true", "timeoutSecs": bad}))
+                .unwrap_err();
+            assert_eq!(err.code, "invalid_arguments");
+            assert!(err.message.contains(says), "{}", err.message);
+        }
+        // Strings and unknown names are left to the tool's own parsing.
+        run.check_bounds(&json!({"command": "true", "timeoutSecs": "9", "x": 1}))
+            .unwrap();
+        let read = spec("file_read");
+        read.check_bounds(&json!({"path": "a", "lineOffset": 0}))
+            .unwrap();
+        let err = read
+            .check_bounds(&json!({"path": "a", "lineOffset": -1}))
+            .unwrap_err();
+        assert!(
+            err.message.contains("lineOffset must be at least 0"),
+            "{}",
+            err.message
+        );
+    }
+}

@@ -783,6 +783,17 @@ fn the_sandbox_setting_is_enforced() {
 }
 
 #[test]
+fn nothing_a_command_started_outlives_terminal_run() {
+    // setsid, setsid -f, double forks, nohup and disown, in every sandbox: at the exit
+    // and at the deadline everything the command started is killed before the answer,
+    // and the answer says how many were still running.
+    for sandbox in ["none", "landlock", "bwrap"] {
+        let site = Site::for_nobody(&format!("[exec]\nsandbox = \"{sandbox}\"\n"));
+        support::assert_nothing_outlives_over_mcp(site.server(), sandbox != "bwrap");
+    }
+}
+
+#[test]
 fn the_bwrap_sandbox_refuses_without_bubblewrap() {
     // An operator's site whose bwrap is missing: point PATH nowhere does not matter (the
     // path is fixed), so hide it with a private mount namespace.

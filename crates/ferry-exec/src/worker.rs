@@ -7,6 +7,12 @@
 //! document. An opened file travels back as a descriptor (`SCM_RIGHTS`) beside its
 //! reply, so reads happen in the service with the person's permission checked once, at
 //! open, by the kernel.
+//!
+//! The worker inherits nothing from the service but that socket: the helper starts it
+//! with an environment made from nothing and umask 077. What it needs besides the
+//! person's [`Hello`] (how the service resolves paths) comes in the first frame, and it
+//! sets its own umask ([`crate::UMASK`]) so what it creates gets the modes the tools
+//! give in every mode.
 
 use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
@@ -40,6 +46,15 @@ pub struct Hello {
     pub run: RunSettings,
 }
 
+/// The first frame as sent: the person's [`Hello`] and the service's own settings the
+/// worker must share, which it would otherwise have read from an inherited variable.
+#[derive(Serialize, Deserialize)]
+struct Setup {
+    hello: Hello,
+    /// Whether `openat2` may be used (`ferry_fs::openat2_allowed` in the service).
+    openat2: bool,
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Answer {
@@ -49,8 +64,12 @@ enum Answer {
 
 /// Serves operations on `stream` until the service closes it. Runs inside the worker.
 pub fn serve(mut stream: UnixStream) -> io::Result<()> {
-    let (hello, _) = recv_frame(&mut stream)?.ok_or_else(|| eof("no greeting"))?;
-    let hello: Hello = serde_json::from_slice(&hello).map_err(io::Error::other)?;
+    let (setup, _) = recv_frame(&mut stream)?.ok_or_else(|| eof("no greeting"))?;
+    let Setup { hello, openat2 } = serde_json::from_slice(&setup).map_err(io::Error::other)?;
+    if !openat2 {
+        ferry_fs::set_openat2_enabled(false);
+    }
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(crate::UMASK));
     let scope = Scope::new(hello.home, hello.trees, Access::AsPerson);
     let executor = scope.map(|scope| Executor::new(scope, hello.run, None));
     while let Some((frame, _)) = recv_frame(&mut stream)? {
@@ -134,8 +153,12 @@ impl WorkerPool {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()?;
-        let hello = serde_json::to_vec(&self.spawn.hello).map_err(io::Error::other)?;
-        send_frame(&ours, &hello, None)?;
+        let setup = Setup {
+            hello: self.spawn.hello.clone(),
+            openat2: ferry_fs::openat2_allowed(),
+        };
+        let setup = serde_json::to_vec(&setup).map_err(io::Error::other)?;
+        send_frame(&ours, &setup, None)?;
         Ok(Worker {
             stream: ours,
             child,

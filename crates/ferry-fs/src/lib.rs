@@ -10,7 +10,9 @@ mod name;
 mod path;
 
 pub use atomic::{AtomicWriter, TEMP_PREFIX, Written};
-pub use dir::{Dir, Entry, EntryKind, Follow, Metadata, is_temporary, set_openat2_enabled};
+pub use dir::{
+    Dir, Entry, EntryKind, Follow, Metadata, is_temporary, openat2_allowed, set_openat2_enabled,
+};
 pub use error::FsError;
 pub use name::{NAME_MAX_BYTES, safe_name};
 pub use path::{PATH_MAX_BYTES, check_relative};

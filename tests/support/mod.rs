@@ -1010,3 +1010,55 @@ pub fn assert_nothing_outlives_over_mcp(server: Value, exact: bool) -> [Value; 2
     }
     results
 }
+
+/// A secret for a service's environment, fresh per call, and a bash snippet that sets
+/// `needle` to it without spelling it whole (the scanning command's own command line
+/// must not hold it).
+pub fn secret() -> (String, String) {
+    let tail = escapes::marker();
+    let tail = tail.trim_start_matches("ferry-escape-");
+    (
+        format!("operator-secret-{tail}"),
+        format!("a=operator-secret-; b={tail}; needle=\"$a$b\""),
+    )
+}
+
+/// A command that reads the environment and command line of every process it can see
+/// in `/proc`: `READ <pid> <cmdline>` for each environment it could read, `LEAK <file>`
+/// for each file that holds the needle set by `snippet` (see [`secret`]).
+pub fn environ_scan(snippet: &str) -> String {
+    format!(
+        "{snippet}\n\
+         for d in /proc/[0-9]*; do\n\
+           for f in environ cmdline; do\n\
+             c=$(tr '\\0' ' ' < $d/$f 2>/dev/null) || continue\n\
+             [[ $f == environ ]] && echo \"READ ${{d#/proc/}} $(tr '\\0' ' ' < $d/cmdline 2>/dev/null)\"\n\
+             [[ $c == *\"$needle\"* ]] && echo \"LEAK $d/$f\"\n\
+           done\n\
+         done; true"
+    )
+}
+
+/// Checks the result of [`environ_scan`]: it read some environments, one of them of a
+/// process whose command line holds `must_read` (to show the scan reached it), and
+/// found the secret nowhere.
+pub fn assert_no_leak(result: &Value, must_read: &str) {
+    let stdout = result["structuredContent"]["stdout"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        !stdout.lines().any(|l| l.starts_with("LEAK /proc/")),
+        "the secret reached a command: {stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("READ ") && l.contains(must_read)),
+        "the scan did not read the environment of {must_read:?}: {stdout}"
+    );
+}
+
+/// Pids of the processes whose environment holds `secret`, as root sees them.
+pub fn holders_of(secret: &str) -> Vec<u32> {
+    escapes::survivors(secret)
+}

@@ -36,7 +36,7 @@
 //! person, or a failed drop; 127 the program could not be executed.
 
 use std::ffi::{CString, OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
 use nix::sys::signal::{SigHandler, Signal, signal};
@@ -318,6 +318,8 @@ fn close_inherited_descriptors() -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::ffi::OsStringExt;
+
     use super::*;
 
     fn args(list: &[&str]) -> Vec<OsString> {

@@ -27,8 +27,8 @@
 //!
 //! What bounds a fork bomb: `RLIMIT_NPROC` ([`Policy::max_processes`]) is set in the
 //! child before exec. It counts every process of the real uid (the person), in or out
-//! of a bwrap user namespace, so forks fail with `EAGAIN` at the limit; the group kill
-//! (or, under bwrap, the end of the pid namespace) then removes what was started.
+//! of a bwrap user namespace, so forks fail with `EAGAIN` at the limit; the reaper then
+//! kills what was started, all of it in each round, so the bomb cannot refill itself.
 //!
 //! [`Sandbox::Landlock`] confines the same trees without root or user namespaces.
 //!

@@ -187,9 +187,22 @@ impl Reaper {
         unsafe {
             libc::dup2(0, 1);
             libc::dup2(0, 2);
-            // Ignored: a report written to a runner that is gone must not kill the reaper
-            // before it is done (it writes only at the very end, but still).
-            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            // Ignored: a report written to a runner that is gone must not kill the reaper,
+            // nor may a plain `kill $PPID` from the command (it shares the reaper's user
+            // without a sandbox). SIGKILL and SIGSTOP cannot be ignored; the runner
+            // notices those (ExecError::Unwatched). Set after the fork: the command's
+            // half keeps the default dispositions.
+            for signal in [
+                libc::SIGPIPE,
+                libc::SIGTERM,
+                libc::SIGINT,
+                libc::SIGHUP,
+                libc::SIGQUIT,
+                libc::SIGUSR1,
+                libc::SIGUSR2,
+            ] {
+                libc::signal(signal, libc::SIG_IGN);
+            }
         }
         let mut keep = [
             self.proc_dir.as_raw_fd(),

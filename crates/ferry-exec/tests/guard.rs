@@ -364,6 +364,33 @@ fn inner_a_command_that_kills_its_watcher_gets_no_answer() {
     .unwrap_err();
     assert!(matches!(err, ExecError::Unwatched), "{err:?}");
     assert_eq!(err.code(), "unwatched");
+    // The signals it can ignore, it does: the watch goes on and the answer is whole.
+    for signal in ["TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "PIPE"] {
+        let command = format!("kill -{signal} $PPID; setsid sleep 30 & echo sent");
+        let out = ok(&site, &command);
+        assert_eq!(out.stdout, "sent\n", "{signal}: {out:?}");
+        assert_eq!(out.leftovers_killed, 1, "{signal}: {out:?}");
+    }
+}
+
+#[test]
+fn a_command_gets_umask_022_whatever_the_service_has() {
+    as_nobody("inner_a_command_gets_umask_022_whatever_the_service_has");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_a_command_gets_umask_022_whatever_the_service_has() {
+    let Some(base) = inner_base() else { return };
+    let site = Site::new(&base);
+    for service in [0o000, 0o077] {
+        rustix::process::umask(rustix::fs::Mode::from_raw_mode(service));
+        let out = ok(&site, "umask; rm -rf f d; touch f; mkdir d; stat -c %a f d");
+        assert_eq!(
+            out.stdout, "0022\n644\n755\n",
+            "service umask {service:o}: {out:?}"
+        );
+    }
 }
 
 #[test]

@@ -808,6 +808,28 @@ fn agent_tools_act_as_the_person(site: &Site) {
         mcp::stdio(&["sh", "-c", &mcp_as_ferry], &no_sandbox),
         true,
     );
+    // A command that kills its own reaper gets no answer, and the person's worker (the
+    // reaper's parent, a subreaper too) ends what it left once the call is over.
+    let marker = support::escapes::marker();
+    let command = format!(
+        "setsid -f bash -c 'echo $$ > orphan.pid; exec -a {marker} sleep 300'; \
+         until [ -s orphan.pid ]; do sleep 0.02; done; kill -KILL $PPID; exec -a {marker} sleep 300"
+    );
+    let out = mcp::drive(&json!({
+        "server": mcp::stdio(&["sh", "-c", &mcp_as_ferry], &no_sandbox),
+        "elicitation": null,
+        "steps": [mcp::call("terminal_run", json!({"command": command}))],
+        "timeout_secs": 60,
+    }));
+    let r = &out["results"][0];
+    assert_eq!(r["structuredContent"]["error"]["code"], "unwatched", "{r}");
+    let orphan = std::fs::read_to_string(site.path("home/hta/orphan.pid")).unwrap();
+    assert!(
+        !Path::new(&format!("/proc/{}/cmdline", orphan.trim())).exists()
+            || support::escapes::survivors(&marker).is_empty(),
+        "the orphan {orphan} outlived the call"
+    );
+    assert_eq!(support::escapes::survivors(&marker), Vec::<u32>::new());
     assert_eq!(
         owner_mode(Path::new(picked)).0,
         uid_of(USER_A),

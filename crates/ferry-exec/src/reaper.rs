@@ -121,18 +121,22 @@ struct Listed {
 
 /// Everything the reaper needs, made in the parent before the fork.
 pub(crate) struct Reaper {
-    proc_dir: OwnedFd,
+    below: Below,
     control: OwnedFd,
     report: OwnedFd,
     timeout: Duration,
+}
+
+/// What it takes to find and kill the processes below the calling one, allocated up
+/// front so that using it allocates nothing.
+pub(crate) struct Below {
+    proc_dir: OwnedFd,
     listed: Vec<Listed>,
     dir_buffer: Vec<MaybeUninit<u8>>,
 }
 
-impl Reaper {
-    /// `control` is the read end of a pipe the runner holds open for the whole run;
-    /// `report` the write end of the pipe the report goes to. Both close-on-exec.
-    pub(crate) fn new(control: OwnedFd, report: OwnedFd, timeout: Duration) -> io::Result<Reaper> {
+impl Below {
+    pub(crate) fn new() -> io::Result<Below> {
         let proc_dir = rustix::fs::open(
             "/proc",
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -140,13 +144,23 @@ impl Reaper {
         )?;
         let mut dir_buffer = Vec::with_capacity(DIR_BUFFER_BYTES);
         dir_buffer.resize(DIR_BUFFER_BYTES, MaybeUninit::uninit());
-        Ok(Reaper {
+        Ok(Below {
             proc_dir,
+            listed: vec![Listed::default(); LISTED_MAX_COUNT],
+            dir_buffer,
+        })
+    }
+}
+
+impl Reaper {
+    /// `control` is the read end of a pipe the runner holds open for the whole run;
+    /// `report` the write end of the pipe the report goes to. Both close-on-exec.
+    pub(crate) fn new(control: OwnedFd, report: OwnedFd, timeout: Duration) -> io::Result<Reaper> {
+        Ok(Reaper {
+            below: Below::new()?,
             control,
             report,
             timeout,
-            listed: vec![Listed::default(); LISTED_MAX_COUNT],
-            dir_buffer,
         })
     }
 
@@ -205,7 +219,7 @@ impl Reaper {
             }
         }
         let mut keep = [
-            self.proc_dir.as_raw_fd(),
+            self.below.proc_dir.as_raw_fd(),
             self.control.as_raw_fd(),
             self.report.as_raw_fd(),
         ];
@@ -226,7 +240,7 @@ impl Reaper {
         let pidfd = rustix::process::pidfd_open(command, PidfdFlags::empty()).ok();
         let mut status = None;
         let ending = loop {
-            collect(command, &mut status);
+            collect(Some(command), &mut status);
             if status.is_some() {
                 break Ending::Exited;
             }
@@ -256,17 +270,20 @@ impl Reaper {
                 break Ending::Cancelled;
             }
         };
-        let leftovers = self.kill_all(command, &mut status);
+        let leftovers = self.below.kill_all(Some(command), &mut status);
         Report {
             ending,
             status,
             leftovers,
         }
     }
+}
 
-    /// Kills every process below the reaper and reaps its children until none is left.
-    /// Returns how many were still running at the first round, the command not counted.
-    fn kill_all(&mut self, command: Pid, status: &mut Option<i32>) -> u32 {
+impl Below {
+    /// Kills every process below the caller and reaps its children until none is left,
+    /// keeping `command`'s status. Returns how many were still running at the first
+    /// round, `command` not counted.
+    pub(crate) fn kill_all(&mut self, command: Option<Pid>, status: &mut Option<i32>) -> u32 {
         let mut leftovers = None;
         loop {
             if collect(command, status) {
@@ -277,7 +294,7 @@ impl Reaper {
             for i in 0..count {
                 let p = self.listed[i];
                 if p.ours && p.alive {
-                    if p.pid != command.as_raw_nonzero().get() {
+                    if command.is_none_or(|c| c.as_raw_nonzero().get() != p.pid) {
                         alive += 1;
                     }
                     self.kill(p);
@@ -365,12 +382,12 @@ impl Reaper {
 }
 
 /// Reaps every child that has ended, keeping the command's status. Returns whether the
-/// reaper has no child left at all.
-fn collect(command: Pid, status: &mut Option<i32>) -> bool {
+/// caller has no child left at all.
+fn collect(command: Option<Pid>, status: &mut Option<i32>) -> bool {
     loop {
         match rustix::process::wait(WaitOptions::NOHANG) {
             Ok(Some((pid, st))) => {
-                if pid == command {
+                if Some(pid) == command {
                     *status = Some(st.as_raw());
                 }
             }

@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::RequestError;
 use crate::ops::{Executor, Op, Reply, RunSettings};
+use crate::reaper::Below;
 use crate::scope::{Access, Scope, Tree};
 
 /// The largest frame either side accepts: a file's content in a write, base64-encoded.
@@ -70,6 +71,10 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
         ferry_fs::set_openat2_enabled(false);
     }
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(crate::UMASK));
+    // The second net under each run's reaper: should a command kill its reaper, what it
+    // started is adopted here, not by init, and killed once the run has returned.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    let mut orphans = Below::new()?;
     let scope = Scope::new(hello.home, hello.trees, Access::AsPerson);
     let executor = scope.map(|scope| Executor::new(scope, hello.run, None));
     while let Some((frame, _)) = recv_frame(&mut stream)? {
@@ -79,10 +84,18 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
                 Answer::Err(RequestError::new("bad_request", e.to_string())),
                 None,
             ),
-            (Ok(executor), Ok(op)) => match executor.execute(op) {
-                Ok((reply, file)) => (Answer::Ok(reply), file),
-                Err(e) => (Answer::Err(e), None),
-            },
+            (Ok(executor), Ok(op)) => {
+                let ran = matches!(op, Op::Run { .. });
+                let done = executor.execute(op);
+                if ran {
+                    // The worker starts nothing else: any child now is such an orphan.
+                    orphans.kill_all(None, &mut None);
+                }
+                match done {
+                    Ok((reply, file)) => (Answer::Ok(reply), file),
+                    Err(e) => (Answer::Err(e), None),
+                }
+            }
         };
         let bytes = serde_json::to_vec(&answer).map_err(io::Error::other)?;
         send_frame(&stream, &bytes, file.map(OwnedFd::from))?;

@@ -336,13 +336,40 @@ fn helper_runs_as_the_person_for_ferry_only(site: &Site) {
     assert_eq!(numbers(&["-G"]), want_groups);
     assert_eq!(numbers(&["-ru"]), [uid], "the real uid too");
 
-    // The program starts in the person's home with the person's environment only.
-    let out = site.as_person(A, "/usr/bin/env", &[]);
+    // The program starts in the person's home with an environment made from nothing:
+    // not one variable of the caller's, its secrets least of all.
+    let helper = site.helper.to_str().unwrap();
+    let out = run_as(
+        "ferry",
+        Path::new("/usr/bin/env"),
+        &[
+            "FERRY_AGENT__MODEL=operator-secret",
+            "DEPLOY_API_SECRET=operator-secret",
+            "LD_PRELOAD=/tmp/x.so",
+            "LANG=de_DE.UTF-8",
+            "TERM=xterm",
+            helper,
+            A,
+            "/usr/bin/env",
+        ],
+    );
     let env = stdout(&out);
     let home = std::fs::canonicalize(site.path("home/hta")).unwrap();
-    assert!(env.contains(&format!("HOME={}\n", home.display())), "{env}");
-    assert!(env.contains(&format!("USER={USER_A}\n")), "{env}");
-    assert!(env.contains("PATH=/usr/local/bin:/usr/bin:/bin\n"), "{env}");
+    assert_eq!(
+        env,
+        format!(
+            "HOME={}\nLANG=C.UTF-8\nLOGNAME={USER_A}\nPATH=/usr/local/bin:/usr/bin:/bin\n\
+             USER={USER_A}\n",
+            home.display()
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // And with umask 077, whatever the caller's (000 here, see run_as).
+    let caller = run_as("ferry", Path::new("/bin/sh"), &["-c", "umask"]);
+    assert_eq!(stdout(&caller).trim(), "0000");
+    let out = site.as_person(A, "/bin/sh", &["-c", "umask"]);
+    assert_eq!(stdout(&out).trim(), "0077", "{}", stderr(&out));
     let pwd = stdout(&site.as_person(A, "/bin/pwd", &[]));
     assert_eq!(pwd.trim(), home.to_str().unwrap());
 
@@ -464,9 +491,11 @@ fn permissions_follow_the_layout(site: &Site) {
     ));
     assert_eq!(
         owner_mode(Path::new(&circle_file)),
-        (uid_of(USER_A), gid_of(CIRCLE_GROUP), 0o644),
-        "a file in the circle belongs to its group (setgid folder)"
+        (uid_of(USER_A), gid_of(CIRCLE_GROUP), 0o600),
+        "a file in the circle belongs to its group (setgid folder), private by the \
+         helper's umask until shared"
     );
+    assert!(site.sh(A, &format!("chmod 0644 {circle_file}")));
     assert!(
         site.as_person(A, "/bin/ls", &[&site.p("circles/htc")])
             .status
@@ -479,7 +508,10 @@ fn permissions_follow_the_layout(site: &Site) {
             .success()
     );
     let shared_file = site.p("shared/public/from_a.txt");
-    assert!(site.sh(A, &format!("echo hi > {shared_file}")));
+    assert!(site.sh(
+        A,
+        &format!("echo hi > {shared_file} && chmod 0644 {shared_file}")
+    ));
     let out = site.as_person(B, "/bin/cat", &[&shared_file]);
     assert_eq!(stdout(&out), "hi\n", "everyone reads shared/public");
     assert!(site.sh(
@@ -573,12 +605,56 @@ fn agent_tools_act_as_the_person(site: &Site) {
             json!({"edits": [{"path": "mine.txt", "oldText": "mine", "newText": "edited"}]}),
         ),
     ];
+    // What the worker must not pass on: a secret in the service's environment. What it
+    // must not keep: a caller's umask of 000.
+    let (secret, snippet) = support::secret();
+    let mut steps = steps;
+    steps.extend([
+        mcp::call(
+            "terminal_run",
+            json!({"command": support::environ_scan(&snippet)}),
+        ),
+        mcp::call(
+            "terminal_run",
+            json!({"command": "touch t-new && mkdir d-new && stat -c '%a' t-new d-new"}),
+        ),
+        mcp::call(
+            "file_write",
+            json!({"path": "deep/er/new.txt", "content": "new\n"}),
+        ),
+    ]);
+    let mcp_as_ferry =
+        format!("umask 000; exec runuser -u ferry -- {ferry} mcp --data {data} --person {A}");
+    let secret_env = [
+        ("FERRY_AGENT__MODEL", secret.as_str()),
+        ("DEPLOY_API_SECRET", secret.as_str()),
+    ];
+    // The control: `ferry mcp` does hold the secret while the session runs.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let control = {
+        let (stop, secret) = (stop.clone(), secret.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let held = support::holders_of(&secret).into_iter().any(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("\0mcp\0"))
+                });
+                if held {
+                    return true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            false
+        })
+    };
     let out = mcp::drive(&json!({
-        "server": mcp::stdio(&["runuser", "-u", "ferry", "--", &ferry, "mcp", "--data", &data, "--person", A], &[]),
+        "server": mcp::stdio(&["sh", "-c", &mcp_as_ferry], &secret_env),
         "elicitation": null,
         "steps": steps,
         "timeout_secs": 120,
     }));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(control.join().unwrap(), "ferry mcp never held the secret");
     let r = out["results"].as_array().unwrap();
     let denied = |i: usize| {
         assert!(mcp::is_error(&r[i]), "step {i} should be refused: {}", r[i]);
@@ -614,6 +690,17 @@ fn agent_tools_act_as_the_person(site: &Site) {
     assert_ne!(r[12]["structuredContent"]["exitCode"], 0, "{}", r[12]);
     assert_eq!(r[13]["structuredContent"]["timedOut"], true, "{}", r[13]);
     ok(14);
+    support::assert_no_leak(&r[15], "ferry worker");
+    assert!(mcp::text_of(&r[16]).contains("644\n755"), "{}", r[16]);
+    ok(17);
+    for (rel, mode) in [
+        ("deep", 0o755),
+        ("deep/er", 0o755),
+        ("deep/er/new.txt", 0o644),
+    ] {
+        let (uid, _, have) = owner_mode(&site.path(&format!("home/hta/{rel}")));
+        assert_eq!((uid, have), (uid_of(USER_A), mode), "{rel}: {have:o}");
+    }
     std::thread::sleep(std::time::Duration::from_secs(4));
     assert!(
         !site.path("home/hta/late").exists(),
@@ -626,6 +713,7 @@ fn agent_tools_act_as_the_person(site: &Site) {
     let log_path = site.data.parent().unwrap().join("gateway.log");
     // setpriv execs in place (runuser would stay the parent), so the kill below reaches it.
     let mut gateway = std::process::Command::new("setpriv")
+        .envs(secret_env)
         .args([
             "--reuid=ferry",
             "--regid=ferry",
@@ -677,9 +765,11 @@ fn agent_tools_act_as_the_person(site: &Site) {
             mcp::call("terminal_run", json!({"command": "id -un"})),
             mcp::call("file_delete", json!({"path": "bye.txt"})),
             mcp::call("file_pick", json!({"prompt": "The figures"})),
+            mcp::call("terminal_run", json!({"command": support::environ_scan(&snippet)})),
         ],
         "timeout_secs": 90,
     }));
+    let gateway_held = support::holders_of(&secret).contains(&gateway.id());
     let answered = person.join().unwrap();
     drop(events);
     let _ = gateway.kill();
@@ -709,6 +799,37 @@ fn agent_tools_act_as_the_person(site: &Site) {
         "{picked}"
     );
     assert_eq!(std::fs::read(picked).unwrap(), b"x,y\n1,2\n");
+    assert!(gateway_held, "the gateway's environment lacks the secret");
+    support::assert_no_leak(&out["results"][4], "ferry worker");
+
+    // Nothing a command started outlives its call, run by the person's worker either.
+    let no_sandbox = [("FERRY_EXEC__SANDBOX", "none")];
+    support::assert_nothing_outlives_over_mcp(
+        mcp::stdio(&["sh", "-c", &mcp_as_ferry], &no_sandbox),
+        true,
+    );
+    // A command that kills its own reaper gets no answer, and the person's worker (the
+    // reaper's parent, a subreaper too) ends what it left once the call is over.
+    let marker = support::escapes::marker();
+    let command = format!(
+        "setsid -f bash -c 'echo $$ > orphan.pid; exec -a {marker} sleep 300'; \
+         until [ -s orphan.pid ]; do sleep 0.02; done; kill -KILL $PPID; exec -a {marker} sleep 300"
+    );
+    let out = mcp::drive(&json!({
+        "server": mcp::stdio(&["sh", "-c", &mcp_as_ferry], &no_sandbox),
+        "elicitation": null,
+        "steps": [mcp::call("terminal_run", json!({"command": command}))],
+        "timeout_secs": 60,
+    }));
+    let r = &out["results"][0];
+    assert_eq!(r["structuredContent"]["error"]["code"], "unwatched", "{r}");
+    let orphan = std::fs::read_to_string(site.path("home/hta/orphan.pid")).unwrap();
+    assert!(
+        !Path::new(&format!("/proc/{}/cmdline", orphan.trim())).exists()
+            || support::escapes::survivors(&marker).is_empty(),
+        "the orphan {orphan} outlived the call"
+    );
+    assert_eq!(support::escapes::survivors(&marker), Vec::<u32>::new());
     assert_eq!(
         owner_mode(Path::new(picked)).0,
         uid_of(USER_A),

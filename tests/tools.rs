@@ -1074,6 +1074,77 @@ fn the_sandbox_setting_is_enforced() {
 }
 
 #[test]
+fn nothing_a_command_started_outlives_terminal_run() {
+    // setsid, setsid -f, double forks, nohup and disown, in every sandbox: at the exit
+    // and at the deadline everything the command started is killed before the answer,
+    // and the answer says how many were still running.
+    for sandbox in ["none", "landlock", "bwrap"] {
+        let site = Site::for_nobody(&format!("[exec]\nsandbox = \"{sandbox}\"\n"));
+        support::assert_nothing_outlives_over_mcp(site.server(), sandbox != "bwrap");
+    }
+}
+
+#[test]
+fn the_service_environment_never_reaches_a_command() {
+    // A secret in the environment of `ferry mcp` and of the gateway (a real override
+    // name, and one they merely inherit), both run as nobody like their commands. The
+    // command reads every environment it can see: its own and its shell's, never the
+    // service's (not dumpable, so /proc keeps it from the same user).
+    let (secret, snippet) = support::secret();
+    let scan = call(
+        "terminal_run",
+        json!({"command": support::environ_scan(&snippet)}),
+    );
+    let site = Site::for_nobody("[exec]\nsandbox = \"none\"\n");
+    let ferry = site.ferry.to_str().unwrap().to_owned();
+    let data = site.data.to_str().unwrap().to_owned();
+    let uid = format!("--reuid={NOBODY}");
+    let gid = format!("--regid={NOBODY}");
+    let stdio = mcp::stdio(
+        &[
+            "setpriv",
+            &uid,
+            &gid,
+            "--clear-groups",
+            &ferry,
+            "mcp",
+            "--data",
+            &data,
+            "--person",
+            "alice",
+        ],
+        &[
+            ("FERRY_AGENT__MODEL", &secret),
+            ("DEPLOY_API_SECRET", &secret),
+        ],
+    );
+    let out = mcp::drive(&json!({"server": stdio, "elicitation": null, "steps": [scan.clone()]}));
+    support::assert_no_leak(&out["results"][0], "bash");
+
+    let server = support::Server::start_with(support::Options {
+        as_nobody: true,
+        config_toml: Some("[exec]\nsandbox = \"none\"\n".into()),
+        env: vec![
+            ("FERRY_AGENT__MODEL".into(), secret.clone()),
+            ("DEPLOY_API_SECRET".into(), secret.clone()),
+        ],
+    });
+    // The control: the gateway does hold it.
+    assert!(
+        support::holders_of(&secret).contains(&server.pid()),
+        "the gateway's environment lacks the secret"
+    );
+    let harness =
+        support::last_line(&server.ferry(&["token", "create", "me", "--kind", "harness"]));
+    let out = mcp::drive(&json!({
+        "server": mcp::http(&server.url("/mcp"), &harness),
+        "elicitation": null,
+        "steps": [scan],
+    }));
+    support::assert_no_leak(&out["results"][0], "bash");
+}
+
+#[test]
 fn the_bwrap_sandbox_refuses_without_bubblewrap() {
     // An operator's site whose bwrap is missing: point PATH nowhere does not matter (the
     // path is fixed), so hide it with a private mount namespace.

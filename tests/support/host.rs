@@ -3,6 +3,7 @@
 //! and group a test created, even when it fails.
 
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -161,17 +162,25 @@ pub fn owner_mode(path: &Path) -> (u32, u32, u32) {
     (meta.uid(), meta.gid(), meta.mode() & 0o7777)
 }
 
-/// Runs `program args…` as `user` through `runuser`, with a clean environment.
+/// Runs `program args…` as `user` through `runuser`, with a clean environment and the
+/// worst umask a caller can have, 000.
 pub fn run_as(user: &str, program: &Path, args: &[&str]) -> Output {
-    Command::new(tool_path("runuser"))
+    let mut command = Command::new(tool_path("runuser"));
+    command
         .args(["-u", user, "--"])
         .arg(program)
         .args(args)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
-        .stdin(Stdio::null())
-        .output()
-        .expect("running runuser")
+        .stdin(Stdio::null());
+    // SAFETY: umask is one system call, fine between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::umask(rustix::fs::Mode::empty());
+            Ok(())
+        });
+    }
+    command.output().expect("running runuser")
 }
 
 /// Removes the users and groups a test made when dropped, in that order. Users and

@@ -2,6 +2,7 @@
 //! a fresh data directory per server, the real CLI, and a small scripted HTTP peer.
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod escapes;
 pub mod mcp;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -964,4 +965,133 @@ pub fn answer_as_the_person(
         }
         answered.len()
     })
+}
+
+/// Runs every way out of escapes.rs through `terminal_run` on `server`, once to bash's
+/// exit and once to a deadline, each call followed by a pause with the server still up,
+/// while this process watches `/proc`. Whatever the command started must be seen alive
+/// during its call and never again after it: were the call to leave it running, it would
+/// show all through the pause (the server's own end would kill it only later). `exact`:
+/// the answer counts every leftover. Returns the two results.
+pub fn assert_nothing_outlives_over_mcp(server: Value, exact: bool) -> [Value; 2] {
+    const PAUSE_SECS: f64 = 3.0;
+    let markers = [escapes::marker(), escapes::marker()];
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (stop, markers) = (stop.clone(), markers.clone());
+        std::thread::spawn(move || {
+            let mut last_seen: [Option<Instant>; 2] = [None, None];
+            while !stop.load(Ordering::Relaxed) {
+                for (seen, marker) in last_seen.iter_mut().zip(&markers) {
+                    if !escapes::survivors(marker).is_empty() {
+                        *seen = Some(Instant::now());
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            last_seen
+        })
+    };
+    let mut steps = Vec::new();
+    for (i, marker) in markers.iter().enumerate() {
+        let outlast = i == 1;
+        let script = escapes::script(marker, Path::new(&format!("escapes-{i}")), outlast);
+        let mut args = json!({"command": script});
+        if outlast {
+            args["timeoutSecs"] = json!(8);
+        }
+        steps.push(mcp::call("terminal_run", args));
+        steps.push(json!({"op": "sleep", "seconds": PAUSE_SECS}));
+    }
+    let out = mcp::drive(&json!({
+        "server": server,
+        "elicitation": null,
+        "steps": steps,
+        "timeout_secs": 120,
+    }));
+    let ended = Instant::now();
+    stop.store(true, Ordering::Relaxed);
+    let last_seen = watcher.join().unwrap();
+    let results = [out["results"][0].clone(), out["results"][2].clone()];
+    for (i, r) in results.iter().enumerate() {
+        let outlast = i == 1;
+        assert!(!mcp::is_error(r), "{r}");
+        let s = &r["structuredContent"];
+        assert_eq!(s["stdout"], "ready\n", "every escape ran: {r}");
+        assert_eq!(s["timedOut"], outlast, "{r}");
+        let want = escapes::ESCAPES + u32::from(outlast);
+        let killed = s["leftoversKilled"].as_u64().unwrap();
+        if exact {
+            assert_eq!(killed, u64::from(want), "{r}");
+            assert!(
+                mcp::text_of(r).contains(&format!(
+                    "{want} processes it started were still running and were killed"
+                )),
+                "{r}"
+            );
+        } else {
+            assert!(killed <= u64::from(want) + 2, "{r}");
+        }
+        // The watcher saw them (they ran), and not in the pause after the call.
+        let seen = last_seen[i].unwrap_or_else(|| panic!("call {i}: never saw {}", markers[i]));
+        let until_end = ended.duration_since(seen);
+        let pause_after = PAUSE_SECS - 0.5 + if outlast { 0.0 } else { PAUSE_SECS };
+        assert!(
+            until_end.as_secs_f64() > pause_after,
+            "call {i}: still alive {until_end:?} before the session ended: {r}"
+        );
+    }
+    results
+}
+
+/// A secret for a service's environment, fresh per call, and a bash snippet that sets
+/// `needle` to it without spelling it whole (the scanning command's own command line
+/// must not hold it).
+pub fn secret() -> (String, String) {
+    let tail = escapes::marker();
+    let tail = tail.trim_start_matches("ferry-escape-");
+    (
+        format!("operator-secret-{tail}"),
+        format!("a=operator-secret-; b={tail}; needle=\"$a$b\""),
+    )
+}
+
+/// A command that reads the environment and command line of every process it can see
+/// in `/proc`: `READ <pid> <cmdline>` for each environment it could read, `LEAK <file>`
+/// for each file that holds the needle set by `snippet` (see [`secret`]).
+pub fn environ_scan(snippet: &str) -> String {
+    format!(
+        "{snippet}\n\
+         for d in /proc/[0-9]*; do\n\
+           for f in environ cmdline; do\n\
+             c=$(tr '\\0' ' ' < $d/$f 2>/dev/null) || continue\n\
+             [[ $f == environ ]] && echo \"READ ${{d#/proc/}} $(tr '\\0' ' ' < $d/cmdline 2>/dev/null)\"\n\
+             [[ $c == *\"$needle\"* ]] && echo \"LEAK $d/$f\"\n\
+           done\n\
+         done; true"
+    )
+}
+
+/// Checks the result of [`environ_scan`]: it read some environments, one of them of a
+/// process whose command line holds `must_read` (to show the scan reached it), and
+/// found the secret nowhere.
+pub fn assert_no_leak(result: &Value, must_read: &str) {
+    let stdout = result["structuredContent"]["stdout"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        !stdout.lines().any(|l| l.starts_with("LEAK /proc/")),
+        "the secret reached a command: {stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("READ ") && l.contains(must_read)),
+        "the scan did not read the environment of {must_read:?}: {stdout}"
+    );
+}
+
+/// Pids of the processes whose environment holds `secret`, as root sees them.
+pub fn holders_of(secret: &str) -> Vec<u32> {
+    escapes::survivors(secret)
 }

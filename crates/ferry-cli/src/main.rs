@@ -172,6 +172,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    if matches!(cli.command, Command::Serve { .. } | Command::Mcp { .. }) {
+        not_dumpable()?;
+    }
     match cli.command {
         Command::Serve {
             site,
@@ -233,6 +236,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Worker => return mcp_cmd::worker(),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Keeps the serving processes' environment and memory (the operator's secrets, other
+/// people's tokens) from processes of the same user: in local mode every command runs as
+/// that user and could otherwise read `/proc/<pid>/environ` or attach a debugger. The
+/// kernel resets the flag when a child execs, so commands are not affected; the price is
+/// that these processes leave no core dump.
+fn not_dumpable() -> Result<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .context("making the process non-dumpable (prctl PR_SET_DUMPABLE)")
 }
 
 fn load_config(args: &SiteArgs) -> Result<Config> {

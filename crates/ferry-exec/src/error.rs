@@ -49,6 +49,11 @@ pub enum ExecError {
     Spawn(std::io::Error),
     #[error("watching the command failed: {0}")]
     Io(std::io::Error),
+    #[error(
+        "the process that watches the command was stopped or killed, from inside the command \
+         it seems; what the command started may still be running and its output is lost"
+    )]
+    Unwatched,
 }
 
 impl ExecError {
@@ -69,6 +74,7 @@ impl ExecError {
             ExecError::OutputDir { .. } => "output_dir_unavailable",
             ExecError::Spawn(_) => "spawn_failed",
             ExecError::Io(_) => "exec_io",
+            ExecError::Unwatched => "unwatched",
         }
     }
 }

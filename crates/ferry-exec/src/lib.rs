@@ -12,11 +12,14 @@
 //! - the environment is replaced by [`ENV_NAMES`] and [`CANONICAL_PATH`]. `TMPDIR` is a
 //!   private folder made for this run (`<full_output_dir>/tmp-<random>`, 0700) and removed
 //!   after it, so runs share no scratch files; under bwrap it is the sandbox's fresh `/tmp`;
-//! - the command runs as `/bin/bash -c` in a session (and process group) of its own, with
-//!   stdin on `/dev/null`; at the deadline, and also as soon as bash exits, the whole
-//!   group is killed: a command is one request, and what it backgrounds would otherwise
-//!   keep running unseen and keep the output pipes open. Reading stops a moment after
-//!   the kill even if some escaped process still holds a pipe;
+//! - the command runs as `/bin/bash -c` in a session of its own, with stdin on
+//!   `/dev/null` and umask [`UMASK`], below a reaper of its own (reaper.rs, a child
+//!   subreaper): at the deadline, and also as soon as bash exits, every process the
+//!   command started is killed, however it detached (`setsid`, a double fork, `nohup`
+//!   and `disown`), because an orphan is adopted by the reaper, not by init. A command
+//!   is one request, and what it backgrounds would otherwise keep running unseen and keep
+//!   the output pipes open. [`Output::leftovers_killed`] says how many were still
+//!   running at the end;
 //! - output is capped ([`VISIBLE_OUTPUT_BYTES`] per stream visible, the rest streamed
 //!   to a file capped at [`FULL_OUTPUT_MAX_BYTES`] per stream); memory stays bounded
 //!   however much the command prints;
@@ -24,20 +27,22 @@
 //!
 //! What bounds a fork bomb: `RLIMIT_NPROC` ([`Policy::max_processes`]) is set in the
 //! child before exec. It counts every process of the real uid (the person), in or out
-//! of a bwrap user namespace, so forks fail with `EAGAIN` at the limit; the group kill
-//! (or, under bwrap, the end of the pid namespace) then removes what was started.
+//! of a bwrap user namespace, so forks fail with `EAGAIN` at the limit; the reaper then
+//! kills what was started, all of it in each round, so the bomb cannot refill itself.
 //!
 //! [`Sandbox::Landlock`] confines the same trees without root or user namespaces.
 //!
-//! Not here yet: memory or CPU limits (those need cgroups). Under [`Sandbox::None`] or
-//! [`Sandbox::Landlock`] a process that deliberately starts
-//! its own session (`setsid`) escapes the group kill; bwrap's pid namespace does not
-//! let it.
+//! Not here yet: memory or CPU limits (those need cgroups). The reaper runs as the same
+//! user as the command: under [`Sandbox::None`] the command can stop or kill it (Landlock
+//! scopes signals to the command's own domain where the kernel can, ABI 6; bwrap's pid
+//! namespace hides it). Then the runner gives up on the run with
+//! [`ExecError::Unwatched`] rather than claim everything ended.
 
 mod capture;
 mod error;
 mod landlock;
 pub mod ops;
+mod reaper;
 mod request_error;
 mod requester;
 mod run;
@@ -65,6 +70,10 @@ pub const FULL_OUTPUT_MAX_BYTES: u64 = 256 * 1024 * 1024;
 /// Processes the person may have at once while a command runs (`RLIMIT_NPROC`).
 /// Generous enough for `make -j`, small enough that a fork bomb stays a nuisance.
 pub const PROCESS_MAX_COUNT: u64 = 1024;
+/// The umask of every command, and of host mode's worker: what they create gets the
+/// modes the file tools give (0644 files, 0755 folders), whatever the service's umask
+/// is; the folders of the site layout decide who may enter.
+pub const UMASK: u32 = 0o022;
 /// Where bubblewrap is installed by Debian's `bubblewrap` package.
 pub const DEFAULT_BWRAP: &str = "/usr/bin/bwrap";
 /// The only `PATH` a command sees.
@@ -202,6 +211,10 @@ pub struct Output {
     /// The signal that killed the command (SIGKILL, 9, after a timeout).
     pub signal: Option<i32>,
     pub timed_out: bool,
+    /// Processes the command started that were still running when it exited (or at the
+    /// deadline), all killed before the answer; the command itself is not counted.
+    #[serde(default)]
+    pub leftovers_killed: u32,
     /// Either stream was longer than the visible cap.
     pub truncated: bool,
     /// The complete output (see [`Output::truncated`]): a stdout section, then a stderr

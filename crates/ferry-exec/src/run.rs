@@ -13,15 +13,16 @@ use ferry_fs::{Dir, Follow, FsError};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::fs::OFlags;
 use rustix::io::Errno;
-use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, Signal, WaitId, WaitIdOptions};
+use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, WaitId, WaitIdOptions};
 
 use crate::capture::{Capture, SaveTo, random_hex, write_full_output};
 use crate::landlock::Landlock;
+use crate::reaper::{Ending, REPORT_BYTES, Reaper, Report};
 use crate::sandbox::{Bwrap, Trees};
 use crate::scope::Base;
 use crate::{
     CANONICAL_PATH, Command, DEFAULT_TIMEOUT, ExecError, Identity, MAX_TIMEOUT, Output, Policy,
-    Sandbox,
+    Sandbox, UMASK,
 };
 
 /// Absolute, so that `PATH` (which the command controls in spirit) plays no part.
@@ -31,11 +32,14 @@ const READ_CHUNK_BYTES: usize = 256 * 1024;
 /// Pipe buffer asked for, so a loud command wakes the reader less often (1 MiB is the
 /// default `pipe-max-size` an unprivileged process may ask for).
 const PIPE_BYTES: usize = 1024 * 1024;
-/// After the group is killed, how long to keep reading what is still in the pipes. A
-/// process that left the group (setsid) may hold them open forever: it gets no longer.
-const DRAIN_AFTER_KILL: Duration = Duration::from_millis(250);
-/// How often to look for the exit when the kernel offers no pidfd to wait on.
+/// After the reaper is done, how long to keep reading what is still in the pipes. Only a
+/// process outside the command's tree (one it handed a pipe to) can still hold them.
+const DRAIN_AFTER_END: Duration = Duration::from_millis(250);
+/// How often to look for the reaper's exit when the kernel offers no pidfd to wait on.
 const EXIT_POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// How long past the deadline the reaper may take to kill and report before the runner
+/// gives up on it (it was stopped or killed from inside, see [`ExecError::Unwatched`]).
+const REAPER_GRACE: Duration = Duration::from_secs(10);
 
 /// The timeout a request gets: the default for none, at most [`MAX_TIMEOUT`], never zero.
 pub fn effective_timeout(requested: Option<Duration>) -> Result<Duration, ExecError> {
@@ -126,6 +130,19 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
 
+    // The reaper (reaper.rs) sits between this thread and the command: it ends the
+    // command's whole tree when the command exits, at the deadline, or when `control`
+    // closes, and writes a report to `report`.
+    let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC);
+    let (control_read, control) = pipe().map_err(|e| ExecError::Spawn(e.into()))?;
+    let (report, report_write) = pipe().map_err(|e| ExecError::Spawn(e.into()))?;
+    let mut reaper = Reaper::new(control_read, report_write, timeout).map_err(ExecError::Spawn)?;
+    // SAFETY: the first hook of a fresh child; `split` makes raw system calls only, on
+    // memory allocated above (reaper.rs).
+    unsafe {
+        command.pre_exec(move || reaper.split());
+    }
+
     let hard = rustix::process::getrlimit(Resource::Nproc).maximum;
     let nproc = hard.map_or(policy.max_processes, |h| h.min(policy.max_processes));
     let cwd_fd = cwd.as_fd().as_raw_fd();
@@ -141,6 +158,8 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
                 maximum: Some(nproc),
             };
             rustix::process::setrlimit(Resource::Nproc, limit)?;
+            // Not the service's umask, which may be anything (000 included).
+            rustix::process::umask(rustix::fs::Mode::from_raw_mode(UMASK));
             // Into the very folder that was checked, not a path that could change since.
             rustix::process::fchdir(BorrowedFd::borrow_raw(cwd_fd))?;
             Ok(())
@@ -155,7 +174,10 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     }
 
     let deadline = Instant::now() + timeout;
-    let mut child = command.spawn().map_err(ExecError::Spawn)?;
+    let spawned = command.spawn();
+    // The hooks own the reaper's ends of the pipes: only the reaper keeps them now.
+    drop(command);
+    let mut child = spawned.map_err(ExecError::Spawn)?;
     let save = SaveTo {
         dir: &out.reach,
         max_bytes: policy.full_output_max_bytes,
@@ -163,15 +185,14 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     let mut stdout = Capture::new("stdout", policy.visible_output_bytes);
     let mut stderr = Capture::new("stderr", policy.visible_output_bytes);
     let watched = watch(&mut child, deadline, [&mut stdout, &mut stderr], &save);
-    let (status, timed_out) = match watched {
-        Ok(done) => done,
-        Err(e) => {
-            let pid = Pid::from_child(&child);
-            kill_group(pid);
-            let _ = child.wait();
-            return Err(e);
-        }
-    };
+    // Closing it tells a reaper that is still watching to end everything now.
+    drop(control);
+    let reaped = child.wait().map_err(ExecError::Io);
+    watched?;
+    reaped?;
+    let report = read_report(&report).ok_or(ExecError::Unwatched)?;
+    let status = ExitStatus::from_raw(report.status.ok_or(ExecError::Unwatched)?);
+    let timed_out = report.ending == Ending::TimedOut;
     drop(run_tmp);
 
     let (full_output_path, full_output_note) =
@@ -185,6 +206,7 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
         exit_code: status.code(),
         signal: status.signal(),
         timed_out,
+        leftovers_killed: report.leftovers,
         truncated: stdout.overflowed() || stderr.overflowed(),
         full_output_path,
         full_output_note,
@@ -256,15 +278,15 @@ pub(crate) fn real_path(dir: &Dir) -> io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd()))
 }
 
-/// Reads both pipes until the command is done, and kills its group when it is: at the
-/// deadline, or as soon as it exits (so nothing it backgrounded keeps running).
-/// Returns the exit status and whether the deadline struck.
+/// Reads both pipes until the reaper is done (the command and all it started ended),
+/// and a moment longer for what is still buffered. A reaper still running well past the
+/// deadline was stopped or killed from inside: it is killed, and the run has no answer.
 fn watch(
     child: &mut Child,
     deadline: Instant,
     mut captures: [&mut Capture; 2],
     save: &SaveTo,
-) -> Result<(ExitStatus, bool), ExecError> {
+) -> Result<(), ExecError> {
     let pid = Pid::from_child(child);
     let mut pipes: [Option<File>; 2] = [
         child.stdout.take().map(|p| File::from(OwnedFd::from(p))),
@@ -274,36 +296,32 @@ fn watch(
         rustix::fs::fcntl_setfl(pipe, OFlags::NONBLOCK).map_err(|e| ExecError::Io(e.into()))?;
         let _ = rustix::pipe::fcntl_setpipe_size(pipe, PIPE_BYTES);
     }
-    // Readable when the child exits; without it (old kernels, seccomp) we poll waitid.
+    // Readable when the reaper exits; without it (old kernels, seccomp) we poll waitid.
     let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok();
+    let give_up = deadline + REAPER_GRACE;
     let mut buf = vec![0u8; READ_CHUNK_BYTES];
-    let mut timed_out = false;
-    let mut killed_at: Option<Instant> = None;
+    let mut ended_at: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        if killed_at.is_none() {
-            if now >= deadline {
-                timed_out = true;
-                kill_group(pid);
-                killed_at = Some(now);
-            } else if has_exited(pid)? {
-                // The exited leader is not reaped yet, so its pid (the pgid) cannot have
-                // been reused: the kill reaches only what the command started.
-                kill_group(pid);
-                killed_at = Some(now);
+        if ended_at.is_none() {
+            if has_exited(pid)? {
+                ended_at = Some(now);
+            } else if now >= give_up {
+                let _ = child.kill();
+                return Err(ExecError::Unwatched);
             }
         }
-        let wake = match killed_at {
+        let wake = match ended_at {
             Some(at) => {
-                if pipes.iter().all(Option::is_none) || now >= at + DRAIN_AFTER_KILL {
+                if pipes.iter().all(Option::is_none) || now >= at + DRAIN_AFTER_END {
                     break;
                 }
-                at + DRAIN_AFTER_KILL
+                at + DRAIN_AFTER_END
             }
-            None => deadline,
+            None => give_up,
         };
         let mut wait = wake.saturating_duration_since(now);
-        if killed_at.is_none() && pidfd.is_none() {
+        if ended_at.is_none() && pidfd.is_none() {
             wait = wait.min(EXIT_POLL_INTERVAL);
         }
 
@@ -312,7 +330,7 @@ fn watch(
             .flatten()
             .map(|p| PollFd::new(p, PollFlags::IN))
             .collect();
-        if let (Some(fd), None) = (&pidfd, killed_at) {
+        if let (Some(fd), None) = (&pidfd, ended_at) {
             fds.push(PollFd::new(fd, PollFlags::IN));
         }
         let wait = Timespec::try_from(wait).unwrap_or(Timespec {
@@ -340,10 +358,7 @@ fn watch(
             }
         }
     }
-    // Closing our ends: a writer that escaped the group gets EPIPE, not our attention.
-    drop(pipes);
-    let status = child.wait().map_err(ExecError::Io)?;
-    Ok((status, timed_out))
+    Ok(())
 }
 
 /// Whether the child has exited, without reaping it.
@@ -356,9 +371,19 @@ fn has_exited(pid: Pid) -> Result<bool, ExecError> {
     }
 }
 
-/// SIGKILL to the whole process group led by `pid`. ESRCH (all gone already) is fine.
-fn kill_group(pid: Pid) {
-    let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+/// The reaper's report, once it has exited; `None` when it did not finish one.
+fn read_report(report: &OwnedFd) -> Option<Report> {
+    let mut bytes = [0u8; REPORT_BYTES];
+    let mut got = 0;
+    while got < REPORT_BYTES {
+        match rustix::io::read(report, &mut bytes[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(Errno::INTR) => {}
+            Err(_) => break,
+        }
+    }
+    Report::decode(&bytes[..got])
 }
 
 /// Where over-cap output and each run's TMPDIR go (made 0700 when missing). `shown` is

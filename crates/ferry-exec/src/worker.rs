@@ -7,6 +7,12 @@
 //! document. An opened file travels back as a descriptor (`SCM_RIGHTS`) beside its
 //! reply, so reads happen in the service with the person's permission checked once, at
 //! open, by the kernel.
+//!
+//! The worker inherits nothing from the service but that socket: the helper starts it
+//! with an environment made from nothing and umask 077. What it needs besides the
+//! person's [`Hello`] (how the service resolves paths) comes in the first frame, and it
+//! sets its own umask ([`crate::UMASK`]) so what it creates gets the modes the tools
+//! give in every mode.
 
 use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
@@ -25,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::RequestError;
 use crate::ops::{Executor, Op, Reply, RunSettings};
+use crate::reaper::Below;
 use crate::scope::{Access, Scope, Tree};
 
 /// The largest frame either side accepts: a file's content in a write, base64-encoded.
@@ -42,6 +49,15 @@ pub struct Hello {
     pub run: RunSettings,
 }
 
+/// The first frame as sent: the person's [`Hello`] and the service's own settings the
+/// worker must share, which it would otherwise have read from an inherited variable.
+#[derive(Serialize, Deserialize)]
+struct Setup {
+    hello: Hello,
+    /// Whether `openat2` may be used (`ferry_fs::openat2_allowed` in the service).
+    openat2: bool,
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Answer {
@@ -51,8 +67,16 @@ enum Answer {
 
 /// Serves operations on `stream` until the service closes it. Runs inside the worker.
 pub fn serve(mut stream: UnixStream) -> io::Result<()> {
-    let (hello, _) = recv_frame(&mut stream)?.ok_or_else(|| eof("no greeting"))?;
-    let hello: Hello = serde_json::from_slice(&hello).map_err(io::Error::other)?;
+    let (setup, _) = recv_frame(&mut stream)?.ok_or_else(|| eof("no greeting"))?;
+    let Setup { hello, openat2 } = serde_json::from_slice(&setup).map_err(io::Error::other)?;
+    if !openat2 {
+        ferry_fs::set_openat2_enabled(false);
+    }
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(crate::UMASK));
+    // The second net under each run's reaper: should a command kill its reaper, what it
+    // started is adopted here, not by init, and killed once the run has returned.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    let mut orphans = Below::new()?;
     let scope = Scope::new(hello.base, hello.home, hello.trees, Access::AsPerson);
     let executor = scope.map(|scope| Executor::new(scope, hello.run, None));
     while let Some((frame, _)) = recv_frame(&mut stream)? {
@@ -62,10 +86,18 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
                 Answer::Err(RequestError::new("bad_request", e.to_string())),
                 None,
             ),
-            (Ok(executor), Ok(op)) => match executor.execute(op) {
-                Ok((reply, file)) => (Answer::Ok(reply), file),
-                Err(e) => (Answer::Err(e), None),
-            },
+            (Ok(executor), Ok(op)) => {
+                let ran = matches!(op, Op::Run { .. });
+                let done = executor.execute(op);
+                if ran {
+                    // The worker starts nothing else: any child now is such an orphan.
+                    orphans.kill_all(None, &mut None);
+                }
+                match done {
+                    Ok((reply, file)) => (Answer::Ok(reply), file),
+                    Err(e) => (Answer::Err(e), None),
+                }
+            }
         };
         let bytes = serde_json::to_vec(&answer).map_err(io::Error::other)?;
         send_frame(&stream, &bytes, file.map(OwnedFd::from))?;
@@ -136,8 +168,12 @@ impl WorkerPool {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()?;
-        let hello = serde_json::to_vec(&self.spawn.hello).map_err(io::Error::other)?;
-        send_frame(&ours, &hello, None)?;
+        let setup = Setup {
+            hello: self.spawn.hello.clone(),
+            openat2: ferry_fs::openat2_allowed(),
+        };
+        let setup = serde_json::to_vec(&setup).map_err(io::Error::other)?;
+        send_frame(&ours, &setup, None)?;
         Ok(Worker {
             stream: ours,
             child,

@@ -10,7 +10,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Site, alive, as_nobody, dies_within, gone_within, inner_base};
+use common::{Site, as_nobody, dies_within, gone_within, inner_base};
 use ferry_exec::{
     CANONICAL_PATH, Command, DEFAULT_TIMEOUT, ENV_NAMES, ExecError, FULL_OUTPUT_MAX_BYTES,
     Identity, MAX_TIMEOUT, Output, PROCESS_MAX_COUNT, Policy, VISIBLE_OUTPUT_BYTES,
@@ -331,41 +331,66 @@ fn inner_exit_kills_what_the_command_left_running() {
 }
 
 #[test]
-fn an_escaped_process_cannot_hold_the_call() {
-    as_nobody("inner_an_escaped_process_cannot_hold_the_call");
+fn nothing_the_command_started_outlives_the_call() {
+    as_nobody("inner_nothing_the_command_started_outlives_the_call");
 }
 
 #[test]
 #[ignore = "inner half: runs as nobody, started by its outer test"]
-fn inner_an_escaped_process_cannot_hold_the_call() {
+fn inner_nothing_the_command_started_outlives_the_call() {
     let Some(base) = inner_base() else { return };
     let site = Site::new(&base);
-    let pidfile = base.join("escaped.pid");
-    // setsid leaves the process group, so the group kill misses it (documented: only
-    // bwrap's pid namespace catches it); it still holds stdout open. The call must
-    // return anyway, shortly after bash exits.
-    let command = format!(
-        "setsid sleep 1003.25 & echo $! > {}; echo hi",
-        pidfile.display()
-    );
-    let started = Instant::now();
-    let out = ok(&site, &command);
-    let took = started.elapsed();
-    assert_eq!(out.stdout, "hi\n");
-    assert!(took < Duration::from_secs(1), "returned after {took:?}");
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // Clean up the escapee ourselves (it is nobody's, and so are we).
-    if alive(pid) {
-        let _ = rustix::process::kill_process(
-            rustix::process::Pid::from_raw(pid).unwrap(),
-            rustix::process::Signal::KILL,
+    common::assert_nothing_outlives(&site, &site.policy(), true);
+}
+
+#[test]
+fn a_command_that_kills_its_watcher_gets_no_answer() {
+    as_nobody("inner_a_command_that_kills_its_watcher_gets_no_answer");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_a_command_that_kills_its_watcher_gets_no_answer() {
+    let Some(base) = inner_base() else { return };
+    let site = Site::new(&base);
+    // Without a sandbox the reaper is the person's like the command, which can kill it;
+    // then nothing vouches that what the command started has ended, and the run says so
+    // instead of reporting an exit.
+    let err = run(
+        &site.cmd("kill -KILL $PPID; echo $?", None),
+        &site.who(),
+        &site.policy(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, ExecError::Unwatched), "{err:?}");
+    assert_eq!(err.code(), "unwatched");
+    // The signals it can ignore, it does: the watch goes on and the answer is whole.
+    for signal in ["TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "PIPE"] {
+        let command = format!("kill -{signal} $PPID; setsid sleep 30 & echo sent");
+        let out = ok(&site, &command);
+        assert_eq!(out.stdout, "sent\n", "{signal}: {out:?}");
+        assert_eq!(out.leftovers_killed, 1, "{signal}: {out:?}");
+    }
+}
+
+#[test]
+fn a_command_gets_umask_022_whatever_the_service_has() {
+    as_nobody("inner_a_command_gets_umask_022_whatever_the_service_has");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_a_command_gets_umask_022_whatever_the_service_has() {
+    let Some(base) = inner_base() else { return };
+    let site = Site::new(&base);
+    for service in [0o000, 0o077] {
+        rustix::process::umask(rustix::fs::Mode::from_raw_mode(service));
+        let out = ok(&site, "umask; rm -rf f d; touch f; mkdir d; stat -c %a f d");
+        assert_eq!(
+            out.stdout, "0022\n644\n755\n",
+            "service umask {service:o}: {out:?}"
         );
     }
-    assert!(dies_within(pid, Duration::from_secs(2)));
 }
 
 #[test]

@@ -205,6 +205,19 @@ fn inner_bwrap_timeout_and_exit_end_the_whole_sandbox() {
 }
 
 #[test]
+fn bwrap_nothing_the_command_started_outlives_the_call() {
+    as_nobody("inner_bwrap_nothing_the_command_started_outlives_the_call");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_bwrap_nothing_the_command_started_outlives_the_call() {
+    let Some(base) = inner_base() else { return };
+    let site = Site::new(&base);
+    common::assert_nothing_outlives(&site, &sandboxed(&site, vec![], false), false);
+}
+
+#[test]
 fn bwrap_exit_codes_and_signals() {
     as_nobody("inner_bwrap_exit_codes_and_signals");
 }

@@ -78,6 +78,12 @@ pub fn set_openat2_enabled(enabled: bool) {
     OPENAT2.store(state, Ordering::Relaxed);
 }
 
+/// Whether `openat2` may be tried: not turned off by [`set_openat2_enabled`] or
+/// `FERRY_FS_NO_OPENAT2`. A process acting for this one (host mode's worker) is told it.
+pub fn openat2_allowed() -> bool {
+    openat2_usable()
+}
+
 fn openat2_usable() -> bool {
     match OPENAT2.load(Ordering::Relaxed) {
         OPENAT2_YES => true,

@@ -17,8 +17,16 @@
 //! 4. verifies the drop cannot be undone: `setuid(0)` and `setgid(0)` must fail, and the
 //!    real, effective and saved ids and the supplementary groups must be exactly the
 //!    person's; otherwise it stops;
-//! 5. replaces the environment, marks every descriptor but stdin, stdout and stderr
-//!    close-on-exec, changes to the person's home directory and executes the program.
+//! 5. builds the environment from nothing (the person's HOME, USER, LOGNAME, a fixed
+//!    PATH and LANG; not one variable of the caller's), sets the umask to 077, marks
+//!    every descriptor but stdin, stdout and stderr close-on-exec, changes to the
+//!    person's home directory and executes the program.
+//!
+//! Nothing of the caller's environment passes: the caller (the gateway) may hold
+//! secrets there, and the program runs as the person, who can read its
+//! `/proc/<pid>/environ`. What ferry's own worker needs comes over its socket. The
+//! caller's umask is not kept either: one of 000 would make everything the person's
+//! programs create writable by all.
 //!
 //! It does nothing else, and nothing at all as root beyond reading the user and group
 //! databases and the drop itself. No async, no threads, one dependency (`nix`).
@@ -28,7 +36,7 @@
 //! person, or a failed drop; 127 the program could not be executed.
 
 use std::ffi::{CString, OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
 use nix::sys::signal::{SigHandler, Signal, signal};
@@ -44,16 +52,11 @@ const PERSON_ID_MIN: u32 = 100_000;
 const ID_MAX_BYTES: usize = 22;
 /// The only PATH a program run by the helper sees.
 const SAFE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-/// Variables kept from the caller's environment as they are.
-const KEPT_VARS: &[&str] = &["LANG", "LC_ALL", "TZ", "TERM"];
-/// Variables passed through by prefix, for the ferry worker the gateway runs this way.
-///
-/// Safe because the caller is already trusted to run *any* program, with any arguments,
-/// as the person: whatever a `FERRY_*` variable could make that program do, the caller
-/// could have asked for directly. Nothing here reaches the helper's own privileged part
-/// (it reads no variable while it is root), and the program starts with all its ids
-/// equal to the person's, so no loader or library treats it as privileged.
-const PASSED_PREFIX: &str = "FERRY_";
+/// The locale every program run by the helper starts with.
+const SAFE_LANG: &str = "C.UTF-8";
+/// The umask every program run by the helper starts with: what it creates is the
+/// person's alone until it says otherwise.
+const PROGRAM_UMASK: u32 = 0o077;
 
 /// The caller is not root or `ferry`.
 const EXIT_REFUSED: u8 = 126;
@@ -116,7 +119,8 @@ fn run() -> Result<std::convert::Infallible, Failure> {
     })?;
 
     // From here on the process is the person and nothing else.
-    let env = child_env(std::env::vars_os(), &user.name, user.dir.as_os_str())?;
+    let env = child_env(&user.name, user.dir.as_os_str())?;
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(PROGRAM_UMASK));
     close_inherited_descriptors().map_err(Failure::Failed)?;
     unistd::chdir(&user.dir).map_err(|e| {
         Failure::Failed(format!(
@@ -263,30 +267,20 @@ fn verify_dropped(user: &User, groups: &[Gid]) -> Result<(), String> {
     Ok(())
 }
 
-/// The program's whole environment: the kept and `FERRY_*` variables of the caller,
-/// then the person's HOME, USER, LOGNAME and the fixed PATH. Sorted by name.
-fn child_env(
-    vars: impl IntoIterator<Item = (OsString, OsString)>,
-    user: &str,
-    home: &OsStr,
-) -> Result<Vec<CString>, Failure> {
-    let mut pairs: Vec<(OsString, OsString)> = vars
-        .into_iter()
-        .filter(|(name, _)| {
-            let name = name.as_bytes();
-            KEPT_VARS.iter().any(|kept| kept.as_bytes() == name)
-                || name.starts_with(PASSED_PREFIX.as_bytes())
-        })
-        .collect();
-    pairs.push(("HOME".into(), home.to_owned()));
-    pairs.push(("USER".into(), user.into()));
-    pairs.push(("LOGNAME".into(), user.into()));
-    pairs.push(("PATH".into(), SAFE_PATH.into()));
-    pairs.sort();
+/// The program's whole environment, made from nothing: the person's HOME, USER and
+/// LOGNAME, the fixed PATH and LANG. Sorted by name.
+fn child_env(user: &str, home: &OsStr) -> Result<Vec<CString>, Failure> {
+    let pairs: [(&OsStr, &OsStr); 5] = [
+        (OsStr::new("HOME"), home),
+        (OsStr::new("LANG"), OsStr::new(SAFE_LANG)),
+        (OsStr::new("LOGNAME"), OsStr::new(user)),
+        (OsStr::new("PATH"), OsStr::new(SAFE_PATH)),
+        (OsStr::new("USER"), OsStr::new(user)),
+    ];
     pairs
         .into_iter()
         .map(|(name, value)| {
-            let mut entry = name.into_vec();
+            let mut entry = name.as_bytes().to_vec();
             entry.push(b'=');
             entry.extend_from_slice(value.as_bytes());
             cstring(&entry)
@@ -324,6 +318,8 @@ fn close_inherited_descriptors() -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::ffi::OsStringExt;
+
     use super::*;
 
     fn args(list: &[&str]) -> Vec<OsString> {
@@ -405,52 +401,24 @@ mod tests {
     }
 
     #[test]
-    fn environment_is_replaced() {
-        let own = [
-            ("LANG", "C.UTF-8"),
-            ("TERM", "xterm"),
-            ("PATH", "/tmp/evil:/usr/bin"),
-            ("HOME", "/root"),
-            ("USER", "root"),
-            ("LD_PRELOAD", "/tmp/evil.so"),
-            ("LD_LIBRARY_PATH", "/tmp"),
-            ("SSH_AUTH_SOCK", "/tmp/agent"),
-            ("FERRY_WORKER_TOKEN", "abc"),
-            ("FERRY", "not a prefix match"),
-            ("ferry_lower", "case matters"),
-            ("XFERRY_X", "prefix only"),
-        ]
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let env = child_env(own, "fy_person_alice", OsStr::new("/srv/site/home/alice")).unwrap();
+    fn environment_is_made_from_nothing() {
+        let env = child_env("fy_person_alice", OsStr::new("/srv/site/home/alice")).unwrap();
         let env: Vec<String> = env.into_iter().map(|c| c.into_string().unwrap()).collect();
         assert_eq!(
             env,
             [
-                "FERRY_WORKER_TOKEN=abc",
                 "HOME=/srv/site/home/alice",
                 "LANG=C.UTF-8",
                 "LOGNAME=fy_person_alice",
                 "PATH=/usr/local/bin:/usr/bin:/bin",
-                "TERM=xterm",
                 "USER=fy_person_alice",
             ]
         );
     }
 
     #[test]
-    fn kept_variables_are_exact_names() {
-        let own = [
-            ("LANGUAGE", "de"),
-            ("TZ", "UTC"),
-            ("LC_ALL", "C"),
-            ("LC_CTYPE", "C"),
-        ]
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let env = child_env(own, "u", OsStr::new("/h")).unwrap();
-        let names: Vec<String> = env
-            .iter()
-            .map(|c| c.to_str().unwrap().split('=').next().unwrap().to_owned())
-            .collect();
-        assert_eq!(names, ["HOME", "LC_ALL", "LOGNAME", "PATH", "TZ", "USER"]);
+    fn a_home_with_a_nul_byte_is_refused() {
+        let home = OsString::from_vec(b"/h\0x".to_vec());
+        assert!(child_env("u", &home).is_err());
     }
 }

@@ -29,12 +29,20 @@ pub(crate) fn terminal_run(
     let output = tools
         .requester()
         .run(args.command, args.cwd, args.timeout_secs)?;
-    let status = match (output.timed_out, output.exit_code, output.signal) {
-        (true, _, _) => "timed out: the whole process group was killed".to_owned(),
+    let mut status = match (output.timed_out, output.exit_code, output.signal) {
+        (true, _, _) => "timed out: the command was killed".to_owned(),
         (false, Some(code), _) => format!("exit code {code}"),
         (false, None, Some(signal)) => format!("killed by signal {signal}"),
         (false, None, None) => "ended".to_owned(),
     };
+    // Counted by the reaper once everything it killed was gone: nothing is left running.
+    match output.leftovers_killed {
+        0 => {}
+        1 => status.push_str("; 1 process it started was still running and was killed"),
+        n => status.push_str(&format!(
+            "; {n} processes it started were still running and were killed"
+        )),
+    }
     let mut text = format!("{status}\n");
     for (name, body, bytes) in [
         ("stdout", &output.stdout, output.stdout_bytes),
@@ -61,6 +69,7 @@ pub(crate) fn terminal_run(
         "exitCode": output.exit_code,
         "signal": output.signal,
         "timedOut": output.timed_out,
+        "leftoversKilled": output.leftovers_killed,
         "stdout": output.stdout,
         "stderr": output.stderr,
         "stdoutBytes": output.stdout_bytes,

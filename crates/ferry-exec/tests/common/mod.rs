@@ -397,3 +397,43 @@ pub fn assert_fork_bomb_bounded(
     );
     out
 }
+
+#[path = "../../../../tests/support/escapes.rs"]
+pub mod escapes;
+
+/// Runs every way out of escapes.rs under `policy`, once to bash's exit and once to the
+/// deadline. When each call returns, no process the command started may be alive, and
+/// the answer says what happened. `exact`: the answer counts every leftover; not under
+/// bwrap, whose pid namespace may end some of them before the reaper gets to them.
+pub fn assert_nothing_outlives(site: &Site, policy: &Policy, exact: bool) {
+    for outlast in [false, true] {
+        let marker = escapes::marker();
+        let dir = site.root.join(format!("escapes-{outlast}"));
+        let script = escapes::script(&marker, &dir, outlast);
+        let timeout = outlast.then_some(Duration::from_secs(8));
+        let started = Instant::now();
+        let out = ferry_exec::run(&site.cmd(&script, timeout), &site.who(), policy)
+            .unwrap_or_else(|e| panic!("outlast={outlast}: {e}"));
+        let took = started.elapsed();
+        let left = escapes::survivors(&marker);
+        assert_eq!(
+            left,
+            Vec::<u32>::new(),
+            "outlast={outlast}: alive after the call returned: {out:?}"
+        );
+        assert_eq!(out.stdout, "ready\n", "every escape ran: {out:?}");
+        assert_eq!(out.timed_out, outlast, "{out:?}");
+        let want = escapes::ESCAPES + u32::from(outlast);
+        if outlast {
+            assert_eq!(out.signal, Some(9), "{out:?}");
+        } else {
+            assert_eq!((out.exit_code, out.signal), (Some(0), None), "{out:?}");
+            assert!(took < Duration::from_secs(8), "returned after {took:?}");
+        }
+        if exact {
+            assert_eq!(out.leftovers_killed, want, "{out:?}");
+        } else {
+            assert!(out.leftovers_killed <= want + 2, "{out:?}");
+        }
+    }
+}

@@ -1080,7 +1080,7 @@ fn nothing_a_command_started_outlives_terminal_run() {
     // and the answer says how many were still running.
     for sandbox in ["none", "landlock", "bwrap"] {
         let site = Site::for_nobody(&format!("[exec]\nsandbox = \"{sandbox}\"\n"));
-        support::assert_nothing_outlives_over_mcp(site.server(), sandbox != "bwrap");
+        support::assert_nothing_outlives_over_mcp(site.server_for("alice"), sandbox != "bwrap");
     }
 }
 

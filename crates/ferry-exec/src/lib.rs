@@ -38,6 +38,7 @@ mod capture;
 mod error;
 mod landlock;
 pub mod ops;
+mod probe;
 mod request_error;
 mod requester;
 mod run;
@@ -49,6 +50,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use error::ExecError;
+pub use probe::{AUTO_LANDLOCK_MIN_ABI, Strongest, Unavailable, in_force, probe, strongest};
 pub use request_error::RequestError;
 pub use requester::Requester;
 pub use run::{effective_timeout, run};

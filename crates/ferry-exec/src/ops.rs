@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::scope::{Scope, Target};
-use crate::{Command, Identity, Output, Policy, RequestError, Sandbox};
+use crate::{Command, ExecError, Identity, Output, Policy, RequestError, Sandbox, Strongest};
 
 /// One operation, as the person.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -130,7 +130,10 @@ pub struct RunSettings {
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxKind {
+    /// The strongest that works where the command runs ([`crate::strongest`]); with
+    /// none, commands are refused.
     #[default]
+    Auto,
     None,
     Bwrap,
     Landlock,
@@ -411,7 +414,7 @@ impl Executor {
         let cwd = self.scope.absolute(cwd.unwrap_or("~"))?;
         let tree = self.scope.tree_of(&cwd)?;
         let mut policy = Policy::new(&tree.path, &self.run.full_output_dir);
-        policy.sandbox = self.sandbox();
+        policy.sandbox = self.sandbox()?;
         let identity = Identity {
             home: self.scope.home().to_path_buf(),
             user: self.run.user.clone(),
@@ -424,20 +427,28 @@ impl Executor {
         Ok(crate::run(&cmd, &identity, &policy)?)
     }
 
-    /// The sandbox for a command: the person's trees, read-write where writable.
-    fn sandbox(&self) -> Sandbox {
+    /// The sandbox for a command: the person's trees, read-write where writable. `auto`
+    /// is resolved here, in the process that runs the command (the worker in host mode).
+    fn sandbox(&self) -> Result<Sandbox, ExecError> {
         let (read_write, read_only): (Vec<_>, Vec<_>) =
             self.scope.trees().partition(|tree| tree.writable);
         let paths = |trees: Vec<&crate::Tree>| trees.into_iter().map(|t| t.path.clone()).collect();
-        match self.run.sandbox {
+        let (read_write, read_only) = (paths(read_write), paths(read_only));
+        let network = self.run.network;
+        Ok(match self.run.sandbox {
             SandboxKind::None => Sandbox::None,
-            SandboxKind::Bwrap => {
-                Sandbox::bwrap(paths(read_write), paths(read_only), self.run.network)
-            }
-            SandboxKind::Landlock => {
-                Sandbox::landlock(paths(read_write), paths(read_only), self.run.network)
-            }
-        }
+            SandboxKind::Bwrap => Sandbox::bwrap(read_write, read_only, network),
+            SandboxKind::Landlock => Sandbox::landlock(read_write, read_only, network),
+            SandboxKind::Auto => match crate::strongest()? {
+                Strongest::Landlock { .. } => Sandbox::landlock(read_write, read_only, network),
+                Strongest::Bwrap { bwrap } => Sandbox::Bwrap {
+                    bwrap: bwrap.clone(),
+                    read_write,
+                    read_only,
+                    network,
+                },
+            },
+        })
     }
 
     /// A hidden temporary beside `path`, ready for bytes; the previous file's mode is kept.

@@ -401,7 +401,7 @@ fn inner_missing_landlock_is_refused_never_skipped() {
     let people = People::new(&base);
     let marker = people.site.root.join("ran");
     let command = format!("touch {}", marker.display());
-    hide_landlock();
+    common::hide(common::Hidden::Landlock);
     let status = RestrictSelf::default().no_new_privs(false).apply().unwrap();
     assert_eq!(status.landlock, LandlockStatus::NotImplemented);
     for network in [false, true] {
@@ -418,47 +418,5 @@ fn inner_missing_landlock_is_refused_never_skipped() {
         );
         assert_eq!(err.code(), "sandbox_unavailable");
         assert!(!marker.exists(), "nothing ran without the sandbox");
-    }
-}
-
-/// Makes this thread (and what it starts) see a kernel without Landlock: a seccomp filter
-/// answers `landlock_create_ruleset`, the probe included, with `ENOSYS`, as such a kernel does.
-fn hide_landlock() {
-    // The syscall has the same number on every architecture, so the filter needs no
-    // architecture check to be right here.
-    let nr = u32::try_from(libc::SYS_landlock_create_ruleset).unwrap();
-    let enosys = u32::try_from(libc::ENOSYS).unwrap();
-    let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
-        code: u16::try_from(code).unwrap(),
-        jt,
-        jf,
-        k,
-    };
-    let mut program = [
-        // seccomp_data.nr is its first field.
-        op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
-        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 0, 1, nr),
-        op(
-            libc::BPF_RET | libc::BPF_K,
-            0,
-            0,
-            libc::SECCOMP_RET_ERRNO | enosys,
-        ),
-        op(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ALLOW),
-    ];
-    let fprog = libc::sock_fprog {
-        len: u16::try_from(program.len()).unwrap(),
-        filter: program.as_mut_ptr(),
-    };
-    // SAFETY: plain prctl calls; the program outlives the call, which copies it.
-    unsafe {
-        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-        let mode = libc::c_ulong::from(libc::SECCOMP_MODE_FILTER);
-        let rc = libc::prctl(
-            libc::PR_SET_SECCOMP,
-            mode,
-            &fprog as *const libc::sock_fprog,
-        );
-        assert_eq!(rc, 0, "seccomp: {}", std::io::Error::last_os_error());
     }
 }

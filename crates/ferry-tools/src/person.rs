@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use ferry_exec::ops::{Executor, RunSettings, SandboxKind};
 use ferry_exec::worker::{Hello, WorkerPool, WorkerSpawn};
 use ferry_exec::{Access, Requester, Scope, Tree};
-use ferry_site::{SandboxChoice, Site, SiteMode};
+use ferry_site::{Config, SandboxChoice, Site, SiteMode};
 
 use crate::ToolError;
 
@@ -64,6 +64,36 @@ pub struct WorkerProgram {
     pub args: Vec<String>,
 }
 
+/// The sandbox a configuration asks for, as the runner names it.
+pub fn sandbox_kind(choice: SandboxChoice) -> SandboxKind {
+    match choice {
+        SandboxChoice::Auto => SandboxKind::Auto,
+        SandboxChoice::None => SandboxKind::None,
+        SandboxChoice::Bwrap => SandboxKind::Bwrap,
+        SandboxChoice::Landlock => SandboxKind::Landlock,
+    }
+}
+
+/// Logs which sandbox commands run in, once at start: what `auto` found, or why every
+/// command will be refused, or that there is none by the operator's choice.
+pub fn log_sandbox(config: &Config) {
+    let choice = config.exec.sandbox;
+    match ferry_exec::in_force(sandbox_kind(choice)) {
+        Ok(_) if choice == SandboxChoice::None && config.site.mode == SiteMode::Host => {
+            tracing::warn!(
+                "sandbox: none ([exec] sandbox = \"none\"): commands reach whatever the \
+                 person's own permissions reach"
+            )
+        }
+        Ok(_) if choice == SandboxChoice::None => tracing::warn!(
+            "sandbox: none ([exec] sandbox = \"none\"): commands run with the service's own \
+             authority: they can read its database and signal it"
+        ),
+        Ok(found) => tracing::info!("sandbox: {found}"),
+        Err(e) => tracing::warn!("sandbox: none works here, terminal_run is refused: {e}"),
+    }
+}
+
 pub(crate) fn requester_for(
     site: &Site,
     person: &str,
@@ -105,12 +135,7 @@ pub(crate) fn requester_for(
     let run = RunSettings {
         user: person.to_owned(),
         full_output_dir: paths.terminal_output.clone(),
-        sandbox: match config.exec.sandbox {
-            // Placeholder until the probe for the strongest sandbox lands (issue 8, hole 5).
-            SandboxChoice::Auto | SandboxChoice::None => SandboxKind::None,
-            SandboxChoice::Bwrap => SandboxKind::Bwrap,
-            SandboxChoice::Landlock => SandboxKind::Landlock,
-        },
+        sandbox: sandbox_kind(config.exec.sandbox),
         network: config.exec.network,
     };
     let requester = match site.mode() {

@@ -80,6 +80,11 @@ impl Site {
     }
 
     fn server(&self) -> Value {
+        self.server_with_env(&[])
+    }
+
+    /// [`Site::server`] with `env` added to the server's environment.
+    fn server_with_env(&self, env: &[(&str, &str)]) -> Value {
         let ferry = self.ferry.to_str().unwrap();
         let data = self.data.to_str().unwrap();
         let mut command = vec![];
@@ -89,7 +94,7 @@ impl Site {
             command.extend(["setpriv", uid.as_str(), gid.as_str(), "--clear-groups"]);
         }
         command.extend([ferry, "mcp", "--data", data, "--person", "alice"]);
-        mcp::stdio(&command, &[])
+        mcp::stdio(&command, env)
     }
 
     /// One session: `steps`, elicitation answered with `elicitation` (None: not offered).
@@ -742,13 +747,13 @@ fn the_full_output_file_can_be_read_back_with_file_read() {
 
 #[test]
 fn the_sandbox_setting_is_enforced() {
-    // Either sandbox: other people's trees are out of reach, the person's own work, and
+    // Every sandbox (auto too): other people's trees are out of reach, the person's own work, and
     // (without `[exec] network`) there is no network. Without one, all three reach.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || for _ in listener.incoming() {});
     let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
-    for sandbox in ["none", "bwrap", "landlock"] {
+    for sandbox in ["none", "bwrap", "landlock", "auto"] {
         let site = Site::for_nobody(&format!("[exec]\nsandbox = \"{sandbox}\"\n"));
         let other = site.data.join("home/bob");
         std::fs::create_dir_all(&other).unwrap();
@@ -983,4 +988,262 @@ fn from_protocol_2026_07_28_file_delete_asks_with_an_input_required_round_trip()
     );
     assert!(!is_error(&answer[&4]["result"]), "{}", answer[&4]);
     assert!(!file.exists());
+}
+
+/// In the environment of the server that runs the commands: what `/proc/<pid>/environ`
+/// would give away.
+const SERVER_SECRET: &str = "server-secret-5b1f9e";
+const BOBS_SECRET: &str = "bob-secret-27c4";
+
+/// A site (ferry.toml: `config`) where bob lives beside alice, with a secret in his home
+/// and in his drafts, and one skill; all of it owned by `nobody`.
+fn site_with_bob(config: &str) -> Site {
+    let site = Site::for_nobody(config);
+    let out = Command::new(&site.ferry)
+        .args(["person", "add", "bob", "--data"])
+        .arg(&site.data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let bob = site.data.join("home/bob");
+    std::fs::write(bob.join("secret.txt"), BOBS_SECRET).unwrap();
+    let drafts = site.data.join("private/people/bob/tmp");
+    std::fs::create_dir_all(&drafts).unwrap();
+    std::fs::write(drafts.join("draft.txt"), BOBS_SECRET).unwrap();
+    let skill = site.data.join("skills/notes");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: notes\ndescription: Take notes\n---\nWrite them down.\n",
+    )
+    .unwrap();
+    site.give_to_nobody();
+    site
+}
+
+/// Commands that go for the site's database, bob's trees, and the server process
+/// `server` (a pid, or a shell expression for one).
+fn attacks(data: &Path, server: &str) -> Vec<String> {
+    let data = data.display();
+    let db = format!("{data}/.ferry/site.db");
+    vec![
+        format!("cat {db}"),
+        format!("sqlite3 {db} 'select count(*) from tokens'"),
+        format!("sqlite3 {db} \"insert into tokens (prefix) values ('fy_planted')\""),
+        format!("cp {db} stolen.db"),
+        format!("echo planted >> {db}"),
+        format!("ls {data}/.ferry"),
+        format!("ls {data}/home"),
+        format!("ls {data}/home/bob"),
+        format!("cat {data}/home/bob/secret.txt"),
+        format!("echo planted > {data}/home/bob/planted.txt"),
+        format!("ls {data}/private/people/bob/tmp"),
+        format!("cat {data}/private/people/bob/tmp/draft.txt"),
+        format!("cat /proc/{server}/environ"),
+        format!("cat /proc/{server}/cmdline"),
+        format!("ls /proc/{server}/fd"),
+        format!("head -c 16 /proc/{server}/mem"),
+        format!("kill -0 {server}"),
+        format!("kill -TERM {server}"),
+        format!("kill -KILL {server}"),
+    ]
+}
+
+/// Every attack failed and gave nothing away; the site's database is what it was, and
+/// bob's home holds nothing new.
+#[track_caller]
+fn assert_all_refused(
+    data: &Path,
+    person: &str,
+    steps: &[String],
+    results: &[Value],
+    db_before: &[u8],
+) {
+    for (command, result) in steps.iter().zip(results) {
+        let text = text_of(result);
+        let head: String = text.chars().take(300).collect();
+        assert!(!is_error(result), "{command}: {head}");
+        assert_ne!(
+            result["structuredContent"]["exitCode"], 0,
+            "{command} succeeded: {head}"
+        );
+        for secret in [SERVER_SECRET, BOBS_SECRET, "SQLite format", "tokens"] {
+            assert!(
+                !text.contains(secret),
+                "{command} gave away {secret:?}: {head}"
+            );
+        }
+    }
+    let db = std::fs::read(data.join(".ferry/site.db")).unwrap();
+    assert!(db == db_before, "the site's database changed");
+    assert!(!data.join("home").join(person).join("stolen.db").exists());
+    assert!(!data.join("home/bob/planted.txt").exists());
+}
+
+#[test]
+fn by_default_a_command_reaches_neither_the_site_nor_other_people_nor_its_server() {
+    // No [exec] section: the default sandbox, against `ferry mcp` itself (the command's
+    // parent, $PPID) and everything the service can reach.
+    let site = site_with_bob("");
+    let db_before = std::fs::read(site.data.join(".ferry/site.db")).unwrap();
+    let steps = attacks(&site.data, "$PPID");
+    let mut calls: Vec<Value> = steps
+        .iter()
+        .map(|c| call("terminal_run", json!({"command": c})))
+        .collect();
+    let skill = site.data.join("skills/notes/SKILL.md");
+    calls.push(call(
+        "terminal_run",
+        json!({"command": format!("echo mine > ~/mine.txt && cat ~/mine.txt {}", skill.display())}),
+    ));
+    let out = mcp::drive(&json!({
+        "server": site.server_with_env(&[("SERVER_SECRET", SERVER_SECRET)]),
+        "elicitation": null,
+        "steps": calls,
+        "timeout_secs": 120,
+    }));
+    let results = out["results"].as_array().unwrap();
+    assert_all_refused(&site.data, "alice", &steps, results, &db_before);
+    // The server survived every kill, and the person's own work still runs.
+    let own = assert_ok(&results[steps.len()]);
+    assert!(
+        own.contains("mine\n") && own.contains("Write them down."),
+        "{own}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(site.home().join("mine.txt")).unwrap(),
+        "mine\n"
+    );
+
+    // The control: with the sandbox turned off, the same commands do reach (so $PPID is
+    // the server, and the secrets are where the attacks look).
+    let site = site_with_bob("[exec]\nsandbox = \"none\"\n");
+    let data = site.data.display();
+    let r = mcp::drive(&json!({
+        "server": site.server_with_env(&[("SERVER_SECRET", SERVER_SECRET)]),
+        "elicitation": null,
+        "steps": [
+            call("terminal_run", json!({"command": format!("head -c 15 {data}/.ferry/site.db")})),
+            call("terminal_run", json!({"command": format!("cat {data}/home/bob/secret.txt")})),
+            call("terminal_run", json!({"command": "tr '\\0' ' ' < /proc/$PPID/environ"})),
+            call("terminal_run", json!({"command": "tr '\\0' ' ' < /proc/$PPID/cmdline"})),
+            call("terminal_run", json!({"command": "kill -0 $PPID && echo signalled"})),
+        ],
+    }));
+    let r = r["results"].as_array().unwrap();
+    assert!(assert_ok(&r[0]).contains("SQLite format 3"), "{}", r[0]);
+    assert!(assert_ok(&r[1]).contains(BOBS_SECRET), "{}", r[1]);
+    assert!(assert_ok(&r[2]).contains(SERVER_SECRET), "{}", r[2]);
+    assert!(assert_ok(&r[3]).contains(" mcp --data "), "{}", r[3]);
+    assert!(assert_ok(&r[4]).contains("signalled"), "{}", r[4]);
+}
+
+/// A gateway on a site of `nobody` (with `config`), a harness token of `me`, and bob.
+fn gateway_with_bob(
+    config: Option<&str>,
+    seccomp: Option<&'static [libc::sock_filter]>,
+) -> (support::Server, String) {
+    let server = support::Server::start_with(support::Options {
+        config_toml: config.map(str::to_owned),
+        env: vec![("SERVER_SECRET".into(), SERVER_SECRET.into())],
+        as_nobody: true,
+        seccomp,
+    });
+    let harness = server.create_token("me", "harness");
+    let out = server.ferry(&["person", "add", "bob"]);
+    assert!(out.status.success(), "{out:?}");
+    std::fs::write(server.home("bob").join("secret.txt"), BOBS_SECRET).unwrap();
+    let drafts = server.data.join("private/people/bob/tmp");
+    std::fs::create_dir_all(&drafts).unwrap();
+    std::fs::write(drafts.join("draft.txt"), BOBS_SECRET).unwrap();
+    let status = Command::new("chown")
+        .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+        .arg(&server.data)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    (server, harness)
+}
+
+/// Runs each command with `terminal_run` over the gateway's `/mcp`.
+fn run_over_http(server: &support::Server, harness: &str, commands: &[String]) -> Vec<Value> {
+    let steps: Vec<Value> = commands
+        .iter()
+        .map(|c| call("terminal_run", json!({"command": c})))
+        .collect();
+    let out = mcp::drive(&json!({
+        "server": mcp::http(&server.url("/mcp"), harness),
+        "elicitation": null,
+        "steps": steps,
+        "timeout_secs": 120,
+    }));
+    out["results"].as_array().unwrap().clone()
+}
+
+#[test]
+fn by_default_a_command_cannot_read_or_signal_the_gateway() {
+    // `ferry serve` with no [exec] section: it says which sandbox it chose, and a command
+    // run through its /mcp gets nothing of the gateway process, the site or bob.
+    let (mut server, harness) = gateway_with_bob(None, None);
+    let log = server.log();
+    assert!(
+        log.contains("sandbox: landlock (ABI ") || log.contains("sandbox: bwrap ("),
+        "the sandbox in force is in the log: {log}"
+    );
+    let db_before = std::fs::read(server.data.join(".ferry/site.db")).unwrap();
+    let attacks = attacks(&server.data, &server.pid().to_string());
+    let mut commands = attacks.clone();
+    commands.push("echo mine > ~/mine.txt && cat ~/mine.txt".into());
+    let results = run_over_http(&server, &harness, &commands);
+    assert_all_refused(&server.data, "me", &attacks, &results, &db_before);
+    assert!(assert_ok(results.last().unwrap()).contains("mine\n"));
+    assert!(server.is_running(), "the gateway survived every kill");
+
+    // The control: the same gateway without the sandbox gives its secret away.
+    let (server, harness) = gateway_with_bob(Some("[exec]\nsandbox = \"none\"\n"), None);
+    let pid = server.pid();
+    let r = run_over_http(
+        &server,
+        &harness,
+        &[
+            format!("tr '\\0' ' ' < /proc/{pid}/environ"),
+            format!("kill -0 {pid} && echo signalled"),
+        ],
+    );
+    assert!(assert_ok(&r[0]).contains(SERVER_SECRET), "{}", r[0]);
+    assert!(assert_ok(&r[1]).contains("signalled"), "{}", r[1]);
+    assert!(
+        server
+            .log()
+            .contains("sandbox: none ([exec] sandbox = \"none\")")
+    );
+}
+
+#[test]
+fn with_no_sandbox_on_the_machine_commands_are_refused_naming_the_opt_out() {
+    // A kernel without Landlock that refuses user namespaces (a seccomp filter on the
+    // gateway): bubblewrap is installed but cannot work, so `auto` has nothing.
+    let filter: &'static [libc::sock_filter] = &support::seccomp::HIDE_LANDLOCK_AND_USER_NAMESPACES;
+    let (server, harness) = gateway_with_bob(None, Some(filter));
+    let log = server.log();
+    assert!(
+        log.contains("sandbox: none works here, terminal_run is refused"),
+        "{log}"
+    );
+    let marker = server.home("me").join("ran");
+    let r = run_over_http(&server, &harness, &[format!("touch {}", marker.display())]);
+    assert_tool_error(&r[0], "sandbox_unavailable", "`[exec] sandbox = \"none\"`");
+    assert!(
+        text_of(&r[0]).contains("cannot make its namespaces"),
+        "{}",
+        r[0]
+    );
+    assert!(!marker.exists(), "nothing ran unconfined");
+
+    // The same machine with the explicit opt-out runs the command.
+    let (server, harness) = gateway_with_bob(Some("[exec]\nsandbox = \"none\"\n"), Some(filter));
+    let marker = server.home("me").join("ran");
+    let r = run_over_http(&server, &harness, &[format!("touch {}", marker.display())]);
+    assert_eq!(r[0]["structuredContent"]["exitCode"], 0, "{}", r[0]);
+    assert!(marker.exists());
 }

@@ -17,6 +17,10 @@ use std::time::{Duration, Instant};
 
 use ferry_exec::{Command, Identity, Output, Policy};
 
+/// The repository's seccomp filters, shared with the end-to-end tests.
+#[path = "../../../../tests/support/seccomp.rs"]
+pub mod seccomp;
+
 /// Names the folder the outer test prepared; set only for the inner half.
 const BASE_ENV: &str = "FERRY_EXEC_TEST_BASE";
 /// An inner test that has not finished by then is killed and the outer test fails.
@@ -407,61 +411,11 @@ pub enum Hidden {
     LandlockAndUserNamespaces,
 }
 
-/// Makes this thread (and what it starts) see a kernel without what `hidden` names: a
-/// seccomp filter answers `landlock_create_ruleset` (the probes included) with `ENOSYS`,
-/// as such a kernel does, and, for user namespaces, `clone` and `unshare` asking for one
-/// with `EPERM`, and `clone3` (whose flags a filter cannot see) with `ENOSYS`, so that
-/// the C library falls back to `clone`.
+/// Makes this thread (and what it starts) see a kernel without what `hidden` names.
 pub fn hide(hidden: Hidden) {
-    // These system calls keep their numbers across architectures where it matters here;
-    // the test runs on the machine that built it, so no architecture check is needed.
-    let nr = |n: libc::c_long| u32::try_from(n).unwrap();
-    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | u32::try_from(e).unwrap();
-    let newuser = u32::try_from(libc::CLONE_NEWUSER).unwrap();
-    let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
-        code: u16::try_from(code).unwrap(),
-        jt,
-        jf,
-        k,
+    let program: &'static [libc::sock_filter] = match hidden {
+        Hidden::Landlock => &seccomp::HIDE_LANDLOCK,
+        Hidden::LandlockAndUserNamespaces => &seccomp::HIDE_LANDLOCK_AND_USER_NAMESPACES,
     };
-    let load_nr = op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0);
-    let jeq = |k: u32, jt: u8, jf: u8| op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, jt, jf, k);
-    let ret = |k: u32| op(libc::BPF_RET | libc::BPF_K, 0, 0, k);
-    let allow = ret(libc::SECCOMP_RET_ALLOW);
-    let mut program = match hidden {
-        Hidden::Landlock => vec![
-            load_nr,
-            jeq(nr(libc::SYS_landlock_create_ruleset), 0, 1),
-            ret(errno(libc::ENOSYS)),
-            allow,
-        ],
-        Hidden::LandlockAndUserNamespaces => vec![
-            load_nr,
-            jeq(nr(libc::SYS_landlock_create_ruleset), 5, 0),
-            jeq(nr(libc::SYS_clone3), 4, 0),
-            jeq(nr(libc::SYS_clone), 1, 0),
-            jeq(nr(libc::SYS_unshare), 0, 3),
-            // seccomp_data.args[0] starts at byte 16; its low half holds CLONE_NEWUSER.
-            op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 16),
-            op(libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K, 2, 1, newuser),
-            ret(errno(libc::ENOSYS)),
-            allow,
-            ret(errno(libc::EPERM)),
-        ],
-    };
-    let fprog = libc::sock_fprog {
-        len: u16::try_from(program.len()).unwrap(),
-        filter: program.as_mut_ptr(),
-    };
-    // SAFETY: plain prctl calls; the program outlives the call, which copies it.
-    unsafe {
-        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-        let mode = libc::c_ulong::from(libc::SECCOMP_MODE_FILTER);
-        let rc = libc::prctl(
-            libc::PR_SET_SECCOMP,
-            mode,
-            &fprog as *const libc::sock_fprog,
-        );
-        assert_eq!(rc, 0, "seccomp: {}", std::io::Error::last_os_error());
-    }
+    seccomp::install(program).expect("seccomp");
 }

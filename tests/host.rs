@@ -572,6 +572,14 @@ fn agent_tools_act_as_the_person(site: &Site) {
             "file_edit",
             json!({"edits": [{"path": "mine.txt", "oldText": "mine", "newText": "edited"}]}),
         ),
+        // The default sandbox holds in host mode too: the command's parent is the
+        // person's own worker, which the person could read and signal without it.
+        mcp::call(
+            "terminal_run",
+            json!({"command": "cat /proc/$PPID/environ"}),
+        ),
+        mcp::call("terminal_run", json!({"command": "kill -0 $PPID"})),
+        mcp::call("terminal_run", json!({"command": "id -u"})),
     ];
     let out = mcp::drive(&json!({
         "server": mcp::stdio(&["runuser", "-u", "ferry", "--", &ferry, "mcp", "--data", &data, "--person", A], &[]),
@@ -614,6 +622,19 @@ fn agent_tools_act_as_the_person(site: &Site) {
     assert_ne!(r[12]["structuredContent"]["exitCode"], 0, "{}", r[12]);
     assert_eq!(r[13]["structuredContent"]["timedOut"], true, "{}", r[13]);
     ok(14);
+    for i in [15, 16] {
+        ok(i);
+        assert_ne!(
+            r[i]["structuredContent"]["exitCode"], 0,
+            "step {i}: {}",
+            r[i]
+        );
+    }
+    assert!(
+        mcp::text_of(&r[17]).contains(&uid_of(USER_A).to_string()),
+        "{}",
+        r[17]
+    );
     std::thread::sleep(std::time::Duration::from_secs(4));
     assert!(
         !site.path("home/hta/late").exists(),

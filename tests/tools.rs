@@ -1247,3 +1247,36 @@ fn with_no_sandbox_on_the_machine_commands_are_refused_naming_the_opt_out() {
     assert_eq!(r[0]["structuredContent"]["exitCode"], 0, "{}", r[0]);
     assert!(marker.exists());
 }
+
+#[test]
+fn a_link_that_moves_a_tree_onto_the_site_or_another_person_is_refused() {
+    // A link where a tree belongs, as a command could plant before commands were
+    // sandboxed by default: through `skills` pointing at the site, every command and
+    // tool would read `.ferry/`; through `shared/public` pointing at bob's home, bob's.
+    for (tree, target) in [("skills", "."), ("shared/public", "home/bob")] {
+        let site = site_with_bob("");
+        let link = site.data.join(tree);
+        std::fs::remove_dir_all(&link).unwrap();
+        symlink(site.data.join(target), &link).unwrap();
+        let out = Command::new("setpriv")
+            .args([
+                &format!("--reuid={NOBODY}"),
+                &format!("--regid={NOBODY}"),
+                "--clear-groups",
+            ])
+            .arg(&site.ferry)
+            .args(["mcp", "--data"])
+            .arg(&site.data)
+            .args(["--person", "alice"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{tree}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{} leads to", link.display()))
+                && stderr.contains("not this person's own folder"),
+            "{tree}: {stderr}"
+        );
+    }
+}

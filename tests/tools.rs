@@ -1049,6 +1049,11 @@ fn attacks(data: &Path, server: &str) -> Vec<String> {
     ]
 }
 
+/// Every process the user may signal, the server too were it not kept out. Its exit
+/// code says nothing (kill(-1) succeeds when every signal was refused), the server's
+/// next answer does.
+const KILL_ALL: &str = "kill -KILL -1";
+
 /// Every attack failed and gave nothing away; the site's database is what it was, and
 /// bob's home holds nothing new.
 #[track_caller]
@@ -1091,6 +1096,7 @@ fn by_default_a_command_reaches_neither_the_site_nor_other_people_nor_its_server
         .iter()
         .map(|c| call("terminal_run", json!({"command": c})))
         .collect();
+    calls.push(call("terminal_run", json!({"command": KILL_ALL})));
     let skill = site.data.join("skills/notes/SKILL.md");
     calls.push(call(
         "terminal_run",
@@ -1105,7 +1111,7 @@ fn by_default_a_command_reaches_neither_the_site_nor_other_people_nor_its_server
     let results = out["results"].as_array().unwrap();
     assert_all_refused(&site.data, "alice", &steps, results, &db_before);
     // The server survived every kill, and the person's own work still runs.
-    let own = assert_ok(&results[steps.len()]);
+    let own = assert_ok(&results[steps.len() + 1]);
     assert!(
         own.contains("mine\n") && own.contains("Write them down."),
         "{own}"
@@ -1193,6 +1199,7 @@ fn by_default_a_command_cannot_read_or_signal_the_gateway() {
     let db_before = std::fs::read(server.data.join(".ferry/site.db")).unwrap();
     let attacks = attacks(&server.data, &server.pid().to_string());
     let mut commands = attacks.clone();
+    commands.push(KILL_ALL.into());
     commands.push("echo mine > ~/mine.txt && cat ~/mine.txt".into());
     let results = run_over_http(&server, &harness, &commands);
     assert_all_refused(&server.data, "me", &attacks, &results, &db_before);

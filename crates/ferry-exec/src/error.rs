@@ -35,6 +35,7 @@ pub enum ExecError {
          are allowed, or run a kernel with Landlock ABI 6 or later, or set \
          `[exec] sandbox = \"none\"` to run commands with the service's own authority"
     )]
+    /// `auto` found no sandbox that works here; each field says why one does not.
     NoSandbox { landlock: String, bwrap: String },
     #[error("the sandbox path {path} cannot be bound: {source}")]
     SandboxBind {

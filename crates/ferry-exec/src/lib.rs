@@ -28,6 +28,9 @@
 //! (or, under bwrap, the end of the pid namespace) then removes what was started.
 //!
 //! [`Sandbox::Landlock`] confines the same trees without root or user namespaces.
+//! [`ops::SandboxKind::Auto`], the default, takes the strongest of the two that works on
+//! this machine ([`strongest`], probed once per process) and refuses to run commands
+//! when neither does ([`ExecError::NoSandbox`]).
 //!
 //! Not here yet: memory or CPU limits (those need cgroups). Under [`Sandbox::None`] or
 //! [`Sandbox::Landlock`] a process that deliberately starts

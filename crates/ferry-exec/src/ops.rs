@@ -139,6 +139,18 @@ pub enum SandboxKind {
     Landlock,
 }
 
+impl SandboxKind {
+    /// The name `[exec] sandbox` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SandboxKind::Auto => "auto",
+            SandboxKind::None => "none",
+            SandboxKind::Bwrap => "bwrap",
+            SandboxKind::Landlock => "landlock",
+        }
+    }
+}
+
 /// Performs [`Op`]s for one person.
 #[derive(Debug)]
 pub struct Executor {

@@ -97,20 +97,24 @@ pub fn probe(bwrap: &Path) -> Result<Strongest, Unavailable> {
 }
 
 /// What a sandbox choice means here, for the log at start: `landlock (ABI 7)`, `bwrap
-/// (/usr/bin/bwrap)`, `none`; `Err` when `auto` finds nothing (commands are refused).
-pub fn in_force(kind: SandboxKind) -> Result<String, ExecError> {
-    Ok(match kind {
-        SandboxKind::None => "none".to_owned(),
-        SandboxKind::Auto => strongest()?.to_string(),
+/// (/usr/bin/bwrap)`, `none`; `Err` says why the chosen sandbox does not work here, and
+/// so why commands will be refused.
+pub fn in_force(kind: SandboxKind) -> Result<String, String> {
+    match kind {
+        SandboxKind::None => Ok("none".to_owned()),
+        SandboxKind::Auto => strongest()
+            .map(|s| s.to_string())
+            .map_err(|e| e.to_string()),
         SandboxKind::Landlock => match landlock_abi() {
-            Some(abi) => Strongest::Landlock { abi }.to_string(),
-            None => "landlock (the kernel offers none: commands are refused)".to_owned(),
+            Some(abi) => Ok(Strongest::Landlock { abi }.to_string()),
+            None => Err("the kernel offers no Landlock".to_owned()),
         },
-        SandboxKind::Bwrap => Strongest::Bwrap {
-            bwrap: PathBuf::from(DEFAULT_BWRAP),
+        SandboxKind::Bwrap => {
+            let bwrap = PathBuf::from(DEFAULT_BWRAP);
+            bwrap_works(&bwrap)?;
+            Ok(Strongest::Bwrap { bwrap }.to_string())
         }
-        .to_string(),
-    })
+    }
 }
 
 /// The kernel's Landlock ABI, asked without restricting anything; `None` without Landlock.

@@ -78,7 +78,8 @@ pub fn sandbox_kind(choice: SandboxChoice) -> SandboxKind {
 /// command will be refused, or that there is none by the operator's choice.
 pub fn log_sandbox(config: &Config) {
     let choice = config.exec.sandbox;
-    match ferry_exec::in_force(sandbox_kind(choice)) {
+    let kind = sandbox_kind(choice);
+    match ferry_exec::in_force(kind) {
         Ok(_) if choice == SandboxChoice::None && config.site.mode == SiteMode::Host => {
             tracing::warn!(
                 "sandbox: none ([exec] sandbox = \"none\"): commands reach whatever the \
@@ -90,7 +91,13 @@ pub fn log_sandbox(config: &Config) {
              authority: they can read its database and signal it"
         ),
         Ok(found) => tracing::info!("sandbox: {found}"),
-        Err(e) => tracing::warn!("sandbox: none works here, terminal_run is refused: {e}"),
+        Err(why) if choice == SandboxChoice::Auto => {
+            tracing::warn!("sandbox: none works here, terminal_run is refused: {why}")
+        }
+        Err(why) => tracing::warn!(
+            "sandbox: {} does not work here, so commands cannot run: {why}",
+            kind.name()
+        ),
     }
 }
 

@@ -1046,6 +1046,15 @@ fn attacks(data: &Path, server: &str) -> Vec<String> {
         format!("kill -0 {server}"),
         format!("kill -TERM {server}"),
         format!("kill -KILL {server}"),
+        // A descriptor of the server's (its database, a socket) left open across exec;
+        // no sandbox mediates those.
+        "python3 -c 'import os, sys\n\
+         open_fds = []\n\
+         for fd in range(3, 1024):\n\
+         \x20   try: os.fstat(fd); open_fds.append(fd)\n\
+         \x20   except OSError: pass\n\
+         print(\"open:\", open_fds); sys.exit(0 if open_fds else 1)'"
+            .to_owned(),
     ]
 }
 

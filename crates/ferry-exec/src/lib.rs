@@ -12,6 +12,8 @@
 //! - the environment is replaced by [`ENV_NAMES`] and [`CANONICAL_PATH`]. `TMPDIR` is a
 //!   private folder made for this run (`<full_output_dir>/tmp-<random>`, 0700) and removed
 //!   after it, so runs share no scratch files; under bwrap it is the sandbox's fresh `/tmp`;
+//! - the command inherits no descriptor but its standard streams, whatever the service
+//!   itself inherited;
 //! - the command runs as `/bin/bash -c` in a session (and process group) of its own, with
 //!   stdin on `/dev/null`; at the deadline, and also as soon as bash exits, the whole
 //!   group is killed: a command is one request, and what it backgrounds would otherwise
@@ -39,6 +41,7 @@
 
 mod capture;
 mod error;
+mod fds;
 mod landlock;
 pub mod ops;
 mod probe;

@@ -144,6 +144,7 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
             rustix::process::setrlimit(Resource::Nproc, limit)?;
             // Into the very folder that was checked, not a path that could change since.
             rustix::process::fchdir(BorrowedFd::borrow_raw(cwd_fd))?;
+            crate::fds::cloexec_above_stderr()?;
             Ok(())
         });
     }

@@ -420,3 +420,67 @@ fn inner_missing_landlock_is_refused_never_skipped() {
         assert!(!marker.exists(), "nothing ran without the sandbox");
     }
 }
+
+#[test]
+fn landlock_keeps_the_proc_entries_of_outside_processes_closed_even_where_proc_is_readable() {
+    as_nobody("inner_landlock_keeps_the_proc_entries_of_outside_processes_closed");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_landlock_keeps_the_proc_entries_of_outside_processes_closed() {
+    // The sandbox grants no /proc at all; this grants it read-only on purpose, to show the
+    // second wall behind the first: Landlock's ptrace rule keeps a confined command out
+    // of the memory, descriptors and environment of every process outside its domain,
+    // this one (same user, unconfined, holding a secret in its environment) included.
+    let Some(base) = inner_base() else { return };
+    let people = People::new(&base);
+    let outside = std::process::Command::new("sleep")
+        .arg("1013.5")
+        .env("SERVICE_SECRET", "s3cret-in-env")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let outside = KillOnDrop(outside);
+    let pid = outside.0.id();
+    let mut policy = people.site.policy();
+    policy.sandbox = Sandbox::landlock(
+        vec![people.site.root.clone()],
+        vec![PathBuf::from("/proc")],
+        false,
+    );
+    // What needs no ptrace access is readable: the rule above does let /proc in.
+    let out = people.run(&policy, &format!("grep ^Name: /proc/{pid}/status"));
+    assert_eq!(out.stdout, "Name:\tsleep\n", "{out:?}");
+    for template in [
+        "cat P/environ",
+        "cat P/mem",
+        "cat P/maps",
+        "readlink -v P/fd/0",
+        "ls P/cwd/",
+    ] {
+        let command = template.replace('P', &format!("/proc/{pid}"));
+        let out = people.denied(&policy, &command);
+        assert!(!out.stdout.contains("s3cret"), "{command}: {out:?}");
+    }
+    // The control: without a sandbox the same user reads it.
+    let out = people.run(
+        &people.site.policy(),
+        &format!("tr '\\0' '\\n' < /proc/{pid}/environ"),
+    );
+    assert!(
+        out.stdout.contains("SERVICE_SECRET=s3cret-in-env"),
+        "{out:?}"
+    );
+}
+
+/// A child that is killed and reaped however the test ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

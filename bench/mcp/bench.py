@@ -614,6 +614,8 @@ async def run(args, ferry, host_server):
         if args.unsandboxed:
             bare = local / "none"
             bare.mkdir()
+            if args.run_as:
+                give_to(bare, args.run_as)
             bare_data = prepare_ferry(ferry, bare, prefix)
             (bare_data / "ferry.toml").write_text('[exec]\nsandbox = "none"\n')
             command = [ferry, "mcp", "--data", str(bare_data), "--person", PERSON]

@@ -1205,6 +1205,11 @@ fn by_default_a_command_cannot_read_or_signal_the_gateway() {
         log.contains("sandbox: landlock (ABI ") || log.contains("sandbox: bwrap ("),
         "the sandbox in force is in the log: {log}"
     );
+    // The configuration still says what was asked for, not what was found.
+    let data = server.data.to_str().unwrap();
+    let printed = server.ferry(&["serve", "--print-config", "--data", data]);
+    let printed = String::from_utf8_lossy(&printed.stdout);
+    assert!(printed.contains("sandbox = \"auto\""), "{printed}");
     let db_before = std::fs::read(server.data.join(".ferry/site.db")).unwrap();
     let attacks = attacks(&server.data, &server.pid().to_string());
     let mut commands = attacks.clone();

@@ -29,13 +29,14 @@ pub enum ExecError {
         "the sandbox is required but {what} (looked at {path}); commands are not run without it"
     )]
     SandboxUnavailable { what: &'static str, path: PathBuf },
+    /// `auto` found no sandbox that works here; each field says why one does not.
     #[error(
         "no sandbox works on this machine ({landlock}; {bwrap}), and commands are not run \
          unconfined unless the operator says so: install bubblewrap where user namespaces \
          are allowed, or run a kernel with Landlock ABI 6 or later, or set \
-         `[exec] sandbox = \"none\"` to run commands with the service's own authority"
+         `[exec] sandbox = \"none\"` to run them unconfined (in local mode: with the \
+         service's own authority)"
     )]
-    /// `auto` found no sandbox that works here; each field says why one does not.
     NoSandbox { landlock: String, bwrap: String },
     #[error("the sandbox path {path} cannot be bound: {source}")]
     SandboxBind {

@@ -65,7 +65,7 @@ pub struct WorkerProgram {
 }
 
 /// The sandbox a configuration asks for, as the runner names it.
-pub fn sandbox_kind(choice: SandboxChoice) -> SandboxKind {
+fn sandbox_kind(choice: SandboxChoice) -> SandboxKind {
     match choice {
         SandboxChoice::Auto => SandboxKind::Auto,
         SandboxChoice::None => SandboxKind::None,

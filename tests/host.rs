@@ -604,6 +604,14 @@ fn agent_tools_act_as_the_person(site: &Site) {
             "file_edit",
             json!({"edits": [{"path": "mine.txt", "oldText": "mine", "newText": "edited"}]}),
         ),
+        // The default sandbox holds in host mode too: the command's parent is the
+        // person's own worker, which the person could read and signal without it.
+        mcp::call(
+            "terminal_run",
+            json!({"command": "cat /proc/$PPID/environ"}),
+        ),
+        mcp::call("terminal_run", json!({"command": "kill -0 $PPID"})),
+        mcp::call("terminal_run", json!({"command": "id -u"})),
     ];
     // What the worker must not pass on: a secret in the service's environment. What it
     // must not keep: a caller's umask of 000.
@@ -690,9 +698,22 @@ fn agent_tools_act_as_the_person(site: &Site) {
     assert_ne!(r[12]["structuredContent"]["exitCode"], 0, "{}", r[12]);
     assert_eq!(r[13]["structuredContent"]["timedOut"], true, "{}", r[13]);
     ok(14);
-    support::assert_no_leak(&r[15], "ferry worker");
-    assert!(mcp::text_of(&r[16]).contains("644\n755"), "{}", r[16]);
-    ok(17);
+    for i in [15, 16] {
+        ok(i);
+        assert_ne!(
+            r[i]["structuredContent"]["exitCode"], 0,
+            "step {i}: {}",
+            r[i]
+        );
+    }
+    assert!(
+        mcp::text_of(&r[17]).contains(&uid_of(USER_A).to_string()),
+        "{}",
+        r[17]
+    );
+    support::assert_no_leak(&r[18], "ferry worker");
+    assert!(mcp::text_of(&r[19]).contains("644\n755"), "{}", r[19]);
+    ok(20);
     for (rel, mode) in [
         ("deep", 0o755),
         ("deep/er", 0o755),

@@ -91,6 +91,11 @@ impl Site {
 
     /// `ferry mcp` for `person`.
     fn server_for(&self, person: &str) -> Value {
+        self.server_with_env(person, &[])
+    }
+
+    /// [`Site::server_for`] with `env` added to the server's environment.
+    fn server_with_env(&self, person: &str, env: &[(&str, &str)]) -> Value {
         let ferry = self.ferry.to_str().unwrap();
         let data = self.data.to_str().unwrap();
         let mut command = vec![];
@@ -100,7 +105,7 @@ impl Site {
             command.extend(["setpriv", uid.as_str(), gid.as_str(), "--clear-groups"]);
         }
         command.extend([ferry, "mcp", "--data", data, "--person", person]);
-        mcp::stdio(&command, &[])
+        mcp::stdio(&command, env)
     }
 
     /// One session: `steps`, elicitation answered with `elicitation` (None: not offered).
@@ -1033,13 +1038,13 @@ fn the_full_output_file_can_be_read_back_with_file_read() {
 
 #[test]
 fn the_sandbox_setting_is_enforced() {
-    // Either sandbox: other people's trees are out of reach, the person's own work, and
+    // Every sandbox (auto too): other people's trees are out of reach, the person's own work, and
     // (without `[exec] network`) there is no network. Without one, all three reach.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || for _ in listener.incoming() {});
     let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
-    for sandbox in ["none", "bwrap", "landlock"] {
+    for sandbox in ["none", "bwrap", "landlock", "auto"] {
         let site = Site::for_nobody(&format!("[exec]\nsandbox = \"{sandbox}\"\n"));
         let other = site.data.join("home/bob");
         std::fs::create_dir_all(&other).unwrap();
@@ -1128,6 +1133,7 @@ fn the_service_environment_never_reaches_a_command() {
             ("FERRY_AGENT__MODEL".into(), secret.clone()),
             ("DEPLOY_API_SECRET".into(), secret.clone()),
         ],
+        ..Default::default()
     });
     // The control: the gateway does hold it.
     assert!(
@@ -1539,5 +1545,317 @@ fn no_sandbox_binds_a_root_that_is_a_link() {
         assert!(!out.contains(SECRET.trim()), "{sandbox}: {out}");
         assert_tool_error(&results[1], "path_escapes", "symbolic link");
         assert_outside_untouched(outside.path());
+    }
+}
+
+/// In the environment of the server that runs the commands: what `/proc/<pid>/environ`
+/// would give away.
+const SERVER_SECRET: &str = "server-secret-5b1f9e";
+const BOBS_SECRET: &str = "bob-secret-27c4";
+
+/// A site (ferry.toml: `config`) where bob lives beside alice, with a secret in his home
+/// and in his drafts, and one skill; all of it owned by `nobody`.
+fn site_with_bob(config: &str) -> Site {
+    let site = Site::for_nobody(config);
+    let out = Command::new(&site.ferry)
+        .args(["person", "add", "bob", "--data"])
+        .arg(&site.data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let bob = site.data.join("home/bob");
+    std::fs::write(bob.join("secret.txt"), BOBS_SECRET).unwrap();
+    let drafts = site.data.join("private/people/bob/tmp");
+    std::fs::create_dir_all(&drafts).unwrap();
+    std::fs::write(drafts.join("draft.txt"), BOBS_SECRET).unwrap();
+    let skill = site.data.join("skills/notes");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: notes\ndescription: Take notes\n---\nWrite them down.\n",
+    )
+    .unwrap();
+    site.give_to_nobody();
+    site
+}
+
+/// Commands that go for the site's database, bob's trees, and the server process
+/// `server` (a pid, or a shell expression for one).
+fn attacks(data: &Path, server: &str) -> Vec<String> {
+    let data = data.display();
+    let db = format!("{data}/.ferry/site.db");
+    vec![
+        format!("cat {db}"),
+        format!("sqlite3 {db} 'select count(*) from tokens'"),
+        format!("sqlite3 {db} \"insert into tokens (prefix) values ('fy_planted')\""),
+        format!("cp {db} stolen.db"),
+        format!("echo planted >> {db}"),
+        format!("ls {data}/.ferry"),
+        format!("ls {data}/home"),
+        format!("ls {data}/home/bob"),
+        format!("cat {data}/home/bob/secret.txt"),
+        format!("echo planted > {data}/home/bob/planted.txt"),
+        format!("ls {data}/private/people/bob/tmp"),
+        format!("cat {data}/private/people/bob/tmp/draft.txt"),
+        format!("cat /proc/{server}/environ"),
+        format!("cat /proc/{server}/cmdline"),
+        format!("ls /proc/{server}/fd"),
+        format!("head -c 16 /proc/{server}/mem"),
+        format!("kill -0 {server}"),
+        format!("kill -TERM {server}"),
+        format!("kill -KILL {server}"),
+        // A descriptor of the server's (its database, a socket) left open across exec;
+        // no sandbox mediates those.
+        "python3 -c 'import os, sys\n\
+         open_fds = []\n\
+         for fd in range(3, 1024):\n\
+         \x20   try: os.fstat(fd); open_fds.append(fd)\n\
+         \x20   except OSError: pass\n\
+         print(\"open:\", open_fds); sys.exit(0 if open_fds else 1)'"
+            .to_owned(),
+    ]
+}
+
+/// Every process the user may signal, the server too were it not kept out. Its exit
+/// code says nothing (kill(-1) succeeds when every signal was refused), the server's
+/// next answer does.
+const KILL_ALL: &str = "kill -KILL -1";
+
+/// Every attack failed and gave nothing away; the site's database is what it was, and
+/// bob's home holds nothing new.
+#[track_caller]
+fn assert_all_refused(
+    data: &Path,
+    person: &str,
+    steps: &[String],
+    results: &[Value],
+    db_before: &[u8],
+) {
+    for (command, result) in steps.iter().zip(results) {
+        let text = text_of(result);
+        let head: String = text.chars().take(300).collect();
+        assert!(!is_error(result), "{command}: {head}");
+        assert_ne!(
+            result["structuredContent"]["exitCode"], 0,
+            "{command} succeeded: {head}"
+        );
+        for secret in [SERVER_SECRET, BOBS_SECRET, "SQLite format", "tokens"] {
+            assert!(
+                !text.contains(secret),
+                "{command} gave away {secret:?}: {head}"
+            );
+        }
+    }
+    let db = std::fs::read(data.join(".ferry/site.db")).unwrap();
+    assert!(db == db_before, "the site's database changed");
+    assert!(!data.join("home").join(person).join("stolen.db").exists());
+    assert!(!data.join("home/bob/planted.txt").exists());
+}
+
+#[test]
+fn by_default_a_command_reaches_neither_the_site_nor_other_people_nor_its_server() {
+    // No [exec] section: the default sandbox, against `ferry mcp` itself (the command's
+    // parent, $PPID) and everything the service can reach.
+    let site = site_with_bob("");
+    let db_before = std::fs::read(site.data.join(".ferry/site.db")).unwrap();
+    let steps = attacks(&site.data, "$PPID");
+    let mut calls: Vec<Value> = steps
+        .iter()
+        .map(|c| call("terminal_run", json!({"command": c})))
+        .collect();
+    calls.push(call("terminal_run", json!({"command": KILL_ALL})));
+    let skill = site.data.join("skills/notes/SKILL.md");
+    calls.push(call(
+        "terminal_run",
+        json!({"command": format!("echo mine > ~/mine.txt && cat ~/mine.txt {}", skill.display())}),
+    ));
+    let out = mcp::drive(&json!({
+        "server": site.server_with_env("alice", &[("SERVER_SECRET", SERVER_SECRET)]),
+        "elicitation": null,
+        "steps": calls,
+        "timeout_secs": 120,
+    }));
+    let results = out["results"].as_array().unwrap();
+    assert_all_refused(&site.data, "alice", &steps, results, &db_before);
+    // The server survived every kill, and the person's own work still runs.
+    let own = assert_ok(&results[steps.len() + 1]);
+    assert!(
+        own.contains("mine\n") && own.contains("Write them down."),
+        "{own}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(site.home().join("mine.txt")).unwrap(),
+        "mine\n"
+    );
+
+    // The control: with the sandbox turned off, the same commands do reach (so $PPID is
+    // the server, and the secrets are where the attacks look).
+    let site = site_with_bob("[exec]\nsandbox = \"none\"\n");
+    let data = site.data.display();
+    let r = mcp::drive(&json!({
+        "server": site.server_with_env("alice", &[("SERVER_SECRET", SERVER_SECRET)]),
+        "elicitation": null,
+        "steps": [
+            call("terminal_run", json!({"command": format!("head -c 15 {data}/.ferry/site.db")})),
+            call("terminal_run", json!({"command": format!("cat {data}/home/bob/secret.txt")})),
+            call("terminal_run", json!({"command": "tr '\\0' ' ' < /proc/$PPID/environ"})),
+            call("terminal_run", json!({"command": "tr '\\0' ' ' < /proc/$PPID/cmdline"})),
+            call("terminal_run", json!({"command": "kill -0 $PPID && echo signalled"})),
+        ],
+    }));
+    let r = r["results"].as_array().unwrap();
+    assert!(assert_ok(&r[0]).contains("SQLite format 3"), "{}", r[0]);
+    assert!(assert_ok(&r[1]).contains(BOBS_SECRET), "{}", r[1]);
+    assert!(assert_ok(&r[2]).contains(SERVER_SECRET), "{}", r[2]);
+    assert!(assert_ok(&r[3]).contains(" mcp --data "), "{}", r[3]);
+    assert!(assert_ok(&r[4]).contains("signalled"), "{}", r[4]);
+}
+
+/// A gateway on a site of `nobody` (with `config`), a harness token of `me`, and bob.
+fn gateway_with_bob(
+    config: Option<&str>,
+    seccomp: Option<&'static [libc::sock_filter]>,
+) -> (support::Server, String) {
+    let server = support::Server::start_with(support::Options {
+        config_toml: config.map(str::to_owned),
+        env: vec![("SERVER_SECRET".into(), SERVER_SECRET.into())],
+        as_nobody: true,
+        seccomp,
+    });
+    let harness = server.create_token("me", "harness");
+    let out = server.ferry(&["person", "add", "bob"]);
+    assert!(out.status.success(), "{out:?}");
+    std::fs::write(server.home("bob").join("secret.txt"), BOBS_SECRET).unwrap();
+    let drafts = server.data.join("private/people/bob/tmp");
+    std::fs::create_dir_all(&drafts).unwrap();
+    std::fs::write(drafts.join("draft.txt"), BOBS_SECRET).unwrap();
+    let status = Command::new("chown")
+        .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+        .arg(&server.data)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    (server, harness)
+}
+
+/// Runs each command with `terminal_run` over the gateway's `/mcp`.
+fn run_over_http(server: &support::Server, harness: &str, commands: &[String]) -> Vec<Value> {
+    let steps: Vec<Value> = commands
+        .iter()
+        .map(|c| call("terminal_run", json!({"command": c})))
+        .collect();
+    let out = mcp::drive(&json!({
+        "server": mcp::http(&server.url("/mcp"), harness),
+        "elicitation": null,
+        "steps": steps,
+        "timeout_secs": 120,
+    }));
+    out["results"].as_array().unwrap().clone()
+}
+
+#[test]
+fn by_default_a_command_cannot_read_or_signal_the_gateway() {
+    // `ferry serve` with no [exec] section: it says which sandbox it chose, and a command
+    // run through its /mcp gets nothing of the gateway process, the site or bob.
+    let (mut server, harness) = gateway_with_bob(None, None);
+    let log = server.log();
+    assert!(
+        log.contains("sandbox: landlock (ABI ") || log.contains("sandbox: bwrap ("),
+        "the sandbox in force is in the log: {log}"
+    );
+    // The configuration still says what was asked for, not what was found.
+    let data = server.data.to_str().unwrap();
+    let printed = server.ferry(&["serve", "--print-config", "--data", data]);
+    let printed = String::from_utf8_lossy(&printed.stdout);
+    assert!(printed.contains("sandbox = \"auto\""), "{printed}");
+    let db_before = std::fs::read(server.data.join(".ferry/site.db")).unwrap();
+    let attacks = attacks(&server.data, &server.pid().to_string());
+    let mut commands = attacks.clone();
+    commands.push(KILL_ALL.into());
+    commands.push("echo mine > ~/mine.txt && cat ~/mine.txt".into());
+    let results = run_over_http(&server, &harness, &commands);
+    assert_all_refused(&server.data, "me", &attacks, &results, &db_before);
+    assert!(assert_ok(results.last().unwrap()).contains("mine\n"));
+    assert!(server.is_running(), "the gateway survived every kill");
+
+    // The control: the same gateway without the sandbox gives its secret away.
+    let (server, harness) = gateway_with_bob(Some("[exec]\nsandbox = \"none\"\n"), None);
+    let pid = server.pid();
+    let r = run_over_http(
+        &server,
+        &harness,
+        &[
+            format!("tr '\\0' ' ' < /proc/{pid}/environ"),
+            format!("kill -0 {pid} && echo signalled"),
+        ],
+    );
+    assert!(assert_ok(&r[0]).contains(SERVER_SECRET), "{}", r[0]);
+    assert!(assert_ok(&r[1]).contains("signalled"), "{}", r[1]);
+    assert!(
+        server
+            .log()
+            .contains("sandbox: none ([exec] sandbox = \"none\")")
+    );
+}
+
+#[test]
+fn with_no_sandbox_on_the_machine_commands_are_refused_naming_the_opt_out() {
+    // A kernel without Landlock that refuses user namespaces (a seccomp filter on the
+    // gateway): bubblewrap is installed but cannot work, so `auto` has nothing.
+    let filter: &'static [libc::sock_filter] = &support::seccomp::HIDE_LANDLOCK_AND_USER_NAMESPACES;
+    let (server, harness) = gateway_with_bob(None, Some(filter));
+    let log = server.log();
+    assert!(
+        log.contains("sandbox: none works here, terminal_run is refused"),
+        "{log}"
+    );
+    let marker = server.home("me").join("ran");
+    let r = run_over_http(&server, &harness, &[format!("touch {}", marker.display())]);
+    assert_tool_error(&r[0], "sandbox_unavailable", "`[exec] sandbox = \"none\"`");
+    assert!(
+        text_of(&r[0]).contains("cannot make its namespaces"),
+        "{}",
+        r[0]
+    );
+    assert!(!marker.exists(), "nothing ran unconfined");
+
+    // The same machine with the explicit opt-out runs the command.
+    let (server, harness) = gateway_with_bob(Some("[exec]\nsandbox = \"none\"\n"), Some(filter));
+    let marker = server.home("me").join("ran");
+    let r = run_over_http(&server, &harness, &[format!("touch {}", marker.display())]);
+    assert_eq!(r[0]["structuredContent"]["exitCode"], 0, "{}", r[0]);
+    assert!(marker.exists());
+}
+
+#[test]
+fn a_link_that_moves_a_tree_onto_the_site_or_another_person_is_refused() {
+    // A link where a tree belongs, as a command could plant before commands were
+    // sandboxed by default: through `skills` pointing at the site, every command and
+    // tool would read `.ferry/`; through `shared/public` pointing at bob's home, bob's.
+    for (tree, target) in [("skills", "."), ("shared/public", "home/bob")] {
+        let site = site_with_bob("");
+        let link = site.data.join(tree);
+        std::fs::remove_dir_all(&link).unwrap();
+        symlink(site.data.join(target), &link).unwrap();
+        let out = Command::new("setpriv")
+            .args([
+                &format!("--reuid={NOBODY}"),
+                &format!("--regid={NOBODY}"),
+                "--clear-groups",
+            ])
+            .arg(&site.ferry)
+            .args(["mcp", "--data"])
+            .arg(&site.data)
+            .args(["--person", "alice"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{tree}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{} leads to", link.display()))
+                && stderr.contains("not this person's own folder"),
+            "{tree}: {stderr}"
+        );
     }
 }

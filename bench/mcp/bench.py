@@ -17,6 +17,10 @@ the person's worker, started through the setuid `ferry-posix-helper` on first us
 reused afterwards. Beside the table it times the first call of fresh sessions, which
 pays the worker's start. Every POSIX user and group the bench creates is removed at
 the end, whatever happens.
+
+With --unsandboxed another contender joins: ferry on a second local site that sets
+`[exec] sandbox = "none"`, beside the default one (`auto`, the strongest sandbox the
+machine has), so that "default − none" prices the sandbox per call.
 """
 
 import argparse
@@ -429,10 +433,13 @@ OPERATIONS = [
 ]
 
 
-# Host mode answers the same calls as local mode: only who performs them changes.
+# Host mode and the unsandboxed site answer the same calls as local mode: only who
+# performs them, or the sandbox commands run in, changes.
+UNSANDBOXED = "ferry none"
 for _op in OPERATIONS:
     if "ferry" in _op.ways:
         _op.ways["ferry host"] = _op.ways["ferry"]
+        _op.ways[UNSANDBOXED] = _op.ways["ferry"]
 
 
 def check_edit_landed(contender, folder):
@@ -510,6 +517,10 @@ def table(rows, contenders):
     if host:
         head += " ferry host median ms | p95 ms | host − local (median ms) |"
         rule += " ---: | ---: | ---: |"
+    unsandboxed = UNSANDBOXED in labels
+    if unsandboxed:
+        head += " ferry none median ms | p95 ms | default − none (median ms) |"
+        rule += " ---: | ---: | ---: |"
     out = [head, rule]
     for row in rows:
         cells = [row["operation"]]
@@ -527,6 +538,10 @@ def table(rows, contenders):
             local, hosted = row.get("ferry"), row.get("ferry host")
             cells += [ms(hosted["median_ms"]), ms(hosted["p95_ms"])] if hosted else ["", ""]
             cells.append(f"**{hosted['median_ms'] - local['median_ms']:+.3f}**" if local and hosted else "")
+        if unsandboxed:
+            local, bare = row.get("ferry"), row.get(UNSANDBOXED)
+            cells += [ms(bare["median_ms"]), ms(bare["p95_ms"])] if bare else ["", ""]
+            cells.append(f"**{local['median_ms'] - bare['median_ms']:+.3f}**" if local and bare else "")
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -596,12 +611,24 @@ async def run(args, ferry, host_server):
         command = [ferry, "mcp", "--data", str(data), "--person", PERSON]
         contenders.append(Contender("ferry", {"stdio": {"command": prefix + command}}, lambda name: f"bench/{name}"))
         folders["ferry"] = data / "home" / PERSON / "bench"
+        if args.unsandboxed:
+            bare = local / "none"
+            bare.mkdir()
+            if args.run_as:
+                give_to(bare, args.run_as)
+            bare_data = prepare_ferry(ferry, bare, prefix)
+            (bare_data / "ferry.toml").write_text('[exec]\nsandbox = "none"\n')
+            command = [ferry, "mcp", "--data", str(bare_data), "--person", PERSON]
+            contenders.append(
+                Contender(UNSANDBOXED, {"stdio": {"command": prefix + command}}, lambda name: f"bench/{name}")
+            )
+            folders[UNSANDBOXED] = bare_data / "home" / PERSON / "bench"
         if host_server is not None:
             command, folder = host_server
             contenders.append(Contender("ferry host", {"stdio": {"command": command}}, lambda name: f"bench/{name}"))
             folders["ferry host"] = folder
-    elif host_server is not None:
-        die("--host needs a ferry with the `mcp` command")
+    elif host_server is not None or args.unsandboxed:
+        die("--host and --unsandboxed need a ferry with the `mcp` command")
     if args.run_as:
         give_to(local, args.run_as)
 
@@ -649,6 +676,11 @@ def main():
     parser.add_argument(
         "--helper", help="the ferry-posix-helper to install with --host (default: the one beside --ferry)"
     )
+    parser.add_argument(
+        "--unsandboxed",
+        action="store_true",
+        help='also measure ferry on a site with [exec] sandbox = "none", to price the default sandbox',
+    )
     parser.add_argument("--calls", type=int, default=500, help="timed calls per operation and server")
     parser.add_argument("--warmup", type=int, default=50, help="untimed calls first")
     parser.add_argument(
@@ -665,6 +697,8 @@ def main():
         parser.error("--ferry is required unless --reference-only")
     if args.host and args.reference_only:
         parser.error("--host measures ferry: it does not go with --reference-only")
+    if args.unsandboxed and args.reference_only:
+        parser.error("--unsandboxed measures ferry: it does not go with --reference-only")
     if args.host and os.geteuid() != 0:
         parser.error(
             "--host creates POSIX users and groups and installs a setuid helper: run it as root "
@@ -725,6 +759,12 @@ def main():
             "`ferry-posix-helper` on the first call and reused. The first call of a session pays "
             "that start; the warm-up absorbs it, so \"host − local\" is what the helper and worker "
             "cost per call once the worker runs. The first call is timed on its own below."
+        )
+    if any(c.label == UNSANDBOXED for c in contenders):
+        lines.append(
+            "ferry none: the same local site with `[exec] sandbox = \"none\"`; ferry runs its "
+            "commands in the default sandbox (`auto`), so \"default − none\" is what that sandbox "
+            "costs per call."
         )
     lines += ["", table(rows, contenders), ""]
     if fresh is not None:

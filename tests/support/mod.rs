@@ -4,6 +4,7 @@
 
 pub mod escapes;
 pub mod mcp;
+pub mod seccomp;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -51,6 +52,9 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// Run the gateway as `nobody` (commands are refused as root), on a site it owns.
     pub as_nobody: bool,
+    /// A seccomp filter the gateway starts under (see [`seccomp`]): a machine without
+    /// some kernel feature.
+    pub seccomp: Option<&'static [libc::sock_filter]>,
 }
 
 /// A running gateway on a fresh site; killed on drop.
@@ -93,6 +97,13 @@ fn spawn_serve(
         .stdout(Stdio::piped())
         .stderr(stderr);
     cmd.envs(options.env.iter().map(|(k, v)| (k, v)));
+    if let Some(program) = options.seccomp {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: install() makes raw system calls only, as the time after fork needs.
+        unsafe {
+            cmd.pre_exec(move || seccomp::install(program));
+        }
+    }
     let mut child = cmd.spawn().expect("ferry serve starts");
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();

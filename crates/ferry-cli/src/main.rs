@@ -281,6 +281,7 @@ fn serve(data: &Path, config: Config) -> Result<()> {
         ),
     }
     let host = config.site.mode == SiteMode::Host;
+    ferry_tools::log_sandbox(&config);
     let listen = config.server.listen.clone();
     let header_timeout = Duration::from_secs(config.server.header_read_timeout_secs);
     let site = Site::open(data, config)

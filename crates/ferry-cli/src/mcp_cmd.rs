@@ -24,6 +24,7 @@ pub(crate) fn worker_program() -> Result<WorkerProgram> {
 
 pub(crate) fn mcp(site: &SiteArgs, person: &str) -> Result<ExitCode> {
     let site = Arc::new(open_site(site)?);
+    ferry_tools::log_sandbox(site.config());
     let toolbox = Toolbox::open(site, person, Some(worker_program()?))
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;

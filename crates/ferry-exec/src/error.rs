@@ -35,6 +35,15 @@ pub enum ExecError {
         "the sandbox is required but {what} (looked at {path}); commands are not run without it"
     )]
     SandboxUnavailable { what: &'static str, path: PathBuf },
+    /// `auto` found no sandbox that works here; each field says why one does not.
+    #[error(
+        "no sandbox works on this machine ({landlock}; {bwrap}), and commands are not run \
+         unconfined unless the operator says so: install bubblewrap where user namespaces \
+         are allowed, or run a kernel with Landlock ABI 6 or later, or set \
+         `[exec] sandbox = \"none\"` to run them unconfined (in local mode: with the \
+         service's own authority)"
+    )]
+    NoSandbox { landlock: String, bwrap: String },
     #[error("the sandbox path {path} cannot be bound: {source}")]
     SandboxBind {
         path: PathBuf,
@@ -69,7 +78,9 @@ impl ExecError {
             ExecError::CwdNotFound { .. } => "cwd_not_found",
             ExecError::CwdUnusable { .. } => "cwd_unusable",
             ExecError::CwdNotInSandbox { .. } => "cwd_not_in_sandbox",
-            ExecError::SandboxUnavailable { .. } => "sandbox_unavailable",
+            ExecError::SandboxUnavailable { .. } | ExecError::NoSandbox { .. } => {
+                "sandbox_unavailable"
+            }
             ExecError::SandboxBind { .. } => "sandbox_bind_failed",
             ExecError::OutputDir { .. } => "output_dir_unavailable",
             ExecError::Spawn(_) => "spawn_failed",

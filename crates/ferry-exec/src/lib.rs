@@ -12,6 +12,8 @@
 //! - the environment is replaced by [`ENV_NAMES`] and [`CANONICAL_PATH`]. `TMPDIR` is a
 //!   private folder made for this run (`<full_output_dir>/tmp-<random>`, 0700) and removed
 //!   after it, so runs share no scratch files; under bwrap it is the sandbox's fresh `/tmp`;
+//! - the command inherits no descriptor but its standard streams, whatever the service
+//!   itself inherited;
 //! - the command runs as `/bin/bash -c` in a session of its own, with stdin on
 //!   `/dev/null` and umask [`UMASK`], below a reaper of its own (reaper.rs, a child
 //!   subreaper): at the deadline, and also as soon as bash exits, every process the
@@ -31,6 +33,9 @@
 //! kills what was started, all of it in each round, so the bomb cannot refill itself.
 //!
 //! [`Sandbox::Landlock`] confines the same trees without root or user namespaces.
+//! [`ops::SandboxKind::Auto`], the default, takes the strongest of the two that works on
+//! this machine ([`strongest`], probed once per process) and refuses to run commands
+//! when neither does ([`ExecError::NoSandbox`]).
 //!
 //! Not here yet: memory or CPU limits (those need cgroups). The reaper runs as the same
 //! user as the command: under [`Sandbox::None`] the command can stop or kill it (Landlock
@@ -40,8 +45,10 @@
 
 mod capture;
 mod error;
+mod fds;
 mod landlock;
 pub mod ops;
+mod probe;
 mod reaper;
 mod request_error;
 mod requester;
@@ -54,6 +61,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use error::ExecError;
+pub use probe::{AUTO_LANDLOCK_MIN_ABI, Strongest, Unavailable, in_force, probe, strongest};
 pub use request_error::RequestError;
 pub use requester::Requester;
 pub use run::{effective_timeout, run};

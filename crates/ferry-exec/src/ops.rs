@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::scope::{Scope, Target};
-use crate::{Command, Identity, Output, Policy, RequestError, Sandbox};
+use crate::{Command, ExecError, Identity, Output, Policy, RequestError, Sandbox, Strongest};
 
 /// One operation, as the person.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -130,10 +130,25 @@ pub struct RunSettings {
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxKind {
+    /// The strongest that works where the command runs ([`crate::strongest`]); with
+    /// none, commands are refused.
     #[default]
+    Auto,
     None,
     Bwrap,
     Landlock,
+}
+
+impl SandboxKind {
+    /// The name `[exec] sandbox` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SandboxKind::Auto => "auto",
+            SandboxKind::None => "none",
+            SandboxKind::Bwrap => "bwrap",
+            SandboxKind::Landlock => "landlock",
+        }
+    }
 }
 
 /// Performs [`Op`]s for one person.
@@ -414,7 +429,7 @@ impl Executor {
         let tree = self.scope.tree_of(&cwd)?;
         let mut policy = Policy::new(&tree.path, &self.run.full_output_dir);
         policy.base = Some(self.scope.base().to_path_buf());
-        policy.sandbox = self.sandbox();
+        policy.sandbox = self.sandbox()?;
         let identity = Identity {
             home: self.scope.home().to_path_buf(),
             user: self.run.user.clone(),
@@ -430,24 +445,35 @@ impl Executor {
     /// The sandbox for a command: the person's trees, read-write where writable; a refused
     /// tree (its root a link) is not shown at all. Under bwrap the locked folders that
     /// exist are mounted read-only on top (Landlock cannot take back what a parent grants,
-    /// so there they are restored after the command).
-    fn sandbox(&self) -> Sandbox {
+    /// so there they are restored after the command). `auto` is resolved here, in the
+    /// process that runs the command (the worker in host mode).
+    fn sandbox(&self) -> Result<Sandbox, ExecError> {
         let (read_write, read_only): (Vec<_>, Vec<_>) =
             self.scope.trees().partition(|tree| tree.writable);
         let paths = |trees: Vec<&crate::Tree>| -> Vec<PathBuf> {
             trees.into_iter().map(|t| t.path.clone()).collect()
         };
-        match self.run.sandbox {
+        let (read_write, read_only) = (paths(read_write), paths(read_only));
+        let network = self.run.network;
+        // bwrap can mount the locked folders read-only over their writable parents.
+        let bwrap = |bwrap: PathBuf, mut read_only: Vec<PathBuf>, read_write| {
+            read_only.extend(self.scope.locked().iter().filter(|p| p.is_dir()).cloned());
+            Sandbox::Bwrap {
+                bwrap,
+                read_write,
+                read_only,
+                network,
+            }
+        };
+        Ok(match self.run.sandbox {
             SandboxKind::None => Sandbox::None,
-            SandboxKind::Bwrap => {
-                let mut read_only = paths(read_only);
-                read_only.extend(self.scope.locked().iter().filter(|p| p.is_dir()).cloned());
-                Sandbox::bwrap(paths(read_write), read_only, self.run.network)
-            }
-            SandboxKind::Landlock => {
-                Sandbox::landlock(paths(read_write), paths(read_only), self.run.network)
-            }
-        }
+            SandboxKind::Bwrap => bwrap(PathBuf::from(crate::DEFAULT_BWRAP), read_only, read_write),
+            SandboxKind::Landlock => Sandbox::landlock(read_write, read_only, network),
+            SandboxKind::Auto => match crate::strongest()? {
+                Strongest::Landlock { .. } => Sandbox::landlock(read_write, read_only, network),
+                Strongest::Bwrap { bwrap: path } => bwrap(path.clone(), read_only, read_write),
+            },
+        })
     }
 
     /// A hidden temporary beside `path`, ready for bytes; the previous file's mode is kept.

@@ -162,6 +162,7 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
             rustix::process::umask(rustix::fs::Mode::from_raw_mode(UMASK));
             // Into the very folder that was checked, not a path that could change since.
             rustix::process::fchdir(BorrowedFd::borrow_raw(cwd_fd))?;
+            crate::fds::cloexec_above_stderr()?;
             Ok(())
         });
     }

@@ -420,7 +420,7 @@ fn inner_missing_landlock_is_refused_never_skipped() {
     let people = People::new(&base);
     let marker = people.site.root.join("ran");
     let command = format!("touch {}", marker.display());
-    hide_landlock();
+    common::hide(common::Hidden::Landlock);
     let status = RestrictSelf::default().no_new_privs(false).apply().unwrap();
     assert_eq!(status.landlock, LandlockStatus::NotImplemented);
     for network in [false, true] {
@@ -440,44 +440,66 @@ fn inner_missing_landlock_is_refused_never_skipped() {
     }
 }
 
-/// Makes this thread (and what it starts) see a kernel without Landlock: a seccomp filter
-/// answers `landlock_create_ruleset`, the probe included, with `ENOSYS`, as such a kernel does.
-fn hide_landlock() {
-    // The syscall has the same number on every architecture, so the filter needs no
-    // architecture check to be right here.
-    let nr = u32::try_from(libc::SYS_landlock_create_ruleset).unwrap();
-    let enosys = u32::try_from(libc::ENOSYS).unwrap();
-    let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
-        code: u16::try_from(code).unwrap(),
-        jt,
-        jf,
-        k,
-    };
-    let mut program = [
-        // seccomp_data.nr is its first field.
-        op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
-        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 0, 1, nr),
-        op(
-            libc::BPF_RET | libc::BPF_K,
-            0,
-            0,
-            libc::SECCOMP_RET_ERRNO | enosys,
-        ),
-        op(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ALLOW),
-    ];
-    let fprog = libc::sock_fprog {
-        len: u16::try_from(program.len()).unwrap(),
-        filter: program.as_mut_ptr(),
-    };
-    // SAFETY: plain prctl calls; the program outlives the call, which copies it.
-    unsafe {
-        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-        let mode = libc::c_ulong::from(libc::SECCOMP_MODE_FILTER);
-        let rc = libc::prctl(
-            libc::PR_SET_SECCOMP,
-            mode,
-            &fprog as *const libc::sock_fprog,
-        );
-        assert_eq!(rc, 0, "seccomp: {}", std::io::Error::last_os_error());
+#[test]
+fn landlock_keeps_the_proc_entries_of_outside_processes_closed_even_where_proc_is_readable() {
+    as_nobody("inner_landlock_keeps_the_proc_entries_of_outside_processes_closed");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_landlock_keeps_the_proc_entries_of_outside_processes_closed() {
+    // The sandbox grants no /proc at all; this grants it read-only on purpose, to show the
+    // second wall behind the first: Landlock's ptrace rule keeps a confined command out
+    // of the memory, descriptors and environment of every process outside its domain,
+    // this one (same user, unconfined, holding a secret in its environment) included.
+    let Some(base) = inner_base() else { return };
+    let people = People::new(&base);
+    let outside = std::process::Command::new("sleep")
+        .arg("1013.5")
+        .env("SERVICE_SECRET", "s3cret-in-env")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let outside = KillOnDrop(outside);
+    let pid = outside.0.id();
+    let mut policy = people.site.policy();
+    policy.sandbox = Sandbox::landlock(
+        vec![people.site.root.clone()],
+        vec![PathBuf::from("/proc")],
+        false,
+    );
+    // What needs no ptrace access is readable: the rule above does let /proc in.
+    let out = people.run(&policy, &format!("grep ^Name: /proc/{pid}/status"));
+    assert_eq!(out.stdout, "Name:\tsleep\n", "{out:?}");
+    for template in [
+        "cat P/environ",
+        "cat P/mem",
+        "cat P/maps",
+        "readlink -v P/fd/0",
+        "ls P/cwd/",
+    ] {
+        let command = template.replace('P', &format!("/proc/{pid}"));
+        let out = people.denied(&policy, &command);
+        assert!(!out.stdout.contains("s3cret"), "{command}: {out:?}");
+    }
+    // The control: without a sandbox the same user reads it.
+    let out = people.run(
+        &people.site.policy(),
+        &format!("tr '\\0' '\\n' < /proc/{pid}/environ"),
+    );
+    assert!(
+        out.stdout.contains("SERVICE_SECRET=s3cret-in-env"),
+        "{out:?}"
+    );
+}
+
+/// A child that is killed and reaped however the test ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }

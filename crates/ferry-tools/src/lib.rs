@@ -30,7 +30,7 @@ use serde_json::Value;
 
 pub use approval::{Approval, Approver, Question};
 pub use deliver::sync_artifacts;
-pub use person::{PersonPaths, WorkerProgram};
+pub use person::{PersonPaths, WorkerProgram, log_sandbox};
 pub use spec::ToolSpec;
 
 /// What a tool call returns.

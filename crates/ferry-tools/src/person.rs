@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use ferry_exec::ops::{Executor, RunSettings, SandboxKind};
 use ferry_exec::worker::{Hello, WorkerPool, WorkerSpawn};
 use ferry_exec::{Access, Requester, Scope, Tree};
-use ferry_site::{SandboxChoice, Site, SiteMode};
+use ferry_site::{Config, SandboxChoice, Site, SiteMode};
 
 use crate::ToolError;
 
@@ -74,6 +74,43 @@ pub struct WorkerProgram {
     pub args: Vec<String>,
 }
 
+/// The sandbox a configuration asks for, as the runner names it.
+fn sandbox_kind(choice: SandboxChoice) -> SandboxKind {
+    match choice {
+        SandboxChoice::Auto => SandboxKind::Auto,
+        SandboxChoice::None => SandboxKind::None,
+        SandboxChoice::Bwrap => SandboxKind::Bwrap,
+        SandboxChoice::Landlock => SandboxKind::Landlock,
+    }
+}
+
+/// Logs which sandbox commands run in, once at start: what `auto` found, or why every
+/// command will be refused, or that there is none by the operator's choice.
+pub fn log_sandbox(config: &Config) {
+    let choice = config.exec.sandbox;
+    let kind = sandbox_kind(choice);
+    match ferry_exec::in_force(kind) {
+        Ok(_) if choice == SandboxChoice::None && config.site.mode == SiteMode::Host => {
+            tracing::warn!(
+                "sandbox: none ([exec] sandbox = \"none\"): commands reach whatever the \
+                 person's own permissions reach"
+            )
+        }
+        Ok(_) if choice == SandboxChoice::None => tracing::warn!(
+            "sandbox: none ([exec] sandbox = \"none\"): commands run with the service's own \
+             authority: they can read its database and signal it"
+        ),
+        Ok(found) => tracing::info!("sandbox: {found}"),
+        Err(why) if choice == SandboxChoice::Auto => {
+            tracing::warn!("sandbox: none works here, terminal_run is refused: {why}")
+        }
+        Err(why) => tracing::warn!(
+            "sandbox: {} does not work here, so commands cannot run: {why}",
+            kind.name()
+        ),
+    }
+}
+
 pub(crate) fn requester_for(
     site: &Site,
     person: &str,
@@ -111,16 +148,12 @@ pub(crate) fn requester_for(
         path: paths.skills.clone(),
         writable: false,
     });
+    check_trees(&data, &trees)?;
     let config = site.config();
     let run = RunSettings {
         user: person.to_owned(),
         full_output_dir: paths.terminal_output.clone(),
-        sandbox: match config.exec.sandbox {
-            // Placeholder until the probe for the strongest sandbox lands (issue 8, hole 5).
-            SandboxChoice::Auto | SandboxChoice::None => SandboxKind::None,
-            SandboxChoice::Bwrap => SandboxKind::Bwrap,
-            SandboxChoice::Landlock => SandboxKind::Landlock,
-        },
+        sandbox: sandbox_kind(config.exec.sandbox),
         network: config.exec.network,
     };
     let requester = match site.mode() {
@@ -159,4 +192,31 @@ pub(crate) fn requester_for(
         }
     };
     Ok((paths, requester))
+}
+
+/// Refuses trees that a link has moved: one that leads to the site's folder (or above
+/// it), or to a place inside the site that is none of the person's own trees (the
+/// service's `.ferry/`, another person's folders). Both the file tools and the sandbox
+/// open a tree by its real path, so such a link would hand the person all of it. A tree
+/// that leads outside the site (`skills` kept elsewhere) is the operator's choice.
+fn check_trees(data: &Path, trees: &[Tree]) -> Result<(), ToolError> {
+    for tree in trees {
+        // A missing tree is not a moved one; opening it fails with its own error.
+        let Ok(real) = std::fs::canonicalize(&tree.path) else {
+            continue;
+        };
+        let inside_own = trees.iter().any(|own| real.starts_with(&own.path));
+        if data.starts_with(&real) || (real.starts_with(data) && !inside_own) {
+            return Err(ToolError::new(
+                "tree_misplaced",
+                format!(
+                    "{} leads to {}, which is not this person's own folder; no tool runs \
+                     for them until the link is replaced by a real folder",
+                    tree.path.display(),
+                    real.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

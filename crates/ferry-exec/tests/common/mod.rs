@@ -17,6 +17,10 @@ use std::time::{Duration, Instant};
 
 use ferry_exec::{Command, Identity, Output, Policy};
 
+/// The repository's seccomp filters, shared with the end-to-end tests.
+#[path = "../../../../tests/support/seccomp.rs"]
+pub mod seccomp;
+
 /// Names the folder the outer test prepared; set only for the inner half.
 const BASE_ENV: &str = "FERRY_EXEC_TEST_BASE";
 /// An inner test that has not finished by then is killed and the outer test fails.
@@ -436,4 +440,22 @@ pub fn assert_nothing_outlives(site: &Site, policy: &Policy, exact: bool) {
             assert!(out.leftovers_killed <= want + 2, "{out:?}");
         }
     }
+}
+
+/// What [`hide`] takes away from the kernel this thread sees.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Hidden {
+    /// Landlock, as a kernel built without it.
+    Landlock,
+    /// Landlock, and new user namespaces, as a kernel or container that forbids them.
+    LandlockAndUserNamespaces,
+}
+
+/// Makes this thread (and what it starts) see a kernel without what `hidden` names.
+pub fn hide(hidden: Hidden) {
+    let program: &'static [libc::sock_filter] = match hidden {
+        Hidden::Landlock => &seccomp::HIDE_LANDLOCK,
+        Hidden::LandlockAndUserNamespaces => &seccomp::HIDE_LANDLOCK_AND_USER_NAMESPACES,
+    };
+    seccomp::install(program).expect("seccomp");
 }

@@ -655,6 +655,30 @@ fn agent_tools_act_as_the_person(site: &Site) {
             false
         })
     };
+    // The person's own view outside any sandbox: a shell of theirs scans every process it
+    // can see while the session runs, until it has read the worker's environment.
+    let person_scan = {
+        let (stop, script) = (stop.clone(), support::environ_scan(&snippet));
+        std::thread::spawn(move || {
+            let mut last = String::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let out = std::process::Command::new("runuser")
+                    .args(["-u", USER_A, "--", "bash", "-c", &script])
+                    .current_dir("/")
+                    .output()
+                    .unwrap();
+                last = String::from_utf8_lossy(&out.stdout).into_owned();
+                let read_worker = last
+                    .lines()
+                    .any(|l| l.starts_with("READ ") && l.contains("ferry worker"));
+                if read_worker {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            last
+        })
+    };
     let out = mcp::drive(&json!({
         "server": mcp::stdio(&["sh", "-c", &mcp_as_ferry], &secret_env),
         "elicitation": null,
@@ -663,6 +687,11 @@ fn agent_tools_act_as_the_person(site: &Site) {
     }));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(control.join().unwrap(), "ferry mcp never held the secret");
+    let scanned = person_scan.join().unwrap();
+    support::assert_no_leak(
+        &json!({"structuredContent": {"stdout": scanned}}),
+        "ferry worker",
+    );
     let r = out["results"].as_array().unwrap();
     let denied = |i: usize| {
         assert!(mcp::is_error(&r[i]), "step {i} should be refused: {}", r[i]);
@@ -711,7 +740,9 @@ fn agent_tools_act_as_the_person(site: &Site) {
         "{}",
         r[17]
     );
-    support::assert_no_leak(&r[18], "ferry worker");
+    // Under the default sandbox the command sees no other process at all.
+    let sandboxed = r[18]["structuredContent"]["stdout"].as_str().unwrap_or_default();
+    assert!(!sandboxed.contains("LEAK /proc/"), "{}", r[18]);
     assert!(mcp::text_of(&r[19]).contains("644\n755"), "{}", r[19]);
     ok(20);
     for (rel, mode) in [

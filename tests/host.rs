@@ -655,30 +655,8 @@ fn agent_tools_act_as_the_person(site: &Site) {
             false
         })
     };
-    // The person's own view outside any sandbox: a shell of theirs scans every process it
-    // can see while the session runs, until it has read the worker's environment.
-    let person_scan = {
-        let (stop, script) = (stop.clone(), support::environ_scan(&snippet));
-        std::thread::spawn(move || {
-            let mut last = String::new();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let out = std::process::Command::new("runuser")
-                    .args(["-u", USER_A, "--", "bash", "-c", &script])
-                    .current_dir("/")
-                    .output()
-                    .unwrap();
-                last = String::from_utf8_lossy(&out.stdout).into_owned();
-                let read_worker = last
-                    .lines()
-                    .any(|l| l.starts_with("READ ") && l.contains("ferry worker"));
-                if read_worker {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            last
-        })
-    };
+    // The person's own view outside any sandbox, while the session runs.
+    let person_scan = scan_as_person(&snippet, stop.clone());
     let out = mcp::drive(&json!({
         "server": mcp::stdio(&["sh", "-c", &mcp_as_ferry], &secret_env),
         "elicitation": null,
@@ -687,11 +665,7 @@ fn agent_tools_act_as_the_person(site: &Site) {
     }));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(control.join().unwrap(), "ferry mcp never held the secret");
-    let scanned = person_scan.join().unwrap();
-    support::assert_no_leak(
-        &json!({"structuredContent": {"stdout": scanned}}),
-        "ferry worker",
-    );
+    support::assert_no_leak(&person_scan.join().unwrap(), "ferry worker");
     let r = out["results"].as_array().unwrap();
     let denied = |i: usize| {
         assert!(mcp::is_error(&r[i]), "step {i} should be refused: {}", r[i]);
@@ -809,6 +783,8 @@ fn agent_tools_act_as_the_person(site: &Site) {
         &[("bye.txt", true)],
         ("figures.csv", b"x,y\n1,2\n"),
     );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let person_scan = scan_as_person(&snippet, stop.clone());
     let out = mcp::try_drive(&json!({
         "server": mcp::http(&format!("{base}/mcp"), &token),
         "elicitation": null,
@@ -822,6 +798,7 @@ fn agent_tools_act_as_the_person(site: &Site) {
         "timeout_secs": 90,
     }));
     let gateway_held = support::holders_of(&secret).contains(&gateway.id());
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let answered = person.join().unwrap();
     drop(events);
     let _ = gateway.kill();
@@ -852,7 +829,10 @@ fn agent_tools_act_as_the_person(site: &Site) {
     );
     assert_eq!(std::fs::read(picked).unwrap(), b"x,y\n1,2\n");
     assert!(gateway_held, "the gateway's environment lacks the secret");
-    support::assert_no_leak(&out["results"][4], "ferry worker");
+    support::assert_no_leak(&person_scan.join().unwrap(), "ferry worker");
+    // Under the default sandbox the command itself sees no other process.
+    let sandboxed = mcp::text_of(&out["results"][4]);
+    assert!(!sandboxed.contains("LEAK /proc/"), "{sandboxed}");
 
     // Nothing a command started outlives its call, run by the person's worker either.
     let no_sandbox = [("FERRY_EXEC__SANDBOX", "none")];
@@ -926,4 +906,33 @@ fn person_and_circle_add_in_host_mode(site: &Site) {
 
     let list = site.ferry_ok(&["circle", "list"]);
     assert_eq!(list, "htc\thta,htd\n");
+}
+
+/// Scans, as the person and outside any sandbox, every process the person can see, again
+/// and again until `stop` is set or the scan has read the environment of the person's
+/// worker. The last scan, as a `terminal_run` result for [`support::assert_no_leak`].
+fn scan_as_person(
+    snippet: &str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<serde_json::Value> {
+    let script = support::environ_scan(snippet);
+    std::thread::spawn(move || {
+        let mut last = String::new();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let out = std::process::Command::new("runuser")
+                .args(["-u", USER_A, "--", "bash", "-c", &script])
+                .current_dir("/")
+                .output()
+                .unwrap();
+            last = String::from_utf8_lossy(&out.stdout).into_owned();
+            let read_worker = last
+                .lines()
+                .any(|l| l.starts_with("READ ") && l.contains("ferry worker"));
+            if read_worker {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        json!({"structuredContent": {"stdout": last}})
+    })
 }

@@ -4,12 +4,14 @@
 //! and give it relative paths, which the kernel resolves beneath it.
 
 mod atomic;
+mod budget;
 mod dir;
 mod error;
 mod name;
 mod path;
 
 pub use atomic::{AtomicWriter, TEMP_PREFIX, Written};
+pub use budget::Budget;
 pub use dir::{Dir, Entry, EntryKind, Follow, Metadata, is_temporary, set_openat2_enabled};
 pub use error::FsError;
 pub use name::{NAME_MAX_BYTES, safe_name};

@@ -108,6 +108,7 @@ fn fs_error(err: &FsError, message: String) -> ApiError {
         FsError::NotADirectory => (S::BAD_REQUEST, "not_a_directory"),
         FsError::NotRegular => (S::BAD_REQUEST, "not_a_file"),
         FsError::TooLarge(limit) => return ApiError::too_large(*limit),
+        FsError::QuotaExceeded { .. } => (S::INSUFFICIENT_STORAGE, "quota_exceeded"),
         FsError::PermissionDenied => (S::FORBIDDEN, "permission_denied"),
         FsError::Io(_) => return ApiError::internal("file system", err),
     };

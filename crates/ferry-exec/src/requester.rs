@@ -92,11 +92,23 @@ impl Requester {
         })
     }
 
-    pub fn deliver(&self, from: &str, to_dir: &str) -> Result<WrittenFile, RequestError> {
+    /// Copies `from` into `to_dir` (holes kept); over `max_bytes` it is refused.
+    pub fn deliver(
+        &self,
+        from: &str,
+        to_dir: &str,
+        max_bytes: u64,
+    ) -> Result<WrittenFile, RequestError> {
         self.written(Op::Deliver {
             from: from.to_owned(),
             to_dir: to_dir.to_owned(),
+            max_bytes,
         })
+    }
+
+    /// Removes the person's expired saved command output.
+    pub fn sweep_output(&self) -> Result<(), RequestError> {
+        self.done(Op::SweepOutput)
     }
 
     pub fn run(

@@ -15,7 +15,9 @@ use rustix::fs::OFlags;
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, Signal, WaitId, WaitIdOptions};
 
-use crate::capture::{Capture, SaveTo, random_hex, write_full_output};
+use crate::capture::{
+    Capture, RUN_TMP_PREFIX, SaveTo, random_hex, sweep_saved_output, write_full_output,
+};
 use crate::landlock::Landlock;
 use crate::sandbox::{Bwrap, Trees};
 use crate::{
@@ -92,6 +94,8 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
         .mode(0o700)
         .create(out_dir)
         .map_err(output_dir_error)?;
+    // Expired output goes before anything new is saved; a failure only leaves it longer.
+    let _ = sweep_saved_output(out_dir, policy.full_output_ttl);
     // Without bwrap each run gets a private TMPDIR, removed afterwards: nothing of one
     // run is left for the next to trip over (Landlock denies the shared /tmp). Under
     // bwrap /tmp is already that.
@@ -159,7 +163,10 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     let mut child = command.spawn().map_err(ExecError::Spawn)?;
     let save = SaveTo {
         dir: out_dir,
-        max_bytes: policy.full_output_max_bytes,
+        // A stream larger than the person may keep in all could not be saved anyway.
+        max_bytes: policy
+            .full_output_max_bytes
+            .min(policy.full_output_keep_max_bytes),
     };
     let mut stdout = Capture::new("stdout", policy.visible_output_bytes);
     let mut stderr = Capture::new("stderr", policy.visible_output_bytes);
@@ -175,8 +182,11 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     };
     drop(run_tmp);
 
-    let (full_output_path, full_output_note) =
-        write_full_output([&mut stdout, &mut stderr], out_dir);
+    let (full_output_path, full_output_note) = write_full_output(
+        [&mut stdout, &mut stderr],
+        out_dir,
+        policy.full_output_keep_max_bytes,
+    );
     Ok(Output {
         stdout: stdout.text(),
         stderr: stderr.text(),
@@ -362,7 +372,7 @@ struct RunTmp(PathBuf);
 
 impl RunTmp {
     fn create(dir: &Path) -> io::Result<RunTmp> {
-        let path = dir.join(format!("tmp-{}", random_hex()));
+        let path = dir.join(format!("{RUN_TMP_PREFIX}{}", random_hex()));
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         Ok(RunTmp(path))
     }

@@ -120,6 +120,11 @@ impl AtomicWriter {
         self
     }
 
+    /// Sets the limit of [`AtomicWriter::limit`] on a writer already made.
+    pub fn set_limit(&mut self, max_bytes: u64) {
+        self.max_bytes = Some(max_bytes);
+    }
+
     /// Gives the file to `uid:gid` (by descriptor) before it appears.
     pub fn owner(mut self, owner: Option<(u32, u32)>) -> Self {
         self.owner = owner;

@@ -126,6 +126,10 @@ impl From<ferry_site::SiteError> for ToolError {
     }
 }
 
+/// How often a long-running server removes expired saved command output (besides the
+/// sweep before each save).
+pub const OUTPUT_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 /// How paths and deliveries work with these tools; the last part of the instructions.
 pub(crate) const TOOLS_NOTE: &str = "Relative paths are relative to the workspace. Deliver \
     finished files with `file_deliver` and repeat the 📎 lines it returns in your reply.\n";
@@ -214,6 +218,11 @@ impl Toolbox {
             _ => Err(ToolError::new("unknown_tool", format!("no tool `{name}`"))),
         };
         result.unwrap_or_else(|e| ToolOutput::error(&e))
+    }
+
+    /// Removes this person's expired saved command output, as the person.
+    pub fn sweep_saved_output(&self) -> Result<(), ToolError> {
+        Ok(self.requester.sweep_output()?)
     }
 
     /// The server instructions (T-MCP): the delivery rules of M-DOCS and where this

@@ -112,6 +112,8 @@ pub(crate) fn requester_for(
             SandboxChoice::Landlock => SandboxKind::Landlock,
         },
         network: config.exec.network,
+        output_ttl_secs: config.exec.output_ttl_hours.saturating_mul(60 * 60),
+        output_max_bytes: config.exec.output_max_bytes,
     };
     let requester = match site.mode() {
         SiteMode::Local | SiteMode::Container => {

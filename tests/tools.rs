@@ -1143,8 +1143,14 @@ fn saved_command_output_expires_after_the_ttl() {
     }
     let r = site.one("terminal_run", json!({"command": "echo short"}));
     assert_ok(&r);
-    assert!(!Path::new(&old).exists(), "output older than the TTL is kept");
-    assert!(Path::new(&young).exists(), "output younger than the TTL is gone");
+    assert!(
+        !Path::new(&old).exists(),
+        "output older than the TTL is kept"
+    );
+    assert!(
+        Path::new(&young).exists(),
+        "output younger than the TTL is gone"
+    );
 }
 
 #[test]

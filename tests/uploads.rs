@@ -1464,10 +1464,8 @@ fn server_survives_every_abuse_in_a_row() {
 /// any upload: 600,000 in the main public/, 100,000 in project `p1`'s and 100,000 of
 /// saved command output.
 fn server_near_quota(quota: u64) -> Server {
-    let server = Server::start_with_env(&[(
-        "FERRY_LIMITS__PERSON_MAX_BYTES",
-        quota.to_string().as_str(),
-    )]);
+    let server =
+        Server::start_with_env(&[("FERRY_LIMITS__PERSON_MAX_BYTES", quota.to_string().as_str())]);
     create_project(&server, &server.token, "p1");
     let home = server.home("me");
     support::write_file(&home.join("public/filler.txt"), vec![b'f'; 600_000]);
@@ -1505,7 +1503,10 @@ fn uploads_are_held_to_the_person_quota_at_the_byte() {
     // Replacing a file with a larger one is refused too, and keeps the old one.
     let (status, body) = support::upload(&server, &server.token, "a.txt", &[b'A'; 200_000], None);
     assert_error(status, &body, 507, "quota_exceeded");
-    assert_eq!(std::fs::read(public.join("a.txt")).unwrap(), vec![b'a'; 199_999]);
+    assert_eq!(
+        std::fs::read(public.join("a.txt")).unwrap(),
+        vec![b'a'; 199_999]
+    );
     assert_no_temporaries(&server);
 
     // Deleting makes room at once.

@@ -267,7 +267,10 @@ pub fn sweep_saved_output(dir: &Path, ttl: Duration) -> io::Result<usize> {
     };
     for entry in entries {
         let entry = entry?;
-        let is_run_tmp = entry.file_name().to_string_lossy().starts_with(RUN_TMP_PREFIX);
+        let is_run_tmp = entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(RUN_TMP_PREFIX);
         let Ok(meta) = entry.metadata() else { continue };
         // A live run is younger than the longest timeout, far younger than any TTL.
         if is_run_tmp

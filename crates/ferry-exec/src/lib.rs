@@ -48,10 +48,10 @@ pub mod worker;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use capture::sweep_saved_output;
 pub use error::ExecError;
 pub use request_error::RequestError;
 pub use requester::Requester;
-pub use capture::sweep_saved_output;
 pub use run::{effective_timeout, run};
 pub use scope::{Access, Scope, Tree};
 

@@ -377,7 +377,11 @@ mod tests {
         let digest: [u8; 32] = Sha256::digest(&copy).into();
         assert_eq!(written.sha256, digest);
         let meta = std::fs::metadata(tmp.path().join("copy")).unwrap();
-        assert!(meta.blocks() * 512 < 1024 * 1024, "{} blocks", meta.blocks());
+        assert!(
+            meta.blocks() * 512 < 1024 * 1024,
+            "{} blocks",
+            meta.blocks()
+        );
 
         // A file ending in a hole keeps its length.
         let source = sparse_source(tmp.path(), 1 << 20, &[(0, b"head")]);
@@ -455,7 +459,10 @@ mod tests {
         writer.write_hole(5).unwrap();
         assert!(matches!(
             writer.write(b"x"),
-            Err(FsError::QuotaExceeded { limit: 10, used: 10 })
+            Err(FsError::QuotaExceeded {
+                limit: 10,
+                used: 10
+            })
         ));
         drop(writer);
         assert_eq!(room.0.lock().unwrap().2, "released");

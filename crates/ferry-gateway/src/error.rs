@@ -56,9 +56,11 @@ impl ApiError {
             "permission_denied" => {
                 ApiError::new(StatusCode::FORBIDDEN, "permission_denied", err.message)
             }
-            "quota_exceeded" => {
-                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "quota_exceeded", err.message)
-            }
+            "quota_exceeded" => ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "quota_exceeded",
+                err.message,
+            ),
             _ => ApiError::internal("tool", err.message),
         }
     }

@@ -163,8 +163,10 @@ async fn sweep_saved_output(state: AppState) {
         let swept = state.clone();
         let result = blocking(move || {
             for person in swept.site.persons().map_err(ApiError::from)? {
-                let toolbox = swept.toolbox(&person).map_err(ApiError::from_tool)?;
-                if let Err(e) = toolbox.sweep_saved_output() {
+                let swept = swept
+                    .toolbox(&person)
+                    .and_then(|toolbox| toolbox.sweep_saved_output());
+                if let Err(e) = swept {
                     tracing::warn!(person, "removing expired command output: {}", e.message);
                 }
             }

@@ -277,7 +277,10 @@ mod tests {
         let home = tmp.path().join("home/ann");
         std::fs::write(home.join("public/a"), [0u8; 100]).unwrap();
         std::fs::write(home.join("projects/p1/public/attachments/b"), [0u8; 20]).unwrap();
-        let output = tmp.path().join("private/people/ann").join(TERMINAL_OUTPUT_DIR);
+        let output = tmp
+            .path()
+            .join("private/people/ann")
+            .join(TERMINAL_OUTPUT_DIR);
         std::fs::create_dir_all(&output).unwrap();
         std::fs::write(output.join("run-1.log"), [0u8; 3]).unwrap();
         // Elsewhere in the workspace: not counted.
@@ -313,7 +316,13 @@ mod tests {
         assert!(claim.take(1).is_ok(), "at the limit");
         let err = claim.take(1).unwrap_err();
         assert!(
-            matches!(err, FsError::QuotaExceeded { limit: 100, used: 0 }),
+            matches!(
+                err,
+                FsError::QuotaExceeded {
+                    limit: 100,
+                    used: 0
+                }
+            ),
             "{err:?}"
         );
         assert!(err.to_string().contains("100 bytes"), "{err}");

@@ -240,3 +240,38 @@ impl Toolbox {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+
+    #[test]
+    fn the_server_sweep_removes_only_expired_saved_output() {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = Arc::new(Site::open(tmp.path(), ferry_site::Config::default()).unwrap());
+        site.add_person("ann").unwrap();
+        let toolbox = Toolbox::open(site, "ann", None).unwrap();
+        let dir = &toolbox.paths().terminal_output;
+        std::fs::create_dir_all(dir.join("tmp-left-by-a-dead-run")).unwrap();
+        let day_old = SystemTime::now() - Duration::from_secs(25 * 60 * 60);
+        for name in ["run-old.log", "run-new.log", "keep-old.txt"] {
+            let file = std::fs::File::create(dir.join(name)).unwrap();
+            if name.contains("old") {
+                file.set_modified(day_old).unwrap();
+            }
+        }
+        std::fs::File::open(dir.join("tmp-left-by-a-dead-run"))
+            .unwrap()
+            .set_modified(day_old)
+            .unwrap();
+        toolbox.sweep_saved_output().unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["keep-old.txt", "run-new.log"]);
+    }
+}

@@ -1500,6 +1500,12 @@ fn uploads_are_held_to_the_person_quota_at_the_byte() {
     );
     assert!(!public.join("c.txt").exists(), "nothing is written");
     assert_no_temporaries(&server);
+    // Past the part kept in memory the body streams to disk: refused there all the same.
+    let (status, body) =
+        support::upload(&server, &server.token, "big.txt", &[b'g'; 2_000_000], None);
+    assert_error(status, &body, 507, "quota_exceeded");
+    assert!(!public.join("big.txt").exists(), "nothing is written");
+    assert_no_temporaries(&server);
     // Replacing a file with a larger one is refused too, and keeps the old one.
     let (status, body) = support::upload(&server, &server.token, "a.txt", &[b'A'; 200_000], None);
     assert_error(status, &body, 507, "quota_exceeded");

@@ -110,7 +110,7 @@ impl AtomicWriter {
 
     /// Refuses (with [`FsError::TooLarge`]) any write that would pass `max_bytes` in total.
     pub fn limit(mut self, max_bytes: u64) -> Self {
-        self.max_bytes = Some(max_bytes);
+        self.set_limit(max_bytes);
         self
     }
 

@@ -10,6 +10,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use ferry_fs::{Dir, EntryKind, Follow, FsError};
+
 /// Saved output files are `run-<random>.log`.
 const SAVED_PREFIX: &str = "run-";
 const SAVED_SUFFIX: &str = ".log";
@@ -201,46 +203,66 @@ pub(crate) fn write_full_output(
     }
 }
 
-/// The saved output files in `dir` (regular files only, links never followed), with
-/// their apparent sizes and times, oldest first.
-fn saved_files(dir: &Path) -> io::Result<Vec<(SystemTime, PathBuf, u64)>> {
-    let mut files = Vec::new();
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(files),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if !(name.starts_with(SAVED_PREFIX) && name.ends_with(SAVED_SUFFIX)) {
-            continue;
-        }
-        let Ok(meta) = entry.metadata() else { continue };
-        if meta.file_type().is_file() {
-            files.push((meta.modified()?, entry.path(), meta.len()));
-        }
+/// The saved output folder, opened without following a link at any component of its
+/// path, so that removing old files can never reach into a folder a link points to;
+/// `None` when it does not exist yet.
+fn open_output_dir(dir: &Path) -> io::Result<Option<Dir>> {
+    let rel = dir
+        .strip_prefix("/")
+        .map_err(|_| io::Error::other("the saved output folder must be an absolute path"))?;
+    let rel = rel
+        .to_str()
+        .ok_or_else(|| io::Error::other("the saved output folder is not UTF-8"))?;
+    match Dir::open_ambient(Path::new("/")).and_then(|root| root.open_dir(rel, Follow::Never)) {
+        Ok(dir) => Ok(Some(dir)),
+        Err(FsError::NotFound) => Ok(None),
+        Err(e) => Err(io::Error::other(format!(
+            "the saved output folder {} cannot be used: {e}",
+            dir.display()
+        ))),
     }
+}
+
+/// The saved output files in `dir` (regular files only), with their times, names and
+/// apparent sizes, oldest first.
+fn saved_files(dir: &Dir) -> io::Result<Vec<(SystemTime, String, u64)>> {
+    let mut files: Vec<_> = dir
+        .entries()
+        .map_err(io::Error::other)?
+        .into_iter()
+        .filter(|e| {
+            e.meta.kind == EntryKind::File
+                && e.name.starts_with(SAVED_PREFIX)
+                && e.name.ends_with(SAVED_SUFFIX)
+        })
+        .map(|e| (e.meta.mtime, e.name, e.meta.size))
+        .collect();
     files.sort();
     Ok(files)
+}
+
+/// Removes one entry of `dir` (a folder with all it holds); one already gone is fine.
+fn remove(dir: &Dir, name: &str) -> io::Result<()> {
+    match dir.remove(name) {
+        Ok(()) | Err(FsError::NotFound) => Ok(()),
+        Err(e) => Err(io::Error::other(e)),
+    }
 }
 
 /// Removes the oldest saved files until `size` more fits in `max_bytes`; returns how
 /// many files and bytes went.
 fn make_room(dir: &Path, size: u64, max_bytes: u64) -> io::Result<(usize, u64)> {
-    let files = saved_files(dir)?;
+    let Some(dir) = open_output_dir(dir)? else {
+        return Ok((0, 0));
+    };
+    let files = saved_files(&dir)?;
     let mut kept: u64 = files.iter().map(|(_, _, len)| len).sum();
     let (mut count, mut bytes) = (0, 0);
-    for (_, path, len) in files {
+    for (_, name, len) in files {
         if kept + size <= max_bytes {
             break;
         }
-        match std::fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
+        remove(&dir, &name)?;
         kept -= len;
         count += 1;
         bytes += len;
@@ -254,30 +276,23 @@ pub fn sweep_saved_output(dir: &Path, ttl: Duration) -> io::Result<usize> {
     let Some(cutoff) = SystemTime::now().checked_sub(ttl) else {
         return Ok(0);
     };
+    let Some(dir) = open_output_dir(dir)? else {
+        return Ok(0);
+    };
     let mut removed = 0;
-    for (modified, path, _) in saved_files(dir)? {
-        if modified < cutoff && std::fs::remove_file(&path).is_ok() {
+    for (modified, name, _) in saved_files(&dir)? {
+        if modified < cutoff {
+            remove(&dir, &name)?;
             removed += 1;
         }
     }
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(removed),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
-        let is_run_tmp = entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(RUN_TMP_PREFIX);
-        let Ok(meta) = entry.metadata() else { continue };
+    for entry in dir.entries().map_err(io::Error::other)? {
         // A live run is younger than the longest timeout, far younger than any TTL.
-        if is_run_tmp
-            && meta.file_type().is_dir()
-            && meta.modified()? < cutoff
-            && std::fs::remove_dir_all(entry.path()).is_ok()
+        if entry.meta.kind == EntryKind::Dir
+            && entry.name.starts_with(RUN_TMP_PREFIX)
+            && entry.meta.mtime < cutoff
         {
+            remove(&dir, &entry.name)?;
             removed += 1;
         }
     }

@@ -274,4 +274,27 @@ mod tests {
         left.sort();
         assert_eq!(left, ["keep-old.txt", "run-new.log"]);
     }
+
+    #[test]
+    fn the_sweep_never_follows_a_link_planted_as_the_output_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = Arc::new(Site::open(&tmp.path().join("site"), Default::default()).unwrap());
+        site.add_person("ann").unwrap();
+        let toolbox = Toolbox::open(site, "ann", None).unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir_all(elsewhere.join("tmp-precious")).unwrap();
+        let victim = elsewhere.join("run-precious.log");
+        std::fs::write(&victim, "keep me").unwrap();
+        let day_old = SystemTime::now() - Duration::from_secs(25 * 60 * 60);
+        std::fs::File::open(&victim)
+            .unwrap()
+            .set_modified(day_old)
+            .unwrap();
+        let dir = &toolbox.paths().terminal_output;
+        let _ = std::fs::remove_dir_all(dir);
+        std::os::unix::fs::symlink(&elsewhere, dir).unwrap();
+        let swept = toolbox.sweep_saved_output();
+        assert!(swept.is_err(), "{swept:?}");
+        assert!(victim.exists() && elsewhere.join("tmp-precious").exists());
+    }
 }

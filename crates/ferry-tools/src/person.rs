@@ -36,7 +36,7 @@ impl PersonPaths {
             home: data.join("home").join(person),
             tmp: private.join("tmp"),
             artifacts: private.join("artifacts"),
-            terminal_output: private.join("tmp/terminal-output"),
+            terminal_output: private.join(ferry_site::TERMINAL_OUTPUT_DIR),
             private,
             shared_public: data.join("shared/public"),
             skills: data.join("skills"),

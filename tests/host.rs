@@ -572,7 +572,15 @@ fn agent_tools_act_as_the_person(site: &Site) {
             "file_edit",
             json!({"edits": [{"path": "mine.txt", "oldText": "mine", "newText": "edited"}]}),
         ),
+        // The quota, counted by the person's own worker (the service may not read there).
+        mcp::call("file_deliver", json!({"paths": ["big.bin"]})),
+        mcp::call("file_deliver", json!({"paths": ["mine.txt"]})),
     ];
+    assert!(site.sh(A, "head -c 2000000 /dev/zero > big.bin"));
+    let config = site.path("ferry.toml");
+    let mut toml = std::fs::read_to_string(&config).unwrap();
+    toml.push_str("\n[limits]\nperson_max_bytes = 1000000\n");
+    std::fs::write(&config, toml).unwrap();
     let out = mcp::drive(&json!({
         "server": mcp::stdio(&["runuser", "-u", "ferry", "--", &ferry, "mcp", "--data", &data, "--person", A], &[]),
         "elicitation": null,
@@ -614,6 +622,17 @@ fn agent_tools_act_as_the_person(site: &Site) {
     assert_ne!(r[12]["structuredContent"]["exitCode"], 0, "{}", r[12]);
     assert_eq!(r[13]["structuredContent"]["timedOut"], true, "{}", r[13]);
     ok(14);
+    assert_eq!(
+        r[15]["structuredContent"]["error"]["code"], "quota_exceeded",
+        "{}",
+        r[15]
+    );
+    assert!(!site.path("home/hta/public/attachments/big.bin").exists());
+    ok(16);
+    assert_eq!(
+        owner_mode(&site.path("home/hta/public/attachments/mine.txt")).0,
+        uid_of(USER_A)
+    );
     std::thread::sleep(std::time::Duration::from_secs(4));
     assert!(
         !site.path("home/hta/late").exists(),

@@ -53,6 +53,9 @@ pub enum Op {
     },
     /// Removes expired saved command output.
     SweepOutput,
+    /// The apparent size of every file beneath the folders `paths` (missing ones count 0;
+    /// links are not followed).
+    CountBytes { paths: Vec<String> },
     /// Runs a command behind the guardrail (T-GUARD).
     Run {
         command: String,
@@ -89,6 +92,9 @@ pub enum Reply {
     },
     Done,
     Ran(Output),
+    Counted {
+        bytes: u64,
+    },
 }
 
 /// Metadata of one file or folder.
@@ -202,6 +208,9 @@ impl Executor {
                 to_dir,
                 max_bytes,
             } => Reply::Written(self.deliver(&from, &to_dir, max_bytes)?),
+            Op::CountBytes { paths } => Reply::Counted {
+                bytes: self.count_bytes(&paths)?,
+            },
             Op::SweepOutput => {
                 let ttl = Duration::from_secs(self.run.output_ttl_secs);
                 crate::sweep_saved_output(&self.run.full_output_dir, ttl)?;
@@ -400,6 +409,32 @@ impl Executor {
                 .create(abs)?,
         }
         Ok(())
+    }
+
+    fn count_bytes(&self, paths: &[String]) -> Result<u64, RequestError> {
+        let mut total = 0u64;
+        for path in paths {
+            let dir = match self.scope.resolve(path)? {
+                Target::Beneath { dir, rel, .. } if rel.is_empty() => dir.try_clone(),
+                Target::Beneath { dir, rel, .. } => dir.open_dir(&rel, Follow::Never),
+                // As the person: no link at any component, as the service counts.
+                Target::Absolute(abs) => {
+                    let rel = abs
+                        .strip_prefix("/")
+                        .unwrap_or(&abs)
+                        .to_string_lossy()
+                        .into_owned();
+                    Dir::open_ambient(Path::new("/"))
+                        .and_then(|root| root.open_dir(&rel, Follow::Never))
+                }
+            };
+            match dir {
+                Ok(dir) => total = total.saturating_add(dir.file_bytes()?),
+                Err(FsError::NotFound | FsError::PathEscapes | FsError::NotADirectory) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(total)
     }
 
     fn deliver(

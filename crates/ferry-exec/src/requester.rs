@@ -106,6 +106,14 @@ impl Requester {
         })
     }
 
+    /// The apparent size of every file beneath the folders `paths`, counted as the person.
+    pub fn count_bytes(&self, paths: Vec<String>) -> Result<u64, RequestError> {
+        match self.execute(Op::CountBytes { paths })? {
+            (Reply::Counted { bytes }, _) => Ok(bytes),
+            _ => Err(unexpected()),
+        }
+    }
+
     /// Removes the person's expired saved command output.
     pub fn sweep_output(&self) -> Result<(), RequestError> {
         self.done(Op::SweepOutput)

@@ -69,9 +69,7 @@ pub(crate) fn file_deliver(
         sources.push((info.path, info.size));
     }
     let quota = quota_for(tools)?;
-    if let Some(quota) = &quota {
-        quota.take(total).map_err(ferry_exec::RequestError::from)?;
-    }
+    quota.take(total).map_err(ferry_exec::RequestError::from)?;
     let attachments = tools.paths().attachments(project);
     let attachments_str = attachments.display().to_string();
     sync_artifacts(tools)?;
@@ -79,7 +77,7 @@ pub(crate) fn file_deliver(
     let mut lines = Vec::new();
     for (path, (source, size)) in args.paths.iter().zip(sources) {
         // Room was taken for the size seen above: a file grown since is refused.
-        let limit = if quota.is_some() { size } else { max_bytes };
+        let limit = size;
         let written = match tools.requester().deliver(path, &attachments_str, limit) {
             Err(e) if e.code == "too_large" && limit < max_bytes => {
                 return Err(ToolError::new(
@@ -123,9 +121,7 @@ pub(crate) fn file_deliver(
             "notice": notice,
         }));
     }
-    if let Some(quota) = quota {
-        quota.commit();
-    }
+    quota.commit();
     Ok(ToolOutput::text(format!(
         "Delivered {} file(s). Repeat these lines in your reply:\n{}",
         delivered.len(),
@@ -145,13 +141,21 @@ fn too_large(path: &str, size: u64, max_bytes: u64) -> ToolError {
     )
 }
 
-/// The person's quota for this delivery. Host mode leaves it out: the service may not
-/// read the person's folders to count them.
-fn quota_for(tools: &Toolbox) -> Result<Option<ferry_site::QuotaClaim>, ToolError> {
-    if tools.site().mode() == ferry_site::SiteMode::Host {
-        return Ok(None);
+/// The person's quota for this delivery. In host mode the service may not read the
+/// person's folders, so the person's own worker counts them.
+fn quota_for(tools: &Toolbox) -> Result<ferry_site::QuotaClaim, ToolError> {
+    let site = tools.site();
+    if site.mode() != ferry_site::SiteMode::Host {
+        return Ok(site.quota_claim(tools.person())?);
     }
-    Ok(Some(tools.site().quota_claim(tools.person())?))
+    let roots = site
+        .usage_roots(tools.person())?
+        .into_iter()
+        .map(|rel| tools.paths().data.join(rel).display().to_string())
+        .collect();
+    let counted = tools.requester().count_bytes(roots)?;
+    let counter: ferry_site::Counter = std::sync::Arc::new(move || Ok(counted));
+    Ok(site.quota_claim_counted_by(tools.person(), counter)?)
 }
 
 /// The task and slug of a file: the first folder under `artifacts/` or `tmp/`.

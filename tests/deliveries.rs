@@ -865,3 +865,43 @@ fn deliveries_appear_in_the_files_panel() {
     assert_eq!(download.status(), 200);
     assert_eq!(download.bytes().unwrap().as_ref(), b"x,y\n");
 }
+
+#[test]
+fn url_deliveries_are_held_to_the_person_quota_at_the_byte() {
+    let (server, harness) = start_with_env(&[("FERRY_LIMITS__PERSON_MAX_BYTES", "100000")]);
+    support::write_file(
+        &server.home("me").join("public/filler.txt"),
+        vec![b'f'; 90_000],
+    );
+    let peer = Peer::start(|path| {
+        let len: usize = path.trim_start_matches('/').parse().unwrap_or(0);
+        Reply::ok(vec![b'd'; len])
+    });
+    let dir = attachments(&server);
+    let (status, body) = deliver(
+        &server,
+        Some(&harness),
+        json!({"url": format!("{}/9999", peer.base), "filename": "below.bin"}),
+    );
+    assert_delivered(status, &body, &dir, "below.bin", &[b'd'; 9999]);
+    let (status, body) = deliver(
+        &server,
+        Some(&harness),
+        json!({"url": format!("{}/1", peer.base), "filename": "at.bin"}),
+    );
+    assert_delivered(status, &body, &dir, "at.bin", b"d");
+    let (status, body) = deliver(
+        &server,
+        Some(&harness),
+        json!({"url": format!("{}/1", peer.base), "filename": "over.bin"}),
+    );
+    assert_error(status, &body, 507, "quota_exceeded");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("quota of 100000 bytes: 100000 bytes are in use"),
+        "{body}"
+    );
+    assert_eq!(tree(&dir), ["at.bin", "below.bin"], "nothing more is kept");
+}

@@ -630,7 +630,15 @@ fn agent_tools_act_as_the_person(site: &Site) {
             "file_write",
             json!({"path": "deep/er/new.txt", "content": "new\n"}),
         ),
+        // The quota, counted by the person's own worker (the service may not read there).
+        mcp::call("file_deliver", json!({"paths": ["big.bin"]})),
+        mcp::call("file_deliver", json!({"paths": ["mine.txt"]})),
     ]);
+    assert!(site.sh(A, "head -c 2000000 /dev/zero > big.bin"));
+    let config = site.path("ferry.toml");
+    let mut toml = std::fs::read_to_string(&config).unwrap();
+    toml.push_str("\n[limits]\nperson_max_bytes = 1000000\n");
+    std::fs::write(&config, toml).unwrap();
     let mcp_as_ferry =
         format!("umask 000; exec runuser -u ferry -- {ferry} mcp --data {data} --person {A}");
     let secret_env = [
@@ -715,10 +723,23 @@ fn agent_tools_act_as_the_person(site: &Site) {
         r[17]
     );
     // Under the default sandbox the command sees no other process at all.
-    let sandboxed = r[18]["structuredContent"]["stdout"].as_str().unwrap_or_default();
+    let sandboxed = r[18]["structuredContent"]["stdout"]
+        .as_str()
+        .unwrap_or_default();
     assert!(!sandboxed.contains("LEAK /proc/"), "{}", r[18]);
     assert!(mcp::text_of(&r[19]).contains("644\n755"), "{}", r[19]);
     ok(20);
+    assert_eq!(
+        r[21]["structuredContent"]["error"]["code"], "quota_exceeded",
+        "{}",
+        r[21]
+    );
+    assert!(!site.path("home/hta/public/attachments/big.bin").exists());
+    ok(22);
+    assert_eq!(
+        owner_mode(&site.path("home/hta/public/attachments/mine.txt")).0,
+        uid_of(USER_A)
+    );
     for (rel, mode) in [
         ("deep", 0o755),
         ("deep/er", 0o755),

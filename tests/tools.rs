@@ -1869,3 +1869,232 @@ fn a_link_that_moves_a_tree_onto_the_site_or_another_person_is_refused() {
         );
     }
 }
+
+/// The files (not temporaries) in `dir`, sorted; empty when it does not exist.
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    names
+}
+
+/// A file of `len` bytes that holds only `data` at the given offsets; the rest is holes.
+fn sparse_file(path: &Path, len: u64, data: &[(u64, &[u8])]) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::create(path).unwrap();
+    file.set_len(len).unwrap();
+    for (offset, bytes) in data {
+        file.write_all_at(bytes, *offset).unwrap();
+    }
+}
+
+#[test]
+fn file_deliver_refuses_a_2_gib_sparse_file_over_the_cap_and_keeps_holes_under_it() {
+    use std::os::unix::fs::MetadataExt;
+    let cap: u64 = 64 * 1024 * 1024;
+    let site = Site::new(&format!("[deliveries]\nmax_bytes = {cap}\n"));
+    site.write("ok.txt", "fine\n");
+    // `truncate -s 2G`: two gibibytes that take no disk space.
+    sparse_file(&site.home().join("big.bin"), 2 << 30, &[]);
+    let under = 48 * 1024 * 1024;
+    sparse_file(
+        &site.home().join("sparse.bin"),
+        under,
+        &[(1 << 20, b"data here"), (under - 4, b"end!")],
+    );
+    let r = site.results(vec![
+        call("file_deliver", json!({"paths": ["ok.txt", "big.bin"]})),
+        call("file_deliver", json!({"paths": ["sparse.bin"]})),
+    ]);
+    assert_tool_error(&r[0], "too_large", &format!("over the {cap} bytes"));
+    let attachments = site.home().join("public/attachments");
+    assert!(
+        !attachments.join("ok.txt").exists() && !attachments.join("big.bin").exists(),
+        "a refused call delivers nothing, not even the file that fit: {:?}",
+        files_in(&attachments)
+    );
+
+    assert_ok(&r[1]);
+    assert_eq!(files_in(&attachments), ["sparse.bin"]);
+    let delivered = attachments.join("sparse.bin");
+    let meta = std::fs::metadata(&delivered).unwrap();
+    assert_eq!(meta.len(), under);
+    assert!(
+        meta.blocks() * 512 < 1024 * 1024,
+        "the copy was inflated to {} bytes on disk",
+        meta.blocks() * 512
+    );
+    let bytes = std::fs::read(&delivered).unwrap();
+    assert_eq!(&bytes[1 << 20..(1 << 20) + 9], b"data here");
+    assert_eq!(&bytes[bytes.len() - 4..], b"end!");
+    let structured = &r[1]["structuredContent"]["delivered"][0];
+    assert_eq!(structured["size"], under);
+    assert_eq!(structured["sha256"], support::sha256_hex(&bytes));
+}
+
+#[test]
+fn file_deliver_takes_files_up_to_the_cap_and_refuses_one_byte_more() {
+    let cap: usize = 1024 * 1024;
+    let site = Site::new(&format!("[deliveries]\nmax_bytes = {cap}\n"));
+    site.write("below.bin", vec![7u8; cap - 1]);
+    site.write("at.bin", vec![7u8; cap]);
+    site.write("over.bin", vec![7u8; cap + 1]);
+    let r = site.results(vec![
+        call("file_deliver", json!({"paths": ["below.bin"]})),
+        call("file_deliver", json!({"paths": ["at.bin"]})),
+        call("file_deliver", json!({"paths": ["over.bin"]})),
+    ]);
+    assert_ok(&r[0]);
+    assert_ok(&r[1]);
+    assert_tool_error(&r[2], "too_large", &format!("{} bytes", cap + 1));
+    assert_eq!(
+        files_in(&site.home().join("public/attachments")),
+        ["at.bin", "below.bin"]
+    );
+}
+
+#[test]
+fn file_deliver_is_held_to_the_person_quota_counting_projects_and_saved_output() {
+    let quota: usize = 1024 * 1024;
+    let site = Site::new(&format!("[limits]\nperson_max_bytes = {quota}\n"));
+    let out = Command::new(&site.ferry)
+        .args(["project", "add", "alice", "p1", "--data"])
+        .arg(&site.data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // In use before the agent delivers: 1000 bytes short of the quota, spread over the
+    // main public/, a project's public/ and saved command output.
+    site.write("public/filler.bin", vec![1u8; quota - 2000]);
+    site.write("projects/p1/public/notes.txt", vec![1u8; 500]);
+    let output = site.private().join("tmp/terminal-output");
+    std::fs::create_dir_all(&output).unwrap();
+    std::fs::write(output.join("run-0.log"), vec![1u8; 500]).unwrap();
+    site.write("almost.bin", vec![2u8; 999]);
+    site.write("one.bin", [3u8]);
+    site.write("two.bin", [4u8]);
+    site.write("three.bin", [5u8]);
+    let r = site.results(vec![
+        call("file_deliver", json!({"paths": ["almost.bin"]})),
+        call("file_deliver", json!({"paths": ["one.bin"]})),
+        call("file_deliver", json!({"paths": ["two.bin", "three.bin"]})),
+        call("file_deliver", json!({"paths": ["two.bin"]})),
+    ]);
+    assert_ok(&r[0]); // quota − 1
+    assert_ok(&r[1]); // at the quota
+    let says = format!("storage quota of {quota} bytes: {quota} bytes are in use");
+    assert_tool_error(&r[2], "quota_exceeded", &says);
+    assert_tool_error(&r[3], "quota_exceeded", &says);
+    let attachments = site.home().join("public/attachments");
+    assert_eq!(files_in(&attachments), ["almost.bin", "one.bin"]);
+}
+
+/// The stdout length that makes a saved output file of exactly `size` bytes (an empty
+/// stderr section follows the stdout one).
+fn stdout_bytes_for_saved_size(size: usize) -> usize {
+    let fixed = "==== stdout:  bytes ====\n".len() + 1 + "==== stderr: 0 bytes ====\n".len() + 1;
+    (1..=size)
+        .rev()
+        .map(|n| (n, n + n.to_string().len() + fixed))
+        .find(|(_, total)| *total <= size)
+        .filter(|(_, total)| *total == size)
+        .map(|(n, _)| n)
+        .unwrap_or_else(|| panic!("no stdout length saves exactly {size} bytes"))
+}
+
+#[test]
+fn saved_command_output_expires_after_the_ttl() {
+    let site = Site::for_nobody("[exec]\noutput_ttl_hours = 24\n");
+    let first = site.one("terminal_run", json!({"command": "seq 1 100000"}));
+    let old = first["structuredContent"]["fullOutputPath"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let second = site.one("terminal_run", json!({"command": "seq 1 100000"}));
+    let young = second["structuredContent"]["fullOutputPath"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for (path, age) in [(&old, "25 hours ago"), (&young, "23 hours ago")] {
+        let status = Command::new("touch")
+            .args(["-d", age, path])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let r = site.one("terminal_run", json!({"command": "echo short"}));
+    assert_ok(&r);
+    assert!(
+        !Path::new(&old).exists(),
+        "output older than the TTL is kept"
+    );
+    assert!(
+        Path::new(&young).exists(),
+        "output younger than the TTL is gone"
+    );
+}
+
+#[test]
+fn saved_command_output_stays_within_the_per_person_cap() {
+    let cap = 400_000;
+    let site = Site::for_nobody(&format!("[exec]\noutput_max_bytes = {cap}\n"));
+    let dir = site
+        .private()
+        .canonicalize()
+        .unwrap()
+        .join("tmp/terminal-output");
+    let print = |size: usize, fresh: bool| {
+        let n = stdout_bytes_for_saved_size(size);
+        let clear = if fresh {
+            format!("rm -f {}/run-*.log; ", dir.display())
+        } else {
+            String::new()
+        };
+        call(
+            "terminal_run",
+            json!({"command": format!("{clear}head -c {n} /dev/zero | tr '\\0' a")}),
+        )
+    };
+    let r = site.results(vec![
+        print(cap + 1, true),
+        print(cap, true),
+        print(cap - 1, true),
+        print(200_000, true),
+        print(200_000, false),
+        print(200_000, true),
+        print(200_001, false),
+    ]);
+    let path = |i: usize| r[i]["structuredContent"]["fullOutputPath"].as_str();
+    let note = |i: usize| r[i]["structuredContent"]["fullOutputNote"].as_str();
+    for (i, result) in r.iter().enumerate() {
+        assert_ok(result);
+        assert_eq!(result["structuredContent"]["truncated"], true, "step {i}");
+    }
+    // One file alone: over the cap it is not saved, and the answer says so.
+    assert_eq!(path(0), None);
+    assert!(
+        note(0).is_some_and(|n| n.contains("not saved") && n.contains(&cap.to_string())),
+        "{:?}",
+        note(0)
+    );
+    assert!(text_of(&r[0]).contains("not saved"), "{}", text_of(&r[0]));
+    assert!(path(1).is_some() && note(1).is_none(), "{}", r[1]);
+    assert!(path(2).is_some() && note(2).is_none(), "{}", r[2]);
+    // Two files that together fill the cap exactly are both kept.
+    assert!(path(4).is_some() && note(4).is_none(), "{}", r[4]);
+    // One byte more: the oldest goes, and the answer says so.
+    assert!(path(6).is_some(), "{}", r[6]);
+    assert!(
+        note(6).is_some_and(|n| n.contains("1 oldest") && n.contains("200000 bytes")),
+        "{:?}",
+        note(6)
+    );
+    assert!(!Path::new(path(5).unwrap()).exists());
+    let kept = std::fs::metadata(path(6).unwrap()).unwrap().len();
+    assert_eq!(kept, 200_001);
+    assert_eq!(files_in(&dir).len(), 1, "{:?}", files_in(&dir));
+}

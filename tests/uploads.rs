@@ -1459,3 +1459,100 @@ fn server_survives_every_abuse_in_a_row() {
     assert_eq!(status, 201, "{json}");
     assert_alive(&mut server);
 }
+
+/// A server whose person `me` may keep `quota` bytes, with 800,000 of them in use before
+/// any upload: 600,000 in the main public/, 100,000 in project `p1`'s and 100,000 of
+/// saved command output.
+fn server_near_quota(quota: u64) -> Server {
+    let server =
+        Server::start_with_env(&[("FERRY_LIMITS__PERSON_MAX_BYTES", quota.to_string().as_str())]);
+    create_project(&server, &server.token, "p1");
+    let home = server.home("me");
+    support::write_file(&home.join("public/filler.txt"), vec![b'f'; 600_000]);
+    support::write_file(
+        &home.join("projects/p1/public/notes.txt"),
+        vec![b'n'; 100_000],
+    );
+    support::write_file(
+        &server
+            .data
+            .join("private/people/me/tmp/terminal-output/run-0.log"),
+        vec![b'o'; 100_000],
+    );
+    server
+}
+
+#[test]
+fn uploads_are_held_to_the_person_quota_at_the_byte() {
+    let quota = 1_000_000;
+    let server = server_near_quota(quota);
+    let public = server.home("me").join("public");
+    let (status, body) = support::upload(&server, &server.token, "a.txt", &[b'a'; 199_999], None);
+    assert_eq!(status, 201, "quota − 1: {body}");
+    let (status, body) = support::upload(&server, &server.token, "b.txt", b"b", Some("p1"));
+    assert_eq!(status, 201, "at the quota, into a project: {body}");
+    let (status, body) = support::upload(&server, &server.token, "c.txt", b"c", None);
+    assert_error(status, &body, 507, "quota_exceeded");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("quota of 1000000 bytes") && message.contains("1000000 bytes are in use"),
+        "{message}"
+    );
+    assert!(!public.join("c.txt").exists(), "nothing is written");
+    assert_no_temporaries(&server);
+    // Past the part kept in memory the body streams to disk: refused there all the same.
+    let (status, body) =
+        support::upload(&server, &server.token, "big.txt", &[b'g'; 2_000_000], None);
+    assert_error(status, &body, 507, "quota_exceeded");
+    assert!(!public.join("big.txt").exists(), "nothing is written");
+    assert_no_temporaries(&server);
+    // Replacing a file with a larger one is refused too, and keeps the old one.
+    let (status, body) = support::upload(&server, &server.token, "a.txt", &[b'A'; 200_000], None);
+    assert_error(status, &body, 507, "quota_exceeded");
+    assert_eq!(
+        std::fs::read(public.join("a.txt")).unwrap(),
+        vec![b'a'; 199_999]
+    );
+    assert_no_temporaries(&server);
+
+    // Deleting makes room at once.
+    let response = support::client()
+        .delete(server.url("/v1/files?path=public/a.txt"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 204);
+    let (status, body) = support::upload(&server, &server.token, "c.txt", b"c", None);
+    assert_eq!(status, 201, "{body}");
+}
+
+#[test]
+fn uploads_racing_for_the_last_room_never_pass_the_quota_together() {
+    // 200,000 bytes of room; each upload wants 150,000: only one may land.
+    let server = Arc::new(server_near_quota(1_000_000));
+    let racers: Vec<_> = (0..4)
+        .map(|i| {
+            let server = server.clone();
+            std::thread::spawn(move || {
+                let name = format!("race-{i}.txt");
+                support::upload(&server, &server.token, &name, &[b'r'; 150_000], None).0
+            })
+        })
+        .collect();
+    let mut statuses: Vec<u16> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+    statuses.sort();
+    assert_eq!(statuses, [201, 507, 507, 507]);
+    let public = server.home("me").join("public");
+    assert_no_temporaries(&server);
+    let landed = std::fs::read_dir(&public)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("race-")
+        })
+        .count();
+    assert_eq!(landed, 1);
+}

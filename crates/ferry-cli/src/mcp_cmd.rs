@@ -27,11 +27,26 @@ pub(crate) fn mcp(site: &SiteArgs, person: &str) -> Result<ExitCode> {
     ferry_tools::log_sandbox(site.config());
     let toolbox = Toolbox::open(site, person, Some(worker_program()?))
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let toolbox = Arc::new(toolbox);
+    sweep_saved_output(toolbox.clone());
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime
-        .block_on(ferry_tools::mcp::serve_stdio(Arc::new(toolbox)))
+        .block_on(ferry_tools::mcp::serve_stdio(toolbox))
         .context("serving MCP on stdio")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Removes the person's expired saved command output now and then every
+/// [`ferry_tools::OUTPUT_SWEEP_INTERVAL`], on a thread of its own; failures go to the log.
+fn sweep_saved_output(toolbox: Arc<Toolbox>) {
+    std::thread::spawn(move || {
+        loop {
+            if let Err(e) = toolbox.sweep_saved_output() {
+                tracing::warn!("removing expired command output: {}", e.message);
+            }
+            std::thread::sleep(ferry_tools::OUTPUT_SWEEP_INTERVAL);
+        }
+    });
 }
 
 pub(crate) fn worker() -> Result<ExitCode> {

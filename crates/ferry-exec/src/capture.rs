@@ -8,6 +8,15 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use ferry_fs::{Dir, EntryKind, Follow, FsError};
+
+/// Saved output files are `run-<random>.log`.
+const SAVED_PREFIX: &str = "run-";
+const SAVED_SUFFIX: &str = ".log";
+/// Each run's private `TMPDIR` is `tmp-<random>`.
+pub(crate) const RUN_TMP_PREFIX: &str = "tmp-";
 
 /// One stream's bytes: the visible head in memory, the rest on disk.
 pub(crate) struct Capture {
@@ -82,9 +91,9 @@ impl Capture {
         String::from_utf8_lossy(bytes).into_owned()
     }
 
-    /// Appends this stream's section to the full-output file; returns a note when the
-    /// section lacks part of the stream.
-    fn write_section(&mut self, out: &mut File) -> io::Result<Option<String>> {
+    /// This stream's section header, the bytes it saves, and a note when that is not
+    /// all of the stream.
+    fn plan(&self) -> (String, u64, Option<String>) {
         let (saved, note) = match &self.spool {
             Spool::Unneeded => (self.total, None),
             Spool::Saving { saved, .. } if *saved == self.total => (*saved, None),
@@ -97,62 +106,203 @@ impl Capture {
             ),
             Spool::Failed(e) => (0, Some(format!("{} could not be saved: {e}", self.name))),
         };
-        if saved == self.total {
-            writeln!(out, "==== {}: {} bytes ====", self.name, self.total)?;
+        let header = if saved == self.total {
+            format!("==== {}: {} bytes ====\n", self.name, self.total)
         } else {
-            writeln!(
-                out,
-                "==== {}: {} bytes, the first {saved} saved ====",
+            format!(
+                "==== {}: {} bytes, the first {saved} saved ====\n",
                 self.name, self.total
-            )?;
-        }
+            )
+        };
+        (header, saved, note)
+    }
+
+    /// Bytes this stream's section takes in the full-output file.
+    fn section_bytes(&self) -> u64 {
+        let (header, saved, _) = self.plan();
+        // The newline after the section only keeps a `cat` of the file readable.
+        header.len() as u64 + saved + 1
+    }
+
+    /// Appends this stream's section to the full-output file; returns a note when the
+    /// section lacks part of the stream.
+    fn write_section(&mut self, out: &mut File) -> io::Result<Option<String>> {
+        let (header, saved, note) = self.plan();
+        out.write_all(header.as_bytes())?;
         match &mut self.spool {
             Spool::Unneeded => out.write_all(&self.visible)?,
-            Spool::Saving { file, saved } => {
+            Spool::Saving { file, .. } => {
                 file.rewind()?;
                 // File to file: std uses copy_file_range, so the bytes stay in the kernel.
-                let copied = io::copy(&mut file.take(*saved), out)?;
-                if copied != *saved {
+                let copied = io::copy(&mut file.take(saved), out)?;
+                if copied != saved {
                     return Err(io::Error::other("the spool file shrank while copying"));
                 }
             }
             Spool::Failed(_) => {}
         }
-        // Sections are length-prefixed by their header; the newline only keeps a
-        // `cat` of the file readable.
         out.write_all(b"\n")?;
         Ok(note)
     }
 }
 
-/// Writes the full-output file when either stream overflowed. Returns its path (if it
-/// was written) and what it lacks.
+/// Writes the full-output file when either stream overflowed, removing the oldest saved
+/// files so that all of them stay within `keep_max_bytes` (a file larger than that is not
+/// saved). Returns its path (if it was written) and what it lacks or what made room.
+///
+/// `dir` is the folder opened, `reach` the path through which it is written (see run.rs's
+/// `OutputDir`).
 pub(crate) fn write_full_output(
     streams: [&mut Capture; 2],
-    dir: &Path,
+    dir: &Dir,
+    reach: &Path,
+    keep_max_bytes: u64,
 ) -> (Option<PathBuf>, Option<String>) {
     if !streams.iter().any(|s| s.overflowed()) {
         return (None, None);
     }
-    let path = dir.join(format!("run-{}.log", random_hex()));
+    let size: u64 = streams.iter().map(|s| s.section_bytes()).sum();
+    if size > keep_max_bytes {
+        return (
+            None,
+            Some(format!(
+                "the full output ({size} bytes) was not saved: it is larger than the {} bytes \
+                 this person may keep as saved output ([exec] output_max_bytes)",
+                keep_max_bytes
+            )),
+        );
+    }
+    let mut notes = Vec::new();
+    match make_room(dir, size, keep_max_bytes) {
+        Ok((0, _)) => {}
+        Ok((count, bytes)) => notes.push(format!(
+            "to stay within the {} bytes of saved output this person may keep, the {count} \
+             oldest saved output file(s) ({bytes} bytes) were removed",
+            keep_max_bytes
+        )),
+        Err(e) => {
+            return (
+                None,
+                Some(format!(
+                    "the full output was not saved: older saved output could not be counted: {e}"
+                )),
+            );
+        }
+    }
+    let path = reach.join(format!("{SAVED_PREFIX}{}{SAVED_SUFFIX}", random_hex()));
     let written = create_private(&path).and_then(|mut out| {
-        let mut notes = Vec::new();
         for stream in streams {
             notes.extend(stream.write_section(&mut out)?);
         }
-        Ok(notes)
+        Ok(())
     });
     match written {
-        Ok(notes) if notes.is_empty() => (Some(path), None),
-        Ok(notes) => (Some(path), Some(notes.join("; "))),
+        Ok(()) if notes.is_empty() => (Some(path), None),
+        Ok(()) => (Some(path), Some(notes.join("; "))),
         Err(e) => {
             let _ = std::fs::remove_file(&path);
-            (
-                None,
-                Some(format!("the full output could not be saved: {e}")),
-            )
+            notes.push(format!("the full output could not be saved: {e}"));
+            (None, Some(notes.join("; ")))
         }
     }
+}
+
+/// The saved output folder, opened without following a link at any component of its
+/// path, so that removing old files can never reach into a folder a link points to;
+/// `None` when it does not exist yet.
+fn open_output_dir(dir: &Path) -> io::Result<Option<Dir>> {
+    let rel = dir
+        .strip_prefix("/")
+        .map_err(|_| io::Error::other("the saved output folder must be an absolute path"))?;
+    let rel = rel
+        .to_str()
+        .ok_or_else(|| io::Error::other("the saved output folder is not UTF-8"))?;
+    match Dir::open_ambient(Path::new("/")).and_then(|root| root.open_dir(rel, Follow::Never)) {
+        Ok(dir) => Ok(Some(dir)),
+        Err(FsError::NotFound) => Ok(None),
+        Err(e) => Err(io::Error::other(format!(
+            "the saved output folder {} cannot be used: {e}",
+            dir.display()
+        ))),
+    }
+}
+
+/// The saved output files in `dir` (regular files only), with their times, names and
+/// apparent sizes, oldest first.
+fn saved_files(dir: &Dir) -> io::Result<Vec<(SystemTime, String, u64)>> {
+    let mut files: Vec<_> = dir
+        .entries()
+        .map_err(io::Error::other)?
+        .into_iter()
+        .filter(|e| {
+            e.meta.kind == EntryKind::File
+                && e.name.starts_with(SAVED_PREFIX)
+                && e.name.ends_with(SAVED_SUFFIX)
+        })
+        .map(|e| (e.meta.mtime, e.name, e.meta.size))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Removes one entry of `dir` (a folder with all it holds); one already gone is fine.
+fn remove(dir: &Dir, name: &str) -> io::Result<()> {
+    match dir.remove(name) {
+        Ok(()) | Err(FsError::NotFound) => Ok(()),
+        Err(e) => Err(io::Error::other(e)),
+    }
+}
+
+/// Removes the oldest saved files until `size` more fits in `max_bytes`; returns how
+/// many files and bytes went.
+fn make_room(dir: &Dir, size: u64, max_bytes: u64) -> io::Result<(usize, u64)> {
+    let files = saved_files(dir)?;
+    let mut kept: u64 = files.iter().map(|(_, _, len)| len).sum();
+    let (mut count, mut bytes) = (0, 0);
+    for (_, name, len) in files {
+        if kept + size <= max_bytes {
+            break;
+        }
+        remove(dir, &name)?;
+        kept -= len;
+        count += 1;
+        bytes += len;
+    }
+    Ok((count, bytes))
+}
+
+/// Removes saved output older than `ttl`, and run folders older than that (left by a run
+/// that died). Returns how many were removed.
+pub fn sweep_saved_output(dir: &Path, ttl: Duration) -> io::Result<usize> {
+    match open_output_dir(dir)? {
+        Some(dir) => sweep_dir(&dir, ttl),
+        None => Ok(0),
+    }
+}
+
+/// [`sweep_saved_output`] on the folder already open.
+pub(crate) fn sweep_dir(dir: &Dir, ttl: Duration) -> io::Result<usize> {
+    let Some(cutoff) = SystemTime::now().checked_sub(ttl) else {
+        return Ok(0);
+    };
+    let mut removed = 0;
+    for (modified, name, _) in saved_files(dir)? {
+        if modified < cutoff {
+            remove(dir, &name)?;
+            removed += 1;
+        }
+    }
+    for entry in dir.entries().map_err(io::Error::other)? {
+        // A live run is younger than the longest timeout, far younger than any TTL.
+        if entry.meta.kind == EntryKind::Dir
+            && entry.name.starts_with(RUN_TMP_PREFIX)
+            && entry.meta.mtime < cutoff
+        {
+            remove(dir, &entry.name)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 fn save(spool: &mut Spool, data: &[u8], max_bytes: u64) {

@@ -60,6 +60,7 @@ pub mod worker;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use capture::sweep_saved_output;
 pub use error::ExecError;
 pub use probe::{AUTO_LANDLOCK_MIN_ABI, Strongest, Unavailable, in_force, probe, strongest};
 pub use request_error::RequestError;
@@ -75,6 +76,11 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 pub const VISIBLE_OUTPUT_BYTES: usize = 64 * 1024;
 /// Bytes of each stream saved to the full-output file; the rest is counted, not kept.
 pub const FULL_OUTPUT_MAX_BYTES: u64 = 256 * 1024 * 1024;
+/// How long saved output is kept when the caller names no other time (24 hours).
+pub const FULL_OUTPUT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// Bytes of saved output one person keeps at most when the caller names no other cap
+/// (1 GiB); the oldest files go first to make room.
+pub const FULL_OUTPUT_KEEP_MAX_BYTES: u64 = 1024 * 1024 * 1024;
 /// Processes the person may have at once while a command runs (`RLIMIT_NPROC`).
 /// Generous enough for `make -j`, small enough that a fork bomb stays a nuisance.
 pub const PROCESS_MAX_COUNT: u64 = 1024;
@@ -183,6 +189,11 @@ pub struct Policy {
     pub full_output_dir: PathBuf,
     /// Bytes of each stream saved to the full-output file.
     pub full_output_max_bytes: u64,
+    /// Saved output older than this is removed before each run.
+    pub full_output_ttl: Duration,
+    /// Bytes all saved output files in [`Policy::full_output_dir`] may hold together:
+    /// the oldest are removed to make room, and a file larger than this is not saved.
+    pub full_output_keep_max_bytes: u64,
     /// `RLIMIT_NPROC` for the command: the person's processes (threads, in fact), all of
     /// them, anywhere on the machine, at once.
     pub max_processes: u64,
@@ -198,6 +209,8 @@ impl Policy {
             visible_output_bytes: VISIBLE_OUTPUT_BYTES,
             full_output_dir: full_output_dir.into(),
             full_output_max_bytes: FULL_OUTPUT_MAX_BYTES,
+            full_output_ttl: FULL_OUTPUT_TTL,
+            full_output_keep_max_bytes: FULL_OUTPUT_KEEP_MAX_BYTES,
             max_processes: PROCESS_MAX_COUNT,
         }
     }

@@ -44,8 +44,18 @@ pub enum Op {
     Delete { path: String },
     /// Creates a folder and its parents.
     Mkdir { path: String },
-    /// Copies a file into the folder `to_dir` under its safe name (C-NAME).
-    Deliver { from: String, to_dir: String },
+    /// Copies a file into the folder `to_dir` under its safe name (C-NAME), holes kept
+    /// as holes; a file whose apparent size passes `max_bytes` is refused and leaves nothing.
+    Deliver {
+        from: String,
+        to_dir: String,
+        max_bytes: u64,
+    },
+    /// Removes expired saved command output.
+    SweepOutput,
+    /// The apparent size of every file beneath the folders `paths` (missing ones count 0;
+    /// links are not followed).
+    CountBytes { paths: Vec<String> },
     /// Runs a command behind the guardrail (T-GUARD).
     Run {
         command: String,
@@ -82,6 +92,9 @@ pub enum Reply {
     },
     Done,
     Ran(Output),
+    Counted {
+        bytes: u64,
+    },
 }
 
 /// Metadata of one file or folder.
@@ -124,6 +137,10 @@ pub struct RunSettings {
     pub sandbox: SandboxKind,
     /// Share the network with a sandboxed command.
     pub network: bool,
+    /// Seconds saved output is kept.
+    pub output_ttl_secs: u64,
+    /// Bytes of saved output the person may keep in all.
+    pub output_max_bytes: u64,
 }
 
 /// Which sandbox, if any (T-GUARD `[exec] sandbox`).
@@ -201,7 +218,19 @@ impl Executor {
                 self.mkdir(&path)?;
                 Reply::Done
             }
-            Op::Deliver { from, to_dir } => Reply::Written(self.deliver(&from, &to_dir)?),
+            Op::Deliver {
+                from,
+                to_dir,
+                max_bytes,
+            } => Reply::Written(self.deliver(&from, &to_dir, max_bytes)?),
+            Op::CountBytes { paths } => Reply::Counted {
+                bytes: self.count_bytes(&paths)?,
+            },
+            Op::SweepOutput => {
+                let ttl = Duration::from_secs(self.run.output_ttl_secs);
+                crate::sweep_saved_output(&self.run.full_output_dir, ttl)?;
+                Reply::Done
+            }
             Op::Run {
                 command,
                 cwd,
@@ -399,8 +428,42 @@ impl Executor {
         Ok(())
     }
 
-    fn deliver(&self, from: &str, to_dir: &str) -> Result<WrittenFile, RequestError> {
-        let (mut source, info) = self.open(from)?;
+    fn count_bytes(&self, paths: &[String]) -> Result<u64, RequestError> {
+        let mut total = 0u64;
+        for path in paths {
+            let dir = match self.scope.resolve(path)? {
+                Target::Beneath { dir, rel, .. } if rel.is_empty() => dir.try_clone(),
+                Target::Beneath { dir, rel, .. } => dir.open_dir(&rel, Follow::Never),
+                // As the person: no link at any component, as the service counts.
+                Target::Absolute(abs) => {
+                    let rel = abs
+                        .strip_prefix("/")
+                        .unwrap_or(&abs)
+                        .to_string_lossy()
+                        .into_owned();
+                    Dir::open_ambient(Path::new("/"))
+                        .and_then(|root| root.open_dir(&rel, Follow::Never))
+                }
+            };
+            match dir {
+                Ok(dir) => total = total.saturating_add(dir.file_bytes()?),
+                Err(FsError::NotFound | FsError::PathEscapes | FsError::NotADirectory) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(total)
+    }
+
+    fn deliver(
+        &self,
+        from: &str,
+        to_dir: &str,
+        max_bytes: u64,
+    ) -> Result<WrittenFile, RequestError> {
+        let (source, info) = self.open(from)?;
+        if info.size > max_bytes {
+            return Err(FsError::TooLarge(max_bytes).into());
+        }
         let base = Path::new(&info.path)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -408,14 +471,9 @@ impl Executor {
         let name = safe_name(&base)?;
         let dest = format!("{}/{name}", to_dir.trim_end_matches('/'));
         let mut staged = self.stage(&dest, true)?;
-        let mut buf = vec![0u8; 256 * 1024];
-        loop {
-            let n = source.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            staged.writer.write(&buf[..n])?;
-        }
+        staged.writer.set_limit(max_bytes);
+        // Checked again while copying: the file may have grown since it was opened.
+        staged.writer.copy_sparse(&source)?;
         staged.commit()
     }
 
@@ -430,6 +488,8 @@ impl Executor {
         let mut policy = Policy::new(&tree.path, &self.run.full_output_dir);
         policy.base = Some(self.scope.base().to_path_buf());
         policy.sandbox = self.sandbox()?;
+        policy.full_output_ttl = Duration::from_secs(self.run.output_ttl_secs);
+        policy.full_output_keep_max_bytes = self.run.output_max_bytes;
         let identity = Identity {
             home: self.scope.home().to_path_buf(),
             user: self.run.user.clone(),

@@ -45,6 +45,7 @@ impl From<FsError> for RequestError {
             FsError::NotRegular => ("not_regular", e.to_string()),
             FsError::NotEmpty => ("not_empty", e.to_string()),
             FsError::TooLarge(_) => ("too_large", e.to_string()),
+            FsError::QuotaExceeded { .. } => ("quota_exceeded", e.to_string()),
             FsError::PermissionDenied => (
                 "permission_denied",
                 "permission denied: the person this workspace belongs to may not do that here"

@@ -92,11 +92,31 @@ impl Requester {
         })
     }
 
-    pub fn deliver(&self, from: &str, to_dir: &str) -> Result<WrittenFile, RequestError> {
+    /// Copies `from` into `to_dir` (holes kept); over `max_bytes` it is refused.
+    pub fn deliver(
+        &self,
+        from: &str,
+        to_dir: &str,
+        max_bytes: u64,
+    ) -> Result<WrittenFile, RequestError> {
         self.written(Op::Deliver {
             from: from.to_owned(),
             to_dir: to_dir.to_owned(),
+            max_bytes,
         })
+    }
+
+    /// The apparent size of every file beneath the folders `paths`, counted as the person.
+    pub fn count_bytes(&self, paths: Vec<String>) -> Result<u64, RequestError> {
+        match self.execute(Op::CountBytes { paths })? {
+            (Reply::Counted { bytes }, _) => Ok(bytes),
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// Removes the person's expired saved command output.
+    pub fn sweep_output(&self) -> Result<(), RequestError> {
+        self.done(Op::SweepOutput)
     }
 
     pub fn run(

@@ -15,7 +15,7 @@ use rustix::fs::OFlags;
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, WaitId, WaitIdOptions};
 
-use crate::capture::{Capture, SaveTo, random_hex, write_full_output};
+use crate::capture::{Capture, RUN_TMP_PREFIX, SaveTo, random_hex, sweep_dir, write_full_output};
 use crate::landlock::Landlock;
 use crate::reaper::{Ending, REPORT_BYTES, Reaper, Report};
 use crate::sandbox::{Bwrap, Trees};
@@ -89,6 +89,8 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     };
 
     let out = OutputDir::prepare(base.as_ref(), &policy.full_output_dir)?;
+    // Expired output goes before anything new is saved; a failure only leaves it longer.
+    let _ = sweep_dir(&out.opened, policy.full_output_ttl);
     // Without bwrap each run gets a private TMPDIR, removed afterwards: nothing of one
     // run is left for the next to trip over (Landlock denies the shared /tmp). Under
     // bwrap /tmp is already that.
@@ -181,7 +183,10 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     let mut child = spawned.map_err(ExecError::Spawn)?;
     let save = SaveTo {
         dir: &out.reach,
-        max_bytes: policy.full_output_max_bytes,
+        // A stream larger than the person may keep in all could not be saved anyway.
+        max_bytes: policy
+            .full_output_max_bytes
+            .min(policy.full_output_keep_max_bytes),
     };
     let mut stdout = Capture::new("stdout", policy.visible_output_bytes);
     let mut stderr = Capture::new("stderr", policy.visible_output_bytes);
@@ -196,8 +201,12 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     let timed_out = report.ending == Ending::TimedOut;
     drop(run_tmp);
 
-    let (full_output_path, full_output_note) =
-        write_full_output([&mut stdout, &mut stderr], &out.reach);
+    let (full_output_path, full_output_note) = write_full_output(
+        [&mut stdout, &mut stderr],
+        &out.opened,
+        &out.reach,
+        policy.full_output_keep_max_bytes,
+    );
     let full_output_path = full_output_path.map(|p| out.shown(&p));
     Ok(Output {
         stdout: stdout.text(),
@@ -392,33 +401,32 @@ fn read_report(report: &OwnedFd) -> Option<Report> {
 /// base, through the folder opened with no link followed (`/proc/self/fd/N`), so that a
 /// link swapped in later cannot redirect a write.
 struct OutputDir {
-    _opened: Option<Dir>,
+    opened: Dir,
     shown: PathBuf,
     reach: PathBuf,
 }
 
 impl OutputDir {
     fn prepare(base: Option<&Base>, dir: &Path) -> Result<OutputDir, ExecError> {
-        let (opened, reach) = match base {
-            Some(base) => {
-                let opened = base.create_dirs(dir)?;
-                let reach = PathBuf::from(format!("/proc/self/fd/{}", opened.as_fd().as_raw_fd()));
-                (Some(opened), reach)
-            }
+        let opened = match base {
+            Some(base) => base.create_dirs(dir)?,
+            // No site: the folder is the caller's own, named by its own path.
             None => {
+                let failed = |source| ExecError::OutputDir {
+                    path: dir.to_path_buf(),
+                    source,
+                };
                 std::fs::DirBuilder::new()
                     .recursive(true)
                     .mode(0o700)
                     .create(dir)
-                    .map_err(|source| ExecError::OutputDir {
-                        path: dir.to_path_buf(),
-                        source,
-                    })?;
-                (None, dir.to_path_buf())
+                    .map_err(failed)?;
+                Dir::open_ambient(dir).map_err(|e| failed(io::Error::other(e)))?
             }
         };
+        let reach = PathBuf::from(format!("/proc/self/fd/{}", opened.as_fd().as_raw_fd()));
         Ok(OutputDir {
-            _opened: opened,
+            opened,
             shown: dir.to_path_buf(),
             reach,
         })
@@ -441,7 +449,7 @@ struct RunTmp {
 
 impl RunTmp {
     fn create(out: &OutputDir) -> io::Result<RunTmp> {
-        let name = format!("tmp-{}", random_hex());
+        let name = format!("{RUN_TMP_PREFIX}{}", random_hex());
         let reach = out.reach.join(&name);
         std::fs::DirBuilder::new().mode(0o700).create(&reach)?;
         Ok(RunTmp {

@@ -40,6 +40,8 @@ fn executor(site: &Site, sandbox: SandboxKind) -> Executor {
         full_output_dir: site.out.clone(),
         sandbox,
         network: false,
+        output_ttl_secs: ferry_exec::FULL_OUTPUT_TTL.as_secs(),
+        output_max_bytes: ferry_exec::FULL_OUTPUT_KEEP_MAX_BYTES,
     };
     Executor::new(scope, run, None)
 }

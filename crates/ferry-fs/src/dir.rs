@@ -216,6 +216,55 @@ impl Dir {
         Ok(out)
     }
 
+    /// The apparent size (`st_size`) of every regular file beneath this directory, at
+    /// any depth, links not followed, temporaries left out (a writer counts its own), a
+    /// file with several links counted once. A sparse file counts at its full length.
+    pub fn file_bytes(&self) -> Result<u64, FsError> {
+        let mut total = 0u64;
+        let mut linked = std::collections::HashSet::new();
+        // Folders still to count, by parent and name: a parent stays open only while a
+        // child of it waits, so open handles grow with the depth, not the width.
+        let mut pending: Vec<(std::rc::Rc<Dir>, String)> = Vec::new();
+        let mut next = Some(self.try_clone()?);
+        loop {
+            let dir = match next.take() {
+                Some(dir) => dir,
+                None => match pending.pop() {
+                    None => break,
+                    Some((parent, name)) => match parent.open_component(&name) {
+                        Ok(child) => child,
+                        // Gone or replaced by a link since it was read: nothing to count.
+                        Err(FsError::NotFound | FsError::PathEscapes) => continue,
+                        Err(e) => return Err(e),
+                    },
+                },
+            };
+            let dir = std::rc::Rc::new(dir);
+            dir.for_each_name(|name| {
+                let stat = match rustix::fs::statat(&dir.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(stat) => stat,
+                    Err(Errno::NOENT) => return Ok(()),
+                    Err(e) => return Err(FsError::from_errno(e)),
+                };
+                match FileType::from_raw_mode(stat.st_mode) {
+                    FileType::Directory => pending.push((
+                        dir.clone(),
+                        String::from_utf8_lossy(name.to_bytes()).into_owned(),
+                    )),
+                    FileType::RegularFile => {
+                        let temporary = name.to_bytes().starts_with(crate::TEMP_PREFIX.as_bytes());
+                        if !temporary && (stat.st_nlink <= 1 || linked.insert(stat.st_ino)) {
+                            total = total.saturating_add(stat.st_size as u64);
+                        }
+                    }
+                    _ => {}
+                }
+                Ok(())
+            })?;
+        }
+        Ok(total)
+    }
+
     /// Calls `f` with each name in this directory but `.` and `..`.
     fn for_each_name(
         &self,

@@ -27,6 +27,18 @@ pub enum FsError {
     NotEmpty,
     #[error("the file is larger than the limit of {0} bytes")]
     TooLarge(u64),
+    /// A write would take the owner past their storage quota.
+    #[error(
+        "this would pass the storage quota of {limit} bytes: {used} bytes are in use \
+         (public/ folders and saved command output); delete files there first, or ask the \
+         operator for a larger [limits] person_max_bytes"
+    )]
+    QuotaExceeded {
+        /// The quota, in bytes.
+        limit: u64,
+        /// Bytes counted against it, besides the refused write.
+        used: u64,
+    },
     #[error("permission denied")]
     PermissionDenied,
     #[error(transparent)]

@@ -4,6 +4,7 @@
 //! and give it relative paths, which the kernel resolves beneath it.
 
 mod atomic;
+mod budget;
 mod dir;
 mod error;
 mod name;
@@ -11,6 +12,7 @@ mod path;
 mod shown;
 
 pub use atomic::{AtomicWriter, TEMP_PREFIX, Written};
+pub use budget::Budget;
 pub use dir::{
     Dir, Entry, EntryKind, Follow, Metadata, is_temporary, openat2_allowed, set_openat2_enabled,
 };

@@ -267,3 +267,24 @@ fn no_temporaries(dir: &Dir) -> bool {
         .iter()
         .all(|e| !ferry_fs::is_temporary(&e.name))
 }
+
+#[test]
+fn file_bytes_counts_apparent_sizes_once_and_follows_no_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    std::fs::create_dir_all(root.join("a/b/c")).unwrap();
+    std::fs::write(root.join("one"), [1u8; 10]).unwrap();
+    std::fs::write(root.join("a/b/c/deep"), [1u8; 100]).unwrap();
+    // Sparse: counted at its length, so it cannot hide from a quota.
+    std::fs::File::create(root.join("a/sparse"))
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    std::fs::hard_link(root.join("one"), root.join("a/one-again")).unwrap();
+    std::fs::write(root.join(".ferry-tmp-abc"), [1u8; 1000]).unwrap();
+    std::fs::write(tmp.path().join("outside"), [1u8; 5000]).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("outside"), root.join("link")).unwrap();
+    std::os::unix::fs::symlink(tmp.path(), root.join("dirlink")).unwrap();
+    let dir = Dir::open_ambient(&root).unwrap();
+    assert_eq!(dir.file_bytes().unwrap(), 10 + 100 + (1 << 30));
+}

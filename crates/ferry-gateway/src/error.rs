@@ -56,6 +56,11 @@ impl ApiError {
             "permission_denied" => {
                 ApiError::new(StatusCode::FORBIDDEN, "permission_denied", err.message)
             }
+            "quota_exceeded" => ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "quota_exceeded",
+                err.message,
+            ),
             _ => ApiError::internal("tool", err.message),
         }
     }
@@ -109,6 +114,7 @@ fn fs_error(err: &FsError, message: String) -> ApiError {
         FsError::NotADirectory => (S::BAD_REQUEST, "not_a_directory"),
         FsError::NotRegular => (S::BAD_REQUEST, "not_a_file"),
         FsError::TooLarge(limit) => return ApiError::too_large(*limit),
+        FsError::QuotaExceeded { .. } => (S::INSUFFICIENT_STORAGE, "quota_exceeded"),
         FsError::PermissionDenied => (S::FORBIDDEN, "permission_denied"),
         FsError::Io(_) => return ApiError::internal("file system", err),
     };

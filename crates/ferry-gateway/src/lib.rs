@@ -148,7 +148,34 @@ impl AppState {
         self.site.revoke_relay_tokens()?;
         tokio::spawn(events::watch_attachments(self.clone()));
         tokio::spawn(interactions::sweep_picks(self.clone()));
+        tokio::spawn(sweep_saved_output(self.clone()));
         Ok(())
+    }
+}
+
+/// Removes every person's expired saved command output at start and then every
+/// [`ferry_tools::OUTPUT_SWEEP_INTERVAL`], each person's as that person.
+async fn sweep_saved_output(state: AppState) {
+    let mut ticks = tokio::time::interval(ferry_tools::OUTPUT_SWEEP_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let swept = state.clone();
+        let result = blocking(move || {
+            for person in swept.site.persons().map_err(ApiError::from)? {
+                let swept = swept
+                    .toolbox(&person)
+                    .and_then(|toolbox| toolbox.sweep_saved_output());
+                if let Err(e) = swept {
+                    tracing::warn!(person, "removing expired command output: {}", e.message);
+                }
+            }
+            Ok::<_, ApiError>(())
+        })
+        .await;
+        if let Err(e) = result {
+            tracing::warn!("removing expired command output: {}", e.message);
+        }
     }
 }
 

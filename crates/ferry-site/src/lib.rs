@@ -20,6 +20,7 @@ mod site;
 pub mod skills;
 mod time;
 mod tokens;
+mod usage;
 mod workspace;
 
 pub use artifacts::{Artifact, ArtifactKind};
@@ -38,11 +39,14 @@ pub use interactions::{
     InteractionKind, PICK_FILE_TTL, PICK_LINK_TTL, PickArrival, PickOutcome, PickRequest,
     WEB_PRESENCE_TOUCH_INTERVAL, WEB_PRESENCE_TTL, is_interaction_id,
 };
-pub use migrate::{LEGACY_PUBLIC_DIR_NAME, PUBLIC_DIR_NAME, migrate_legacy_public};
+pub use migrate::{
+    LEGACY_PUBLIC_DIR_NAME, PUBLIC_DIR_NAME, legacy_public_target, migrate_legacy_public,
+};
 pub use shown::{delivery_notice, person_relative};
 pub use site::{DEFAULT_PERSON, MEMORY_DIR, Project, SERVICE_DIR, Site};
 pub use time::rfc3339;
 pub use tokens::{Principal, TokenKind};
+pub use usage::{Counter, QuotaClaim, TERMINAL_OUTPUT_DIR, USAGE_RECOUNT_AFTER};
 pub use workspace::{
     ATTACHMENTS_DIR_NAME, AttachmentsState, Download, LIST_MAX_DEPTH, LIST_MAX_ENTRIES, Listing,
     Node, NodeKind, PublicPath, Workspace, attachments_changed,

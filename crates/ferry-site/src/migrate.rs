@@ -13,6 +13,24 @@ pub const PUBLIC_DIR_NAME: &str = "public";
 /// The old name, referred to by this migration only.
 pub const LEGACY_PUBLIC_DIR_NAME: &str = "uploads";
 
+/// When `rel` (workspace-relative components) lands in a workspace's legacy `uploads/` (the
+/// main workspace's or a project's), a sentence naming the `public/` path meant; `None`
+/// for any other path. Nothing creates `uploads/` again.
+pub fn legacy_public_target(rel: &[String]) -> Option<String> {
+    let at = match rel {
+        [first, ..] if first == LEGACY_PUBLIC_DIR_NAME => 0,
+        [projects, _, third, ..] if projects == "projects" && third == LEGACY_PUBLIC_DIR_NAME => 2,
+        _ => return None,
+    };
+    let mut meant = rel.to_vec();
+    meant[at] = PUBLIC_DIR_NAME.to_owned();
+    Some(format!(
+        "{LEGACY_PUBLIC_DIR_NAME}/ is the old name of public/ and is never created again; \
+         write to {} instead (public/attachments/ for what you deliver)",
+        meant.join("/")
+    ))
+}
+
 /// Moves a legacy `uploads/` under `container` into `public/`, merging when both exist.
 pub fn migrate_legacy_public(container: &Dir) -> Result<(), SiteError> {
     match container.metadata(LEGACY_PUBLIC_DIR_NAME) {

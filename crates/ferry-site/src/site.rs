@@ -39,6 +39,7 @@ pub struct Site {
     root: Dir,
     pub(crate) db: Db,
     config: Config,
+    pub(crate) usage: crate::usage::Usage,
 }
 
 /// A project of one person (spec members M-PROJ).
@@ -68,6 +69,7 @@ impl Site {
             root,
             db,
             config,
+            usage: Default::default(),
         })
     }
 

@@ -220,6 +220,7 @@ impl Workspace<'_> {
         let public = self.public()?;
         let writer = AtomicWriter::create(&public, &name)?
             .limit(self.site.config().media.max_upload_bytes)
+            .budget(Some(self.quota()?))
             .owner(self.owner);
         Ok((writer, name))
     }
@@ -235,8 +236,14 @@ impl Workspace<'_> {
         let name = self.upload_name(raw_name)?;
         let writer = AtomicWriter::create_unplaced(&self.public()?)?
             .limit(self.site.config().media.max_upload_bytes)
+            .budget(Some(self.quota()?))
             .owner(self.owner);
         Ok((writer, name))
+    }
+
+    /// The person's quota, for one writer (every project of theirs shares it).
+    fn quota(&self) -> Result<Box<dyn ferry_fs::Budget>, SiteError> {
+        Ok(Box::new(self.site.quota_claim(&self.person)?))
     }
 
     /// The safe name of an upload, refused unless its extension is allowed.
@@ -275,6 +282,7 @@ impl Workspace<'_> {
             .open_dir(ATTACHMENTS_DIR_NAME, Follow::Never)?;
         let writer = AtomicWriter::create(&attachments, &name)?
             .limit(max_bytes)
+            .budget(Some(self.quota()?))
             .owner(self.owner);
         Ok((
             writer,
@@ -391,8 +399,10 @@ impl Workspace<'_> {
         path.require_member_managed()?;
         let public = self.public()?;
         public.metadata(&path.rel)?;
-        public.remove(&path.rel)?;
-        Ok(())
+        let removed = public.remove(&path.rel);
+        // Even a delete that failed halfway may have freed room.
+        self.site.usage_changed(&self.person);
+        Ok(removed?)
     }
 
     /// The tree under `public/` (M-LIST): folders first, then by name; links not followed.

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use ferry_exec::ops::Kind;
+use ferry_fs::Budget;
 use ferry_site::{Artifact, ArtifactKind, check_id};
 use serde_json::json;
 
@@ -45,11 +46,13 @@ pub(crate) fn file_deliver(
             ));
         }
     }
-    // Every source is checked before the first copy: a bad path delivers nothing.
+    // Every source is checked before the first copy: a bad path, a file over the cap or
+    // a total over the quota delivers nothing.
+    let max_bytes = tools.site().config().deliveries.max_bytes;
     let mut sources = Vec::with_capacity(args.paths.len());
+    let mut total = 0u64;
     for path in &args.paths {
         let info = tools.requester().stat(path)?;
-        sources.push(info.path.clone());
         if info.kind != Kind::File {
             return Err(ToolError::new(
                 "not_a_file",
@@ -59,14 +62,31 @@ pub(crate) fn file_deliver(
                 ),
             ));
         }
+        if info.size > max_bytes {
+            return Err(too_large(&info.path, info.size, max_bytes));
+        }
+        total = total.saturating_add(info.size);
+        sources.push((info.path, info.size));
     }
+    let quota = quota_for(tools)?;
+    quota.take(total).map_err(ferry_exec::RequestError::from)?;
     let attachments = tools.paths().attachments(project);
     let attachments_str = attachments.display().to_string();
     sync_artifacts(tools)?;
     let mut delivered = Vec::new();
     let mut lines = Vec::new();
-    for (path, source) in args.paths.iter().zip(sources) {
-        let written = tools.requester().deliver(path, &attachments_str)?;
+    for (path, (source, size)) in args.paths.iter().zip(sources) {
+        // Room was taken for the size seen above: a file grown since is refused.
+        let limit = size;
+        let written = match tools.requester().deliver(path, &attachments_str, limit) {
+            Err(e) if e.code == "too_large" && limit < max_bytes => {
+                return Err(ToolError::new(
+                    "changed_meanwhile",
+                    format!("{source} grew while it was delivered; deliver it again"),
+                ));
+            }
+            other => other?,
+        };
         let name = Path::new(&written.path)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -101,12 +121,41 @@ pub(crate) fn file_deliver(
             "notice": notice,
         }));
     }
+    quota.commit();
     Ok(ToolOutput::text(format!(
         "Delivered {} file(s). Repeat these lines in your reply:\n{}",
         delivered.len(),
         lines.join("\n")
     ))
     .with_structured(json!({"delivered": delivered})))
+}
+
+fn too_large(path: &str, size: u64, max_bytes: u64) -> ToolError {
+    ToolError::new(
+        "too_large",
+        format!(
+            "{path} is {size} bytes, over the {max_bytes} bytes one delivery may have \
+             ([deliveries] max_bytes); nothing was delivered. Deliver a smaller file (compress \
+             or split it)"
+        ),
+    )
+}
+
+/// The person's quota for this delivery. In host mode the service may not read the
+/// person's folders, so the person's own worker counts them.
+fn quota_for(tools: &Toolbox) -> Result<ferry_site::QuotaClaim, ToolError> {
+    let site = tools.site();
+    if site.mode() != ferry_site::SiteMode::Host {
+        return Ok(site.quota_claim(tools.person())?);
+    }
+    let roots = site
+        .usage_roots(tools.person())?
+        .into_iter()
+        .map(|rel| tools.paths().data.join(rel).display().to_string())
+        .collect();
+    let counted = tools.requester().count_bytes(roots)?;
+    let counter: ferry_site::Counter = std::sync::Arc::new(move || Ok(counted));
+    Ok(site.quota_claim_counted_by(tools.person(), counter)?)
 }
 
 /// The task and slug of a file: the first folder under `artifacts/` or `tmp/`.

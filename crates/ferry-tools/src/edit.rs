@@ -40,22 +40,10 @@ fn refuse_legacy_public(tools: &Toolbox, path: &str) -> Result<(), ToolError> {
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect();
-    let legacy = ferry_site::LEGACY_PUBLIC_DIR_NAME;
-    let at = match parts.as_slice() {
-        [first, ..] if first == legacy => 0,
-        [projects, _, third, ..] if projects == "projects" && third == legacy => 2,
-        _ => return Ok(()),
-    };
-    let mut meant = parts;
-    meant[at] = ferry_site::PUBLIC_DIR_NAME.to_owned();
-    Err(ToolError::new(
-        "legacy_folder",
-        format!(
-            "{legacy}/ is the old name of public/ and is never created again; write to {} \
-             instead (public/attachments/ for what you deliver)",
-            meant.join("/")
-        ),
-    ))
+    match ferry_site::legacy_public_target(&parts) {
+        Some(why) => Err(ToolError::new("legacy_folder", why)),
+        None => Ok(()),
+    }
 }
 
 pub(crate) fn file_write(

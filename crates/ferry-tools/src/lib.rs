@@ -126,6 +126,10 @@ impl From<ferry_site::SiteError> for ToolError {
     }
 }
 
+/// How often a long-running server removes expired saved command output (besides the
+/// sweep before each save).
+pub const OUTPUT_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 /// How paths and deliveries work with these tools; the last part of the instructions.
 pub(crate) const TOOLS_NOTE: &str = "Relative paths are relative to the workspace. Deliver \
     finished files with `file_deliver` and repeat the 📎 lines it returns in your reply.\n";
@@ -241,6 +245,11 @@ impl Toolbox {
         result.unwrap_or_else(|e| ToolOutput::error(&e))
     }
 
+    /// Removes this person's expired saved command output, as the person.
+    pub fn sweep_saved_output(&self) -> Result<(), ToolError> {
+        Ok(self.requester.sweep_output()?)
+    }
+
     /// The server instructions (T-MCP): the delivery rules of M-DOCS and where this
     /// person's folders are.
     pub fn instructions(&self) -> String {
@@ -254,5 +263,63 @@ impl Toolbox {
             artifacts = p.artifacts.display(),
             shared = p.shared_public.display(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+
+    #[test]
+    fn the_server_sweep_removes_only_expired_saved_output() {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = Arc::new(Site::open(tmp.path(), ferry_site::Config::default()).unwrap());
+        site.add_person("ann").unwrap();
+        let toolbox = Toolbox::open(site, "ann", None).unwrap();
+        let dir = &toolbox.paths().terminal_output;
+        std::fs::create_dir_all(dir.join("tmp-left-by-a-dead-run")).unwrap();
+        let day_old = SystemTime::now() - Duration::from_secs(25 * 60 * 60);
+        for name in ["run-old.log", "run-new.log", "keep-old.txt"] {
+            let file = std::fs::File::create(dir.join(name)).unwrap();
+            if name.contains("old") {
+                file.set_modified(day_old).unwrap();
+            }
+        }
+        std::fs::File::open(dir.join("tmp-left-by-a-dead-run"))
+            .unwrap()
+            .set_modified(day_old)
+            .unwrap();
+        toolbox.sweep_saved_output().unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["keep-old.txt", "run-new.log"]);
+    }
+
+    #[test]
+    fn the_sweep_never_follows_a_link_planted_as_the_output_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = Arc::new(Site::open(&tmp.path().join("site"), Default::default()).unwrap());
+        site.add_person("ann").unwrap();
+        let toolbox = Toolbox::open(site, "ann", None).unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir_all(elsewhere.join("tmp-precious")).unwrap();
+        let victim = elsewhere.join("run-precious.log");
+        std::fs::write(&victim, "keep me").unwrap();
+        let day_old = SystemTime::now() - Duration::from_secs(25 * 60 * 60);
+        std::fs::File::open(&victim)
+            .unwrap()
+            .set_modified(day_old)
+            .unwrap();
+        let dir = &toolbox.paths().terminal_output;
+        let _ = std::fs::remove_dir_all(dir);
+        std::os::unix::fs::symlink(&elsewhere, dir).unwrap();
+        let swept = toolbox.sweep_saved_output();
+        assert!(swept.is_err(), "{swept:?}");
+        assert!(victim.exists() && elsewhere.join("tmp-precious").exists());
     }
 }

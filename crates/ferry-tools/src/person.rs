@@ -39,7 +39,7 @@ impl PersonPaths {
             home: data.join("home").join(person),
             tmp: private.join("tmp"),
             artifacts: private.join("artifacts"),
-            terminal_output: private.join("tmp/terminal-output"),
+            terminal_output: private.join(ferry_site::TERMINAL_OUTPUT_DIR),
             private,
             shared_public: data.join("shared/public"),
             skills: data.join("skills"),
@@ -155,6 +155,8 @@ pub(crate) fn requester_for(
         full_output_dir: paths.terminal_output.clone(),
         sandbox: sandbox_kind(config.exec.sandbox),
         network: config.exec.network,
+        output_ttl_secs: config.exec.output_ttl_hours.saturating_mul(60 * 60),
+        output_max_bytes: config.exec.output_max_bytes,
     };
     let requester = match site.mode() {
         SiteMode::Local | SiteMode::Container => {

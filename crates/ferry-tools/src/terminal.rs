@@ -76,5 +76,6 @@ pub(crate) fn terminal_run(
         "stderrBytes": output.stderr_bytes,
         "truncated": output.truncated,
         "fullOutputPath": output.full_output_path,
+        "fullOutputNote": output.full_output_note,
     })))
 }

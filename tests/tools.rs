@@ -44,11 +44,11 @@ impl Site {
         std::fs::write(data.join("ferry.toml"), config).unwrap();
         let ferry = dir.path().join("ferry");
         std::fs::copy(support::ferry_bin(), &ferry).unwrap();
-        let out = Command::new(&ferry)
-            .args(["person", "add", "alice", "--data"])
-            .arg(&data)
-            .output()
-            .unwrap();
+        let out = support::output_retrying(
+            Command::new(&ferry)
+                .args(["person", "add", "alice", "--data"])
+                .arg(&data),
+        );
         assert!(out.status.success(), "{out:?}");
         let site = Site {
             _dir: dir,

@@ -1106,3 +1106,18 @@ pub fn assert_no_leak(result: &Value, must_read: &str) {
 pub fn holders_of(secret: &str) -> Vec<u32> {
     escapes::survivors(secret)
 }
+
+/// Runs `cmd` to its end. A program copied a moment ago may still be open for writing in
+/// a child that another test thread forked meanwhile (until that child execs), and then
+/// cannot be executed (`ETXTBSY`): such a start is tried again.
+pub fn output_retrying(cmd: &mut Command) -> Output {
+    for _ in 0..100 {
+        match cmd.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other.expect("the program starts"),
+        }
+    }
+    panic!("{cmd:?} stayed busy")
+}

@@ -29,7 +29,8 @@ fn executor(site: &Site, sandbox: SandboxKind) -> Executor {
         writable: true,
     };
     let scope = Scope::new(
-        tree.path.clone(),
+        // The site's folder: it holds the workspace and the output folder.
+        site.base.canonicalize().unwrap(),
         tree.path.clone(),
         vec![tree],
         Access::Confined,

@@ -169,9 +169,11 @@ pub(crate) async fn receive_file(
     writer: AtomicWriter,
 ) -> Result<Filled, ApiError> {
     let mut sink = Sink::new(writer);
+    let mut refused = false;
     let streamed = async {
         while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
             if !sink.send(chunk).await {
+                refused = true;
                 break;
             }
         }
@@ -181,6 +183,12 @@ pub(crate) async fn receive_file(
     // Waited for even when the body failed, so that the writer (and with it the
     // temporary) is gone before the answer goes out, not some time after.
     let finished = sink.finish().await;
+    if refused {
+        // The writer refused (the quota, a full disk): the rest of the part is read and
+        // dropped, bounded by the body's own cap and pace, so that the client hears the
+        // answer instead of a connection closed while it still sends.
+        while let Ok(Some(_)) = field.chunk().await {}
+    }
     streamed?;
     finished
 }

@@ -91,7 +91,7 @@ export function el(tag, props, ...children) {
  * mark, fillers, tags…), look-alikes of `/` and `\`, and lone surrogates. The same list
  * as the server's (ferry-fs `shown.rs`): keep the two equal.
  */
-const HIDDEN_CHARS = String.raw`\p{Cc}\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069\u00AD\u034F\u115F\u1160\u17B4\u17B5\u180E\u200B-\u200D\u2028\u2029\u2060-\u2064\u206A-\u206F\u3164\uFEFF\uFFA0\uFFF9-\uFFFB\u{1D173}-\u{1D17A}\u{E0000}-\u{E007F}\u2044\u2215\u2571\u29F8\uFF0F\u2216\u2572\u29F5\u29F9\uFE68\uFF3C\uD800-\uDFFF`;
+const HIDDEN_CHARS = String.raw`\p{Cc}\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069\u00AD\u034F\u115F\u1160\u17B4\u17B5\u180E\u200B-\u200D\u2028\u2029\u2060-\u2064\u206A-\u206F\u3164\uFEFF\uFFA0\uFFF9-\uFFFB\u{1D173}-\u{1D17A}\u{E0000}-\u{E007F}\u1680\u2000-\u200A\u202F\u205F\u3000\u2800\u2044\u2215\u2571\u29F8\uFF0F\u0337\u0338\u2216\u2572\u29F5\u29F9\uFE68\uFF3C\u20E5\uD800-\uDFFF`;
 const HIDDEN_ONE = new RegExp(`[${HIDDEN_CHARS}]`, "u");
 const HIDDEN_RUN = new RegExp(`[${HIDDEN_CHARS}]+`, "gu");
 

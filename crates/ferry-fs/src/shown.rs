@@ -28,9 +28,17 @@ pub fn is_hidden_or_spoofing(c: char) -> bool {
             | '\u{2060}'..='\u{2064}' | '\u{206A}'..='\u{206F}' | '\u{3164}' | '\u{FEFF}'
             | '\u{FFA0}' | '\u{FFF9}'..='\u{FFFB}' | '\u{1D173}'..='\u{1D17A}'
             | '\u{E0000}'..='\u{E007F}'
-            // Look-alikes of the path separator `/` and of `\`.
+            // Blanks that pass for nothing or for a plain space: the ogham space mark,
+            // typographic spaces, the narrow and the mathematical space, the ideographic
+            // space, the braille blank.
+            | '\u{1680}' | '\u{2000}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}'
+            | '\u{2800}'
+            // Look-alikes of the path separator `/` and of `\`, the combining overlays
+            // that draw one over a letter included.
             | '\u{2044}' | '\u{2215}' | '\u{2571}' | '\u{29F8}' | '\u{FF0F}'
+            | '\u{0337}' | '\u{0338}'
             | '\u{2216}' | '\u{2572}' | '\u{29F5}' | '\u{29F9}' | '\u{FE68}' | '\u{FF3C}'
+            | '\u{20E5}'
         )
 }
 
@@ -77,6 +85,12 @@ mod tests {
         );
         assert_eq!(shown_name("\u{E0041}"), "⟨U+E0041⟩");
         assert_eq!(shown_name("\u{85}"), "⟨U+0085⟩", "C1 controls too");
+        // Blanks that read as nothing or as a plain space, and a slash drawn over a letter.
+        assert_eq!(
+            shown_name("a\u{2800}b\u{3000}c\u{1680}d\u{2009}e"),
+            "a⟨U+2800⟩b⟨U+3000⟩c⟨U+1680⟩d⟨U+2009⟩e"
+        );
+        assert_eq!(shown_name("pub\u{0338}lic"), "pub⟨U+0338⟩lic");
     }
 
     #[test]
@@ -88,6 +102,7 @@ mod tests {
             "תקציב.xlsx",
             "报告.docx",
             "notes 😀.md",
+            "no\u{00A0}break.txt",
         ] {
             assert!(
                 matches!(shown_name(name), Cow::Borrowed(n) if n == name),

@@ -5,11 +5,8 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startAgent } from './agent.mjs';
 import {
-  startFerry,
-  launchBrowser,
-  openApp,
+  startChatPage,
   sendChat,
   conversation,
   messages,
@@ -20,24 +17,16 @@ import {
 
 let agent;
 let server;
-let browser;
 let page;
+let chat;
 
 before(async () => {
-  agent = await startAgent({ wordDelay: 0 });
-  server = await startFerry({ env: { FERRY_AGENT__UPSTREAM: agent.url } });
-  agent.data = server.data;
-  agent.gateway = server.base;
-  browser = await launchBrowser();
-  page = await openApp(browser, server.url);
-  await conversation(page).waitFor({ state: 'visible' });
+  chat = await startChatPage({ wordDelay: 0 });
+  ({ agent, server, page } = chat);
 });
 
 after(async () => {
-  await page?.context().close();
-  await browser?.close();
-  await agent?.close();
-  await server?.stop();
+  await chat?.close();
 });
 
 const button = (name) => chatRegion(page).getByRole('button', { name, exact: true });

@@ -8,12 +8,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { startAgent } from './agent.mjs';
 import {
   agentTools,
-  startFerry,
-  launchBrowser,
-  openApp,
+  startChatPage,
   sendChat,
   conversation,
   messages,
@@ -34,42 +31,36 @@ const RTL_LETTERS = { name: 'تقرير 2026.pdf', shown: 'تقرير 2026.pdf' 
 const BY_TOOL = { name: 'statement_\u2067\u202Efdp.scr', shown: 'statement_⟨U+2067⟩⟨U+202E⟩fdp.scr' };
 /** Delivered with `file_deliver`, which makes the name safe first (core C-NAME). */
 const DELIVERED = { source: 'contract_\u202Efdp.exe', name: 'contract__fdp.exe', shown: 'contract__fdp.exe' };
+/** Blanks that pass for nothing or for a space. */
+const BLANKS = { name: 'report\u2800\u3000final.pdf', shown: 'report⟨U+2800⟩⟨U+3000⟩final.pdf' };
 const PLAIN = { name: 'plain.txt', shown: 'plain.txt' };
 
-const ON_DISK = [OVERRIDE, NEWLINE, ZERO_WIDTH, RTL_LETTERS, PLAIN];
+const ON_DISK = [OVERRIDE, NEWLINE, ZERO_WIDTH, RTL_LETTERS, BLANKS, PLAIN];
 const ALL = [...ON_DISK, BY_TOOL, DELIVERED];
 /** Every file has this size, so every row's size column says the same. */
 const CONTENT = 'x'.repeat(1234);
 /** Any of these in visible text is a character that should have been made visible. */
-const HIDDEN = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\u2215]/u;
+const HIDDEN = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\u2215\u2800\u3000]/u;
 /** The same, for the text of several blocks, which innerText separates with newlines. */
-const HIDDEN_BUT_LINES = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\u2215]/u;
+const HIDDEN_BUT_LINES = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\u2215\u2800\u3000]/u;
 
 let agent;
 let server;
-let browser;
 let page;
+let chat;
 let tools;
 let attachments;
 
 before(async () => {
-  agent = await startAgent({ wordDelay: 5 });
-  server = await startFerry({ env: { FERRY_AGENT__UPSTREAM: agent.url } });
-  agent.data = server.data;
-  agent.gateway = server.base;
+  chat = await startChatPage({ wordDelay: 5 });
+  ({ agent, server, page } = chat);
   attachments = path.join(server.publicDir(), 'attachments');
   tools = agentTools(server);
-  browser = await launchBrowser();
-  page = await openApp(browser, server.url);
-  await conversation(page).waitFor({ state: 'visible' });
 });
 
 after(async () => {
   tools?.close();
-  await page?.context().close();
-  await browser?.close();
-  await agent?.close();
-  await server?.stop();
+  await chat?.close();
 });
 
 const attachmentPath = (name) => `public/attachments/${name}`;

@@ -11,6 +11,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startAgent } from './agent.mjs';
 
 export const TESTS_DIR = path.dirname(fileURLToPath(import.meta.url));
 export const REPO = path.resolve(TESTS_DIR, '..', '..');
@@ -525,4 +526,26 @@ export function agentTools(server, person = 'me') {
       child.kill();
     },
   };
+}
+
+/**
+ * A chat page against the scripted agent: the agent (`wordDelay` ms between words), a
+ * gateway relaying to it, and the app open in a browser with its conversation shown.
+ * `close()` ends all of it.
+ */
+export async function startChatPage({ wordDelay }) {
+  const agent = await startAgent({ wordDelay });
+  const server = await startFerry({ env: { FERRY_AGENT__UPSTREAM: agent.url } });
+  agent.data = server.data;
+  agent.gateway = server.base;
+  const browser = await launchBrowser();
+  const page = await openApp(browser, server.url);
+  await conversation(page).waitFor({ state: 'visible' });
+  const close = async () => {
+    await page?.context().close();
+    await browser?.close();
+    await agent?.close();
+    await server?.stop();
+  };
+  return { agent, server, browser, page, close };
 }

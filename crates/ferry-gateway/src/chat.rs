@@ -600,14 +600,21 @@ fn upstream_body(
     ));
     messages.extend(history.iter().map(UpstreamMessage::saved));
     messages.push(UpstreamMessage::new("user", message, attachments));
+    // Sized up front: growing a buffer of megabytes by doubling holds it twice over.
+    let size = messages.iter().map(UpstreamMessage::bytes).sum::<u64>() + model.len() as u64;
+    let mut body = Vec::with_capacity(usize::try_from(size).unwrap_or(0) + REQUEST_SLACK_BYTES);
     let request = Request {
         model,
         stream: true,
         messages,
     };
-    // Strings and a bool always serialize.
-    Bytes::from(serde_json::to_vec(&request).unwrap_or_default())
+    // Strings and a bool always serialize, into memory.
+    let _ = serde_json::to_writer(&mut body, &request);
+    Bytes::from(body)
 }
+
+/// Room in the upstream request for what surrounds its messages, in bytes.
+const REQUEST_SLACK_BYTES: usize = 64;
 
 /// Sends one event; `false` when the member has gone.
 async fn send(tx: &mpsc::Sender<Event>, name: &str, data: Value) -> bool {

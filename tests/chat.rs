@@ -27,6 +27,8 @@ const EVENT_WAIT: Duration = Duration::from_secs(5);
 /// Files written straight to disk are polled for every 400 ms; the contract says "within a
 /// second", and this leaves room for a loaded machine.
 const POLL_WAIT: Duration = Duration::from_millis(1500);
+/// The chat turns one person may run at once.
+const CHAT_TURNS_PER_PERSON: usize = 2;
 
 // ---------------------------------------------------------------------------------------
 // The scripted upstream agent
@@ -40,6 +42,8 @@ struct Request {
     /// Names lower-cased.
     headers: Vec<(String, String)>,
     body: Value,
+    /// The length of the body as it came.
+    body_bytes: usize,
 }
 
 impl Request {
@@ -237,6 +241,7 @@ fn serve_agent(
         path,
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        body_bytes: body.len(),
     };
     requests.lock().unwrap().push(request.clone());
     let answer = answers.lock().unwrap().pop_front();
@@ -2012,6 +2017,295 @@ fn chat_history_reads_are_bounded_however_long_the_saved_words() {
         }
     }
     assert_eq!(seen, 13);
+    assert_alive(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// 6b. What a turn sends upstream, and how many a person runs at once
+// ---------------------------------------------------------------------------------------
+
+/// One message as the upstream request carries it.
+fn upstream(role: &str, content: &str) -> Value {
+    json!({ "role": role, "content": content })
+}
+
+/// What a message takes of the upstream request body: its JSON and the comma after it
+/// (the measure of `agent.max_context_bytes`).
+fn cost(message: &Value) -> usize {
+    message.to_string().len() + 1
+}
+
+/// The saved messages a request carried: all but the system message and the new one.
+fn context_of(request: &Request) -> Vec<Value> {
+    let messages = request.messages();
+    assert_eq!(messages[0]["role"], "system", "{}", messages[0]);
+    assert!(messages.len() >= 2, "no new message");
+    messages[1..messages.len() - 1].to_vec()
+}
+
+/// `turns` turns in which a hostile agent answers over its 1 MiB cap; what they saved, as
+/// the upstream is sent it, oldest first.
+fn hostile_history(agent: &Agent, server: &Server, turns: usize) -> Vec<Value> {
+    let mut saved = Vec::new();
+    for i in 0..turns {
+        let reply = format!("R{i:02} {}", "x".repeat(MIB + KIB));
+        agent.answer(Answer::Completion(reply.clone()));
+        let message = format!("Q{i}");
+        let events = turn(server, json!({ "message": message }));
+        assert_eq!(error_code_of(&events), "reply_too_large");
+        saved.push(upstream("user", &message));
+        saved.push(upstream(
+            "assistant",
+            &format!("{}\n\n[reply cut at 1 MiB]", &reply[..MIB]),
+        ));
+    }
+    saved
+}
+
+#[test]
+fn chat_context_after_twenty_five_cut_replies_is_the_newest_within_four_mebibytes() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    let saved = hostile_history(&agent, &server, 25);
+    agent.answer(Answer::Completion("Fine.".to_owned()));
+    let events = turn(&server, json!({ "message": "hello" }));
+    assert_eq!(said(&events), "Fine.");
+
+    // Unbounded, this request carried all 50 saved messages: 26 MB.
+    let request = agent.last_request();
+    let system = cost(&request.messages()[0]);
+    eprintln!(
+        "upstream request after 25 cut replies: {} bytes, {} messages",
+        request.body_bytes,
+        request.messages().len()
+    );
+    assert!(
+        request.body_bytes <= system + 4 * MIB + KIB,
+        "the upstream was sent {} bytes",
+        request.body_bytes
+    );
+    assert_eq!(request.last_user_content(), "hello");
+    // The newest saved messages, whole and as saved, as many as fit and not one more.
+    let context = context_of(&request);
+    let kept = context.len();
+    assert!(kept >= 2, "the newest reply is left out: {kept} messages");
+    assert_eq!(context, saved[saved.len() - kept..]);
+    let taken: usize = context.iter().map(cost).sum();
+    assert!(taken <= 4 * MIB, "{taken} bytes of saved messages");
+    let next_older = &saved[saved.len() - kept - 1];
+    assert!(
+        taken + cost(next_older) > 4 * MIB,
+        "{} more bytes would have fit",
+        cost(next_older)
+    );
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_context_budget_holds_at_the_limit_and_not_one_byte_more() {
+    const BUDGET: usize = 3000;
+    let agent = Agent::start();
+    let mut server = start_with_upstream(
+        &agent.url,
+        &[("FERRY_AGENT__MAX_CONTEXT_BYTES", &BUDGET.to_string())],
+    );
+    for (extra, project) in [(-1i64, "under"), (0, "at"), (1, "over")] {
+        create_project(&server, &server.token, project);
+        let attached = upload(&server, &server.token, "notes.txt", b"n", Some(project));
+        let path = attached["path"].as_str().unwrap().to_owned();
+        // Four saved messages whose costs add up to the budget + `extra`. The oldest
+        // reply holds characters JSON escapes, so bytes are counted as sent.
+        let old = upstream("user", "old");
+        let new = upstream("user", &format!("new\n\nAttached files: {path}"));
+        let last = upstream("assistant", &"y".repeat(500));
+        let filler = |n: usize| format!("{}{}", "\u{1}\"é\\".repeat(20), "a".repeat(n));
+        let base = cost(&old) + cost(&new) + cost(&last) + cost(&upstream("assistant", &filler(0)));
+        let reply = filler((BUDGET as i64 + extra) as usize - base);
+        let reply_message = upstream("assistant", &reply);
+        let all = [
+            old.clone(),
+            reply_message.clone(),
+            new.clone(),
+            last.clone(),
+        ];
+        assert_eq!(
+            all.iter().map(cost).sum::<usize>() as i64,
+            BUDGET as i64 + extra
+        );
+
+        agent.answer(Answer::Completion(reply.clone()));
+        turn(&server, json!({ "message": "old", "project": project }));
+        agent.answer(Answer::Completion("y".repeat(500)));
+        turn(
+            &server,
+            json!({ "message": "new", "project": project, "attachments": [path] }),
+        );
+        assert_eq!(agent.last_request().messages().last(), Some(&new));
+        agent.answer(Answer::Completion("ok".to_owned()));
+        turn(&server, json!({ "message": "probe", "project": project }));
+        let context = context_of(&agent.last_request());
+        if extra <= 0 {
+            assert_eq!(context, all, "{project}: all four fit");
+        } else {
+            // One byte over: the oldest is left out, whole, and nothing else.
+            assert_eq!(context, all[1..], "{project}");
+        }
+    }
+    // A newest reply longer than the whole budget leaves no saved message to send.
+    agent.answer(Answer::Completion("z".repeat(BUDGET)));
+    turn(&server, json!({ "message": "Long, please." }));
+    agent.answer(Answer::Completion("ok".to_owned()));
+    turn(&server, json!({ "message": "And now?" }));
+    assert_eq!(context_of(&agent.last_request()), Vec::<Value>::new());
+    assert_eq!(agent.last_request().last_user_content(), "And now?");
+    assert_alive(&mut server);
+}
+
+/// Starts a turn of the holder of `token` (in `project`) that the agent answers with one
+/// delta and then holds open: the member's connection, read to that delta.
+fn held_turn(server: &Server, agent: &Agent, token: &str, project: Option<&str>) -> TcpStream {
+    agent.answer(Answer::Hang(vec![delta("Thinking")]));
+    let mut body = json!({ "message": "Take your time." });
+    if let Some(project) = project {
+        body["project"] = json!(project);
+    }
+    let body = body.to_string();
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    write!(
+        stream,
+        "POST /v1/chat HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    stream.set_read_timeout(Some(TURN_WAIT)).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("event: delta") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the turn ended: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    stream
+}
+
+/// A quick turn of the holder of `token`: its status, and the error body when refused.
+fn quick_turn(server: &Server, agent: &Agent, token: &str, message: &str) -> (u16, Value) {
+    agent.answer(Answer::Completion(format!("Re: {message}")));
+    let response = post_chat(server, token, &json!({ "message": message }));
+    if response.status().as_u16() != 200 {
+        // Refused before the upstream was asked: the answer stays queued; take it back.
+        agent.answers.lock().unwrap().pop_back();
+        return json_answer(response);
+    }
+    let events = SseStream::new(response).until_end(TURN_WAIT);
+    assert_eq!(said(&events), format!("Re: {message}"));
+    (200, Value::Null)
+}
+
+#[test]
+fn chat_turns_of_one_person_are_capped_and_an_ended_one_frees_its_place() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    let bob = server.add_person("bob");
+    // limit − 1 and limit run …
+    let first = held_turn(&server, &agent, &server.token, None);
+    let second = held_turn(&server, &agent, &server.token, None);
+    assert_eq!(agent.requests().len(), 2);
+    // … limit + 1 is refused in the one error shape, before anything is saved or sent.
+    let answer = refused(&server, json!({ "message": "One too many." }));
+    assert_refused(answer, 429, "too_many_turns");
+    assert_eq!(
+        agent.requests().len(),
+        2,
+        "the refused turn reached the upstream"
+    );
+    let saved = history(&server, None);
+    assert!(
+        saved.iter().all(|m| m["text"] != "One too many."),
+        "the refused message was saved: {saved:?}"
+    );
+    // Another person is not held up.
+    assert_eq!(quick_turn(&server, &agent, &bob, "Bob here.").0, 200);
+
+    // A turn whose member went away frees its place at once.
+    first.shutdown(Shutdown::Both).unwrap();
+    drop(first);
+    agent
+        .hung_up_within(Duration::from_secs(5))
+        .expect("the gateway hung up");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match quick_turn(&server, &agent, &server.token, "Freed?") {
+            (200, _) => break,
+            (429, _) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            (status, body) => panic!("the ended turn's place was not freed: {status} {body}"),
+        }
+    }
+    // A finished turn frees its place before its `done`: one after another, each runs
+    // beside the held one.
+    for i in 0..3 {
+        let (status, body) = quick_turn(&server, &agent, &server.token, &format!("Next {i}"));
+        assert_eq!(status, 200, "{body}");
+    }
+    // Turns in a project count for the same person.
+    create_project(&server, &server.token, "side");
+    let in_project = held_turn(&server, &agent, &server.token, Some("side"));
+    let (status, body) = quick_turn(&server, &agent, &server.token, "Still too many.");
+    assert_refused((status, body), 429, "too_many_turns");
+    drop((second, in_project));
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_twelve_concurrent_turns_on_a_long_hostile_history_keep_the_gateway_small() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    let started = peak_rss_kib(&server);
+    hostile_history(&agent, &server, 25);
+    let asked = agent.requests().len();
+    let before = peak_rss_kib(&server);
+    // Each attempt that reaches the upstream is held there with its whole request.
+    for _ in 0..12 {
+        agent.answer(Answer::Hang(vec![delta("Thinking")]));
+    }
+    let attempts: Vec<_> = (0..12)
+        .map(|_| {
+            let (url, token) = (server.url("/v1/chat"), server.token.clone());
+            std::thread::spawn(move || {
+                client()
+                    .post(url)
+                    .bearer_auth(token)
+                    .json(&json!({ "message": "hello" }))
+                    .send()
+                    .unwrap()
+            })
+        })
+        .collect();
+    let answers: Vec<_> = attempts.into_iter().map(|a| a.join().unwrap()).collect();
+    let (running, refused): (Vec<_>, Vec<_>) = answers.into_iter().partition(|r| r.status() == 200);
+    assert_eq!(running.len(), CHAT_TURNS_PER_PERSON, "turns that ran");
+    for answer in refused {
+        assert_refused(json_answer(answer), 429, "too_many_turns");
+    }
+    // Both running turns reached the upstream with their whole request.
+    let deadline = Instant::now() + TURN_WAIT;
+    while agent.requests().len() < asked + 2 {
+        assert!(Instant::now() < deadline, "the running turns never asked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let peak = peak_rss_kib(&server);
+    eprintln!(
+        "25 cut replies: peak RSS +{} KiB; then twelve turn attempts: +{} KiB",
+        before.saturating_sub(started),
+        peak.saturating_sub(before)
+    );
+    // A turn holds at most 4 MiB of saved messages and the request written from them,
+    // and two run; unbounded, each of the twelve held 26 MB several times over.
+    let grew = peak.saturating_sub(started);
+    assert!(grew < 64 * 1024, "the gateway grew by {grew} KiB");
+    drop(running);
+    agent.answers.lock().unwrap().clear();
     assert_alive(&mut server);
 }
 

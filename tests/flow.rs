@@ -688,3 +688,61 @@ fn an_mcp_session_answers_only_the_token_that_opened_it() {
         );
     }
 }
+
+/// `initialize` on `/mcp` with `token`, without a session: status, session id, and the
+/// JSON body of a refusal.
+fn initialize(server: &Server, token: &str) -> (u16, Option<String>, Value) {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL,
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }});
+    let response = mcp_request(server, reqwest::Method::POST, token, None, Some(&init));
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|id| id.to_str().unwrap().to_owned());
+    let status = response.status().as_u16();
+    if status == 200 {
+        return (status, id, Value::Null);
+    }
+    let (status, body) = support::json_answer(response);
+    (status, id, body)
+}
+
+#[test]
+fn an_mcp_token_holds_at_most_thirty_two_sessions_and_a_closed_one_frees_its_place() {
+    const MAX: usize = 32;
+    let (server, harness) = gateway();
+    let other = server.create_token("me", "harness");
+    // limit − 1 and limit are opened …
+    let sessions: Vec<RawSession> = (0..MAX)
+        .map(|_| RawSession::open(&server, &harness))
+        .collect();
+    // … limit + 1 is refused in the one error shape, and makes no session.
+    let (status, id, body) = initialize(&server, &harness);
+    support::assert_error(status, &body, 429, "too_many_sessions");
+    assert_eq!(id, None, "a refused initialize named a session");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("DELETE"), "{message}");
+    // Every session still answers, and another token of the same person is not held up.
+    let tools = first_message(&mut sessions[0].request(2, "tools/list", json!({})));
+    assert!(tools["result"]["tools"].is_array(), "{tools}");
+    let others: Vec<RawSession> = (0..2).map(|_| RawSession::open(&server, &other)).collect();
+
+    // A DELETE frees one place, and only one.
+    let (status, _) = on_session(
+        &server,
+        reqwest::Method::DELETE,
+        &harness,
+        &sessions[MAX - 1].id,
+        None,
+    );
+    assert_eq!(status, 202);
+    let (status, id, body) = initialize(&server, &harness);
+    assert_eq!(status, 200, "{body}");
+    assert!(id.is_some());
+    let (status, _, body) = initialize(&server, &harness);
+    support::assert_error(status, &body, 429, "too_many_sessions");
+    drop(others);
+}

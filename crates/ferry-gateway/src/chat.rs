@@ -6,7 +6,12 @@
 //! member as `delta` events. Files that appear or change in `public/attachments/` during
 //! the turn, however they got there, are announced as `notice` events; notices live only
 //! in the stream, while the saved conversation keeps the agent's own words.
+//!
+//! What one turn costs the gateway is bounded: the conversation sent upstream is the
+//! newest saved messages within `agent.max_context_bytes`, and a person runs at most
+//! [`CHAT_TURNS_PER_PERSON_MAX`] turns at once.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -27,12 +32,16 @@ use tokio::sync::mpsc;
 
 use crate::auth::Member;
 use crate::extract::{JsonBody, QueryParams};
+use crate::tally::Place;
 use crate::{ApiError, AppState, blocking};
 
 /// The longest message a member may send, in bytes.
 pub const CHAT_MESSAGE_MAX_BYTES: usize = 64 * 1024;
 /// The most files one message may attach.
 pub const CHAT_ATTACHMENTS_MAX: usize = 32;
+/// Turns one person may run at once, over all their workspaces: one page's turn and one
+/// of another tab or project. Each holds up to a context and a reply in memory.
+pub const CHAT_TURNS_PER_PERSON_MAX: usize = 2;
 /// Events buffered between the upstream reader and a slow member.
 const RELAY_QUEUE_EVENTS: usize = 64;
 
@@ -125,7 +134,10 @@ struct Turn {
     person: String,
     project: Option<String>,
     token: String,
-    body: Value,
+    /// The upstream request's JSON, written once.
+    body: Bytes,
+    /// The person's place among their running turns, given back when the turn ends.
+    _place: Place,
 }
 
 pub async fn chat(
@@ -160,10 +172,23 @@ pub async fn chat(
             format!("attach at most {CHAT_ATTACHMENTS_MAX} files to one message"),
         ));
     }
+    // Taken before anything is read, saved or sent, so a refused turn costs nothing.
+    let Some(place) = state.turns.take(&who.person, CHAT_TURNS_PER_PERSON_MAX) else {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_turns",
+            format!(
+                "you already have {CHAT_TURNS_PER_PERSON_MAX} replies on their way, the most \
+                 one person may wait for at once; wait for one to finish or stop it, then \
+                 send this message again"
+            ),
+        ));
+    };
 
     let site = state.site.clone();
-    let (message, attachments) = (request.message.clone(), request.attachments.clone());
-    let (history, before, attachments) = state
+    let (model, max_context) = (agent.model.clone(), agent.max_context_bytes);
+    let (message, attachments) = (request.message, request.attachments);
+    let (body, before) = state
         .in_workspace(&who.person, request.project.as_deref(), move |workspace| {
             // Attachments must name files the member can see: their own public/ only.
             let attachments = attachments
@@ -175,10 +200,13 @@ pub async fn chat(
                 })
                 .collect::<Result<Vec<_>, SiteError>>()?;
             let (person, project) = (workspace.person(), workspace.project());
-            let history = site.chat_history(person, project)?;
+            let history = site.chat_context(person, project, max_context, |m| {
+                UpstreamMessage::saved(m).bytes()
+            })?;
+            let body = upstream_body(&model, &history, &message, &attachments);
             let before = workspace.attachments_state()?;
             site.append_chat(person, project, ChatRole::User, &message, &attachments)?;
-            Ok((history, before, attachments))
+            Ok((body, before))
         })
         .await?;
 
@@ -188,11 +216,8 @@ pub async fn chat(
         person: who.person.clone(),
         project: request.project.clone(),
         token,
-        body: json!({
-            "model": agent.model,
-            "stream": true,
-            "messages": upstream_messages(&history, &request.message, &attachments),
-        }),
+        body,
+        _place: place,
     };
     let (tx, rx) = mpsc::channel::<Event>(RELAY_QUEUE_EVENTS);
     let timeout = Duration::from_secs(agent.timeout_secs);
@@ -222,6 +247,8 @@ pub async fn chat(
         }
         // Whatever came before the end is saved, as far as it came.
         finish_turn(&state, &turn, reply.text, before, &tx).await;
+        // The person's place comes back before `done` says the turn is over.
+        drop(turn);
         send(&tx, "done", json!({})).await;
     });
     let events = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -376,7 +403,8 @@ async fn relay(
         .post(&turn.upstream)
         .bearer_auth(&turn.token)
         .header("X-Ferry-Person", &turn.person)
-        .json(&turn.body);
+        .header(axum::http::header::CONTENT_TYPE, "application/json")
+        .body(turn.body.clone());
     if let Some(project) = &turn.project {
         request = request.header("X-Ferry-Project", project);
     }
@@ -498,30 +526,95 @@ async fn finish_turn(
     }
 }
 
-/// The conversation as the upstream agent gets it: the delivery rules first, then every
-/// saved turn, then the new message with its attachments named by their paths.
-fn upstream_messages(history: &[ChatMessage], message: &str, attachments: &[String]) -> Vec<Value> {
-    let mut messages =
-        vec![json!({ "role": "system", "content": ferry_site::docs::FILE_DELIVERY_MD })];
-    for m in history {
+/// One message as the upstream agent gets it.
+#[derive(Serialize)]
+struct UpstreamMessage<'a> {
+    role: &'static str,
+    content: Cow<'a, str>,
+}
+
+impl<'a> UpstreamMessage<'a> {
+    /// A message with its attachments named by their paths after its text.
+    fn new(role: &'static str, text: &'a str, attachments: &[String]) -> UpstreamMessage<'a> {
+        let content = if attachments.is_empty() {
+            Cow::Borrowed(text)
+        } else {
+            Cow::Owned(format!(
+                "{text}\n\nAttached files: {}",
+                attachments.join(", ")
+            ))
+        };
+        UpstreamMessage { role, content }
+    }
+
+    fn saved(m: &'a ChatMessage) -> UpstreamMessage<'a> {
         let role = match m.role {
             ChatRole::User => "user",
             ChatRole::Assistant => "assistant",
         };
-        messages
-            .push(json!({ "role": role, "content": with_attachments(&m.text, &m.attachments) }));
+        UpstreamMessage::new(role, &m.text, &m.attachments)
     }
-    messages.push(json!({ "role": "user", "content": with_attachments(message, attachments) }));
-    messages
+
+    /// What it takes of the request body: its JSON, and the comma after it.
+    fn bytes(&self) -> u64 {
+        let mut counted = Counted(0);
+        // Writing to a counter cannot fail, nor can serializing two strings.
+        let _ = serde_json::to_writer(&mut counted, self);
+        counted.0 + 1
+    }
 }
 
-fn with_attachments(text: &str, attachments: &[String]) -> String {
-    if attachments.is_empty() {
-        text.to_owned()
-    } else {
-        format!("{text}\n\nAttached files: {}", attachments.join(", "))
+/// A writer that only counts what it is given.
+struct Counted(u64);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
+
+/// The upstream request: the delivery rules first, then the saved messages `history`,
+/// then the new message with its attachments named by their paths.
+fn upstream_body(
+    model: &str,
+    history: &[ChatMessage],
+    message: &str,
+    attachments: &[String],
+) -> Bytes {
+    #[derive(Serialize)]
+    struct Request<'a> {
+        model: &'a str,
+        stream: bool,
+        messages: Vec<UpstreamMessage<'a>>,
+    }
+    let mut messages = Vec::with_capacity(history.len() + 2);
+    messages.push(UpstreamMessage::new(
+        "system",
+        ferry_site::docs::FILE_DELIVERY_MD,
+        &[],
+    ));
+    messages.extend(history.iter().map(UpstreamMessage::saved));
+    messages.push(UpstreamMessage::new("user", message, attachments));
+    // Sized up front: growing a buffer of megabytes by doubling holds it twice over.
+    let size = messages.iter().map(UpstreamMessage::bytes).sum::<u64>() + model.len() as u64;
+    let mut body = Vec::with_capacity(usize::try_from(size).unwrap_or(0) + REQUEST_SLACK_BYTES);
+    let request = Request {
+        model,
+        stream: true,
+        messages,
+    };
+    // Strings and a bool always serialize, into memory.
+    let _ = serde_json::to_writer(&mut body, &request);
+    Bytes::from(body)
+}
+
+/// Room in the upstream request for what surrounds its messages, in bytes.
+const REQUEST_SLACK_BYTES: usize = 64;
 
 /// Sends one event; `false` when the member has gone.
 async fn send(tx: &mpsc::Sender<Event>, name: &str, data: Value) -> bool {

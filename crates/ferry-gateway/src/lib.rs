@@ -17,6 +17,7 @@ mod interactions;
 mod mcp;
 mod projects;
 mod range;
+mod tally;
 mod upload;
 
 use std::collections::HashMap;
@@ -47,6 +48,8 @@ pub struct AppState {
     http: reqwest::Client,
     pace: Pace,
     events: Arc<events::Events>,
+    /// The chat turns each person is running now.
+    turns: tally::Tally,
     /// The harness token this gateway presents upstream for each person, minted on first use.
     relay_tokens: Arc<tokio::sync::Mutex<HashMap<String, String>>>,
     /// How the person's worker starts in host mode (the `ferry` binary).
@@ -75,6 +78,7 @@ impl AppState {
             http,
             pace,
             events: Arc::default(),
+            turns: tally::Tally::default(),
             relay_tokens: Arc::default(),
             worker: None,
             toolboxes: Arc::default(),

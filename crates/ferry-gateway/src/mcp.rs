@@ -3,9 +3,12 @@
 //!
 //! A session belongs to the token that opened it: its id is recorded with that token's
 //! handle when rmcp creates it, and a request naming a session it does not own is
-//! answered exactly as an unknown session is, before rmcp sees it.
+//! answered exactly as an unknown session is, before rmcp sees it. A token holds at
+//! most [`MCP_SESSIONS_PER_TOKEN_MAX`] live sessions; an `initialize` past that is
+//! `429 too_many_sessions`, and nothing is made for it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Json;
@@ -13,7 +16,7 @@ use axum::body::Body;
 use axum::extract::{Extension, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use ferry_tools::mcp::{McpPerson, McpServer};
 use futures_util::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -27,7 +30,13 @@ use rmcp::transport::streamable_http_server::{
 use serde_json::{Value, json};
 
 use crate::auth::{Harness, Member};
+use crate::tally::{Place, Tally};
 use crate::{ApiError, AppState, blocking};
+
+/// Live MCP sessions one harness token may hold at once. An agent harness opens one per
+/// agent process it runs for the person; each costs the gateway about 48 KiB until it is
+/// closed or has been idle for 300 s.
+pub const MCP_SESSIONS_PER_TOKEN_MAX: usize = 32;
 
 /// The `/mcp` service, behind harness-token authentication.
 pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
@@ -42,10 +51,11 @@ pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
         .with_allowed_origins(origins)
         .with_cancellation_token(state.closing.child_token());
     let owners = Owners::default();
-    let sessions = BoundSessions {
-        inner: LocalSessionManager::default(),
-        owners: owners.clone(),
-    };
+    let sessions = BoundSessions::new(
+        LocalSessionManager::default(),
+        owners.clone(),
+        MCP_SESSIONS_PER_TOKEN_MAX,
+    );
     let service =
         StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
     axum::Router::new()
@@ -61,23 +71,52 @@ pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
 const SESSION_HEADER: &str = "mcp-session-id";
 
 tokio::task_local! {
-    /// The handle of the token whose request is being served: the owner of a session
-    /// that request opens.
-    static OPENER: String;
+    /// The token whose request is being served: the owner of a session that request opens.
+    static OPENER: Opener;
 }
 
-/// Which token (by handle) opened each live session.
+/// The token a request came with, and whether a session it asked for was refused.
+#[derive(Clone)]
+struct Opener {
+    handle: String,
+    /// Set when the token already held its most sessions: rmcp answers a failed
+    /// creation with a 500, which the middleware replaces with the 429 it is.
+    refused: Arc<AtomicBool>,
+}
+
+impl Opener {
+    fn new(handle: String) -> Opener {
+        Opener {
+            handle,
+            refused: Arc::default(),
+        }
+    }
+}
+
+/// Which token (by handle) opened each live session, each holding one of that token's
+/// places in `places`, given back when its record goes.
 #[derive(Clone, Default)]
-struct Owners(Arc<Mutex<HashMap<SessionId, String>>>);
+struct Owners {
+    sessions: Arc<Mutex<HashMap<SessionId, Place>>>,
+    places: Tally,
+}
 
 impl Owners {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, String>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Place>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether the session named by `id` is live and was opened by the token `handle`.
     fn owned_by(&self, id: &[u8], handle: &str) -> bool {
-        std::str::from_utf8(id).is_ok_and(|id| self.lock().get(id).is_some_and(|h| h == handle))
+        std::str::from_utf8(id)
+            .is_ok_and(|id| self.lock().get(id).is_some_and(|p| p.key() == handle))
+    }
+
+    /// Forgets session `id`, giving its place back.
+    fn forget(&self, id: &SessionId) {
+        // Taken out under the lock, given back after it.
+        let place = self.lock().remove(id);
+        drop(place);
     }
 }
 
@@ -102,7 +141,26 @@ async fn harness_only(
     request
         .extensions_mut()
         .insert(McpPerson(principal.person.clone()));
-    OPENER.scope(principal.handle, next.run(request)).await
+    let opener = Opener::new(principal.handle);
+    let refused = opener.refused.clone();
+    let response = OPENER.scope(opener, next.run(request)).await;
+    if refused.load(Ordering::Relaxed) {
+        return too_many_sessions().into_response();
+    }
+    response
+}
+
+/// The answer to an `initialize` of a token that holds its most sessions.
+fn too_many_sessions() -> ApiError {
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_sessions",
+        format!(
+            "this token already holds {MCP_SESSIONS_PER_TOKEN_MAX} open MCP sessions, the most \
+             one token may hold; close sessions it no longer uses with DELETE /mcp (their \
+             Mcp-Session-Id header) and initialize again"
+        ),
+    )
 }
 
 /// rmcp's answer to a session it does not know, byte for byte, so that a session of
@@ -138,10 +196,22 @@ impl From<LocalSessionManagerError> for SessionFailure {
 
 /// rmcp's in-memory sessions, each recorded with the token that opened it and
 /// forgotten when rmcp closes it (a DELETE, the idle timeout, the end of its service),
-/// so the record never outgrows the live sessions.
+/// so the record never outgrows the live sessions, and at most `max_per_token` of them
+/// for one token.
 struct BoundSessions {
     inner: LocalSessionManager,
     owners: Owners,
+    max_per_token: usize,
+}
+
+impl BoundSessions {
+    fn new(inner: LocalSessionManager, owners: Owners, max_per_token: usize) -> BoundSessions {
+        BoundSessions {
+            inner,
+            owners,
+            max_per_token,
+        }
+    }
 }
 
 impl SessionManager for BoundSessions {
@@ -149,19 +219,23 @@ impl SessionManager for BoundSessions {
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), SessionFailure> {
+        // Only requests admitted by `harness_only` reach rmcp; an unowned session would
+        // answer anyone, so none is made.
+        let opener = OPENER
+            .try_with(Clone::clone)
+            .map_err(|_| SessionFailure("no token opened this session".to_owned()))?;
+        // The place is taken before the session is made, so a refused `initialize`
+        // makes nothing, and concurrent ones never pass the cap together.
+        let Some(place) = self.owners.places.take(&opener.handle, self.max_per_token) else {
+            opener.refused.store(true, Ordering::Relaxed);
+            return Err(SessionFailure(format!(
+                "a token asked for more than {} MCP sessions",
+                self.max_per_token
+            )));
+        };
         let (id, transport) = self.inner.create_session().await?;
-        match OPENER.try_with(Clone::clone) {
-            Ok(handle) => {
-                self.owners.lock().insert(id.clone(), handle);
-                Ok((id, transport))
-            }
-            // Only requests admitted by `harness_only` reach rmcp; an unowned session
-            // would answer anyone, so none is kept.
-            Err(_) => {
-                let _ = self.inner.close_session(&id).await;
-                Err(SessionFailure("no token opened this session".to_owned()))
-            }
-        }
+        self.owners.lock().insert(id.clone(), place);
+        Ok((id, transport))
     }
 
     async fn initialize_session(
@@ -177,7 +251,7 @@ impl SessionManager for BoundSessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), SessionFailure> {
-        self.owners.lock().remove(id);
+        self.owners.forget(id);
         // A session whose worker cannot be told is closed anyway; rmcp would log the
         // failure with the session's id.
         if let Err(e) = self.inner.close_session(id).await {
@@ -291,23 +365,116 @@ mod tests {
 
     #[tokio::test]
     async fn a_session_is_recorded_with_its_opener_and_forgotten_when_closed() {
-        let sessions = BoundSessions {
-            inner: LocalSessionManager::default(),
-            owners: Owners::default(),
-        };
+        let owners = Owners::default();
+        let sessions = BoundSessions::new(LocalSessionManager::default(), owners.clone(), 4);
         let (id, _transport) = OPENER
-            .scope("fy_abcdefghi".to_owned(), sessions.create_session())
+            .scope(
+                Opener::new("fy_abcdefghi".to_owned()),
+                sessions.create_session(),
+            )
             .await
             .unwrap();
-        assert!(sessions.owners.owned_by(id.as_bytes(), "fy_abcdefghi"));
-        assert!(!sessions.owners.owned_by(id.as_bytes(), "fy_abcdefghj"));
-        assert!(!sessions.owners.owned_by(b"\xff", "fy_abcdefghi"));
+        assert!(owners.owned_by(id.as_bytes(), "fy_abcdefghi"));
+        assert!(!owners.owned_by(id.as_bytes(), "fy_abcdefghj"));
+        assert!(!owners.owned_by(b"\xff", "fy_abcdefghi"));
+        assert_eq!(owners.places.held("fy_abcdefghi"), 1);
         sessions.close_session(&id).await.unwrap();
-        assert!(sessions.owners.lock().is_empty());
+        assert!(owners.lock().is_empty());
+        assert!(owners.places.is_empty());
         assert!(!sessions.has_session(&id).await.unwrap());
+        // Closed twice (a DELETE, then the end of its worker): given back once.
+        sessions.close_session(&id).await.unwrap();
+        assert!(owners.places.is_empty());
         // Outside a request admitted with a token, no session is made at all.
         assert!(sessions.create_session().await.is_err());
         assert!(sessions.inner.sessions.read().await.is_empty());
-        assert!(sessions.owners.lock().is_empty());
+        assert!(owners.lock().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_token_holds_its_most_sessions_and_one_more_makes_nothing() {
+        let owners = Owners::default();
+        let sessions = BoundSessions::new(LocalSessionManager::default(), owners.clone(), 2);
+        let open = |handle: &str| {
+            let opener = Opener::new(handle.to_owned());
+            let refused = opener.refused.clone();
+            let created = OPENER.scope(opener, sessions.create_session());
+            async move {
+                (
+                    created.await.map(|(id, _)| id),
+                    refused.load(Ordering::Relaxed),
+                )
+            }
+        };
+        let (first, refused) = open("fy_a").await;
+        assert!(first.is_ok() && !refused, "limit - 1");
+        let (second, refused) = open("fy_a").await;
+        assert!(second.is_ok() && !refused, "at the limit");
+        let (third, refused) = open("fy_a").await;
+        assert!(third.is_err() && refused, "limit + 1");
+        assert_eq!(
+            sessions.inner.sessions.read().await.len(),
+            2,
+            "nothing made"
+        );
+        let (other, refused) = open("fy_b").await;
+        assert!(other.is_ok() && !refused, "another token");
+        sessions.close_session(&first.unwrap()).await.unwrap();
+        let (again, refused) = open("fy_a").await;
+        assert!(again.is_ok() && !refused, "a closed session's place");
+        assert!(open("fy_a").await.1);
+    }
+
+    #[tokio::test]
+    async fn an_expired_session_gives_its_place_back() {
+        let owners = Owners::default();
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.keep_alive = Some(std::time::Duration::from_millis(300));
+        let sessions = BoundSessions::new(inner, owners.clone(), 1);
+        let server = McpServer::per_request(|_| {
+            Err(ferry_tools::ToolError::new("unknown_person", "no person"))
+        });
+        let service = StreamableHttpService::new(
+            move || Ok(server.clone()),
+            Arc::new(sessions),
+            StreamableHttpServerConfig::default().disable_allowed_hosts(),
+        );
+        let initialize = || async {
+            let request = http::Request::builder()
+                .method("POST")
+                .uri("/mcp")
+                .header("host", "127.0.0.1")
+                .header("accept", "application/json, text/event-stream")
+                .header("content-type", "application/json")
+                .body(Body::from(
+                    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+                        "protocolVersion":"2025-06-18","capabilities":{},
+                        "clientInfo":{"name":"test","version":"1"}}}"#,
+                ))
+                .unwrap();
+            let opener = Opener::new("fy_a".to_owned());
+            let refused = opener.refused.clone();
+            let response = OPENER
+                .scope(opener, service.clone().oneshot(request))
+                .await
+                .unwrap();
+            let status = response.status();
+            let _ = axum::body::to_bytes(Body::new(response.into_body()), usize::MAX).await;
+            (status, refused.load(Ordering::Relaxed))
+        };
+        assert_eq!(initialize().await, (StatusCode::OK, false));
+        assert_eq!(owners.places.held("fy_a"), 1);
+        assert!(initialize().await.1, "the token holds its one session");
+        // Alive until its keep-alive has passed (nothing else ends it early) …
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(owners.places.held("fy_a"), 1);
+        // … then rmcp ends it, and its place comes back.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while owners.places.held("fy_a") > 0 {
+            assert!(tokio::time::Instant::now() < deadline, "never expired");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert!(owners.lock().is_empty());
+        assert_eq!(initialize().await, (StatusCode::OK, false));
     }
 }

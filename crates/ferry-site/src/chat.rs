@@ -4,7 +4,8 @@
 //! The conversation is read a page at a time, newest first, so that a long one (or one
 //! message saved before replies were capped) never has to be held whole: every message
 //! read is cut to `agent.max_reply_bytes`, and a page stops at
-//! [`CHAT_PAGE_MAX_BYTES`] of text.
+//! [`CHAT_PAGE_MAX_BYTES`] of text. What the relay sends upstream is read the same way,
+//! newest first, and stops at a byte budget ([`Site::chat_context`]).
 
 use crate::db::now_secs;
 use crate::{Site, SiteError};
@@ -111,29 +112,48 @@ fn project_key(project: Option<&str>) -> &str {
     project.unwrap_or("")
 }
 
-/// The columns every read selects: the text's length, not the text, which [`message`]
+/// The columns every read selects: the text's length, not the text, which [`Row::read`]
 /// reads only as far as a saved reply may go, so that a message over the cap (saved
 /// before there was one) is never read whole.
 const MESSAGE_COLUMNS: &str = "id, role, octet_length(text), attachments, created";
 
 impl Site {
-    /// The whole conversation of a workspace, oldest first, each message cut to
-    /// `agent.max_reply_bytes`.
-    pub fn chat_history(
+    /// The newest messages of a workspace's conversation whose `cost`s add up to at most
+    /// `max_bytes`, oldest first, each cut to `agent.max_reply_bytes`: whole messages
+    /// only, and none older than the first that does not fit.
+    ///
+    /// `cost` is what a message takes where it is sent, at least the length of its text.
+    /// A text is read only when its length could still fit, so at most `max_bytes` of
+    /// text is read however long the conversation.
+    pub fn chat_context(
         &self,
         person: &str,
         project: Option<&str>,
+        max_bytes: u64,
+        cost: impl Fn(&ChatMessage) -> u64,
     ) -> Result<Vec<ChatMessage>, SiteError> {
         let max_text = self.config().agent.max_reply_bytes;
         let conn = self.db.conn();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM chat_messages
-             WHERE person = ?1 AND project = ?2 ORDER BY id"
+             WHERE person = ?1 AND project = ?2 ORDER BY id DESC"
         ))?;
-        let rows = stmt.query_map(rusqlite::params![person, project_key(project)], |r| {
-            message(&conn, r, max_text)
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let rows = stmt.query_map(rusqlite::params![person, project_key(project)], Row::new)?;
+        let (mut messages, mut left) = (Vec::new(), max_bytes);
+        for row in rows {
+            let row = row?;
+            if row.text_max_bytes(max_text) > left {
+                break;
+            }
+            let m = row.read(&conn, max_text)?;
+            match left.checked_sub(cost(&m)) {
+                Some(rest) => left = rest,
+                None => break,
+            }
+            messages.push(m);
+        }
+        messages.reverse();
+        Ok(messages)
     }
 
     /// One page of a workspace's conversation: the newest messages older than `before`
@@ -161,7 +181,7 @@ impl Site {
                 before.unwrap_or(i64::MAX),
                 (limit + 1) as i64
             ],
-            |r| message(&conn, r, max_text),
+            |r| Row::new(r)?.read(&conn, max_text),
         )?;
         let (mut messages, mut bytes, mut earlier) = (Vec::new(), 0usize, None);
         for row in rows {
@@ -205,38 +225,57 @@ impl Site {
     }
 }
 
-/// One row of [`MESSAGE_COLUMNS`] with its text; a text longer than a saved reply may be
-/// is cut to `max_text` like a reply.
-fn message(
-    conn: &rusqlite::Connection,
-    r: &rusqlite::Row<'_>,
-    max_text: u64,
-) -> rusqlite::Result<ChatMessage> {
-    let id: i64 = r.get(0)?;
-    let role: String = r.get(1)?;
-    let length = u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0);
-    let mut bytes = vec![0; length.min(saved_max_bytes(max_text)) as usize];
-    if !bytes.is_empty() {
-        conn.blob_open("main", "chat_messages", "text", id, true)?
-            .read_at_exact(&mut bytes, 0)?;
+/// One row of [`MESSAGE_COLUMNS`], its text not read yet.
+struct Row {
+    id: i64,
+    role: String,
+    /// The length of the saved text, in bytes.
+    length: u64,
+    attachments: String,
+    created: i64,
+}
+
+impl Row {
+    fn new(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+        Ok(Row {
+            id: r.get(0)?,
+            role: r.get(1)?,
+            length: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+            attachments: r.get(3)?,
+            created: r.get(4)?,
+        })
     }
-    let mut text = whole_chars(&bytes);
-    if length > saved_max_bytes(max_text) {
-        // What was read is longer than the cap (the read takes the note's room too).
-        cut_reply(&mut text, max_text);
+
+    /// The most bytes of text [`Row::read`] reads and returns for this row.
+    fn text_max_bytes(&self, max_text: u64) -> u64 {
+        self.length.min(saved_max_bytes(max_text))
     }
-    let attachments: String = r.get(3)?;
-    Ok(ChatMessage {
-        id,
-        role: if role == "user" {
-            ChatRole::User
-        } else {
-            ChatRole::Assistant
-        },
-        text,
-        attachments: serde_json::from_str(&attachments).unwrap_or_default(),
-        created: r.get(4)?,
-    })
+
+    /// The message with its text; a text longer than a saved reply may be is cut to
+    /// `max_text` like a reply, and never read whole.
+    fn read(self, conn: &rusqlite::Connection, max_text: u64) -> rusqlite::Result<ChatMessage> {
+        let mut bytes = vec![0; self.text_max_bytes(max_text) as usize];
+        if !bytes.is_empty() {
+            conn.blob_open("main", "chat_messages", "text", self.id, true)?
+                .read_at_exact(&mut bytes, 0)?;
+        }
+        let mut text = whole_chars(&bytes);
+        if self.length > saved_max_bytes(max_text) {
+            // What was read is longer than the cap (the read takes the note's room too).
+            cut_reply(&mut text, max_text);
+        }
+        Ok(ChatMessage {
+            id: self.id,
+            role: if self.role == "user" {
+                ChatRole::User
+            } else {
+                ChatRole::Assistant
+            },
+            text,
+            attachments: serde_json::from_str(&self.attachments).unwrap_or_default(),
+            created: self.created,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -333,6 +372,66 @@ mod tests {
         let page = site.chat_page("me", None, page.earlier, 50).unwrap();
         assert_eq!(page.messages[0].text, "first");
         assert_eq!(page.earlier, None);
+    }
+
+    /// The text of each message of a context.
+    fn texts(messages: &[ChatMessage]) -> Vec<&str> {
+        messages.iter().map(|m| m.text.as_str()).collect()
+    }
+
+    #[test]
+    fn a_context_holds_the_newest_whole_messages_within_its_budget() {
+        let (_tmp, site) = site();
+        // Costed as their text and ten bytes more, the three newest take 100 bytes.
+        let cost = |m: &ChatMessage| m.text.len() as u64 + 10;
+        let older = "o".repeat(5);
+        let newest = ["a".repeat(20), "b".repeat(30), "c".repeat(20)];
+        site.append_chat("me", None, ChatRole::User, &older, &[])
+            .unwrap();
+        for text in &newest {
+            site.append_chat("me", None, ChatRole::Assistant, text, &[])
+                .unwrap();
+        }
+        let context = |max| site.chat_context("me", None, max, cost).unwrap();
+        // One byte short of the older one: the three newest, oldest first.
+        assert_eq!(texts(&context(114)), newest);
+        // Just enough for all four, and more.
+        let all = [&older, &newest[0], &newest[1], &newest[2]];
+        assert_eq!(texts(&context(115)), all);
+        assert_eq!(texts(&context(116)), all);
+        // One byte short of the three newest: an older one never stands in for a newer.
+        assert_eq!(texts(&context(99)), newest[1..]);
+        assert_eq!(texts(&context(100)), newest);
+        // A newest message longer than the budget leaves nothing to send.
+        assert!(context(29).is_empty());
+        assert_eq!(texts(&context(30)), newest[2..]);
+        // Another workspace's conversation is not this one's.
+        assert!(
+            site.chat_context("me", Some("other"), 1000, cost)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_context_cuts_an_old_overlong_message_like_a_page_does() {
+        let mut config = crate::Config::default();
+        config.agent.max_reply_bytes = 1000;
+        let (_tmp, site) = site_with(config);
+        // Saved before the cap: longer than any reply may be now.
+        site.append_chat("me", None, ChatRole::Assistant, &"x".repeat(50_000), &[])
+            .unwrap();
+        let cut = format!("{}\n\n{}", "x".repeat(1000), reply_cut_note(1000));
+        let len = |m: &ChatMessage| m.text.len() as u64;
+        let context = site.chat_context("me", None, 10_000, len).unwrap();
+        assert_eq!(texts(&context), [cut.as_str()]);
+        // Only as much is read as the cut message may take.
+        let short = cut.len() as u64 - 1;
+        assert!(
+            site.chat_context("me", None, short, len)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

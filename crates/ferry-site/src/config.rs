@@ -33,6 +33,9 @@ pub const EXEC_OUTPUT_TTL_HOURS: u64 = 24;
 pub const EXEC_OUTPUT_MAX_BYTES: u64 = 1024 * 1024 * 1024;
 /// Bytes of one agent reply the chat relay relays and saves (1 MiB).
 pub const AGENT_MAX_REPLY_BYTES: u64 = 1024 * 1024;
+/// Bytes of saved conversation the chat relay sends upstream with a new message (4 MiB):
+/// the newest messages that fit, as they are written in the request.
+pub const AGENT_MAX_CONTEXT_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Prefix of the environment variables that override `ferry.toml`.
 const ENV_PREFIX: &str = "FERRY_";
@@ -237,6 +240,9 @@ pub struct AgentConfig {
     pub timeout_secs: u64,
     /// Bytes of one reply relayed and saved; the rest is cut, and the reply says so.
     pub max_reply_bytes: u64,
+    /// Bytes of saved conversation sent upstream with each new message: the newest whole
+    /// messages that fit; older ones are left out.
+    pub max_context_bytes: u64,
 }
 
 impl Default for AgentConfig {
@@ -246,6 +252,7 @@ impl Default for AgentConfig {
             model: "ferry-agent".to_owned(),
             timeout_secs: CHAT_TURN_TIMEOUT_SECS,
             max_reply_bytes: AGENT_MAX_REPLY_BYTES,
+            max_context_bytes: AGENT_MAX_CONTEXT_BYTES,
         }
     }
 }
@@ -525,6 +532,12 @@ impl Config {
         if self.agent.max_reply_bytes == 0 {
             return Err(invalid("agent.max_reply_bytes", "must be greater than 0"));
         }
+        if self.agent.max_context_bytes == 0 {
+            return Err(invalid(
+                "agent.max_context_bytes",
+                "must be greater than 0, or the agent never sees the conversation",
+            ));
+        }
         if self.server.max_event_streams == 0 {
             return Err(invalid(
                 "server.max_event_streams",
@@ -637,6 +650,7 @@ mod tests {
         assert_eq!(c.deliveries.timeout_secs, 60);
         assert_eq!(c.server.max_event_streams, 16);
         assert_eq!(c.agent.max_reply_bytes, 1024 * 1024);
+        assert_eq!(c.agent.max_context_bytes, 4 * 1024 * 1024);
         assert_eq!(c.exec.sandbox, SandboxChoice::Auto);
         assert_eq!(c.exec.output_ttl_hours, 24);
         assert_eq!(c.limits.person_max_bytes, 10 * 1024 * 1024 * 1024);
@@ -815,6 +829,7 @@ allowed_extensions = ["txt"]
             ("FERRY_MEDIA__MAX_UPLOAD_BYTES", "0"),
             ("FERRY_DELIVERIES__MAX_BYTES", "0"),
             ("FERRY_DELIVERIES__TIMEOUT_SECS", "0"),
+            ("FERRY_AGENT__MAX_CONTEXT_BYTES", "0"),
             ("FERRY_MEDIA__ALLOWED_EXTENSIONS", "[]"),
             ("FERRY_MEDIA__ALLOWED_EXTENSIONS", r#"["PDF"]"#),
             ("FERRY_MEDIA__ALLOWED_EXTENSIONS", r#"[".pdf"]"#),

@@ -733,3 +733,64 @@ fn inner_landlock_kills_a_command_that_calls_another_architecture() {
         }
     }
 }
+
+/// A kernel without seccomp filters: the `seccomp` system call answers `EINVAL`.
+static HIDE_SECCOMP: [libc::sock_filter; 4] = [
+    libc::sock_filter {
+        code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    },
+    libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 1,
+        k: libc::SYS_seccomp as u32,
+    },
+    libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ERRNO | libc::EINVAL as u32,
+    },
+    libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ALLOW,
+    },
+];
+
+#[test]
+fn landlock_without_seccomp_is_refused_never_run_with_sockets_open() {
+    as_nobody("inner_landlock_without_seccomp_is_refused_never_run_with_sockets_open");
+}
+
+#[test]
+#[ignore = "inner half: runs as nobody, started by its outer test"]
+fn inner_landlock_without_seccomp_is_refused_never_run_with_sockets_open() {
+    let Some(base) = inner_base() else { return };
+    let people = People::new(&base);
+    let marker = people.site.root.join("ran");
+    let command = format!("touch {}", marker.display());
+    // The control: with seccomp, the same run goes ahead.
+    let out = people.run(&people.confined(false), &command);
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    std::fs::remove_file(&marker).unwrap();
+    common::seccomp::install(&HIDE_SECCOMP).expect("seccomp");
+    for network in [false, true] {
+        let err = run(
+            &people.site.cmd(&command, None),
+            &people.site.who(),
+            &people.confined(network),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ExecError::SandboxUnavailable { .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("seccomp"), "{err}");
+        assert!(!marker.exists(), "nothing ran without the filter");
+    }
+}

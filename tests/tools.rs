@@ -2098,3 +2098,102 @@ fn saved_command_output_stays_within_the_per_person_cap() {
     assert_eq!(kept, 200_001);
     assert_eq!(files_in(&dir).len(), 1, "{:?}", files_in(&dir));
 }
+
+/// A UDP listener on loopback and a unix socket in a folder nobody may list (0711),
+/// started by the test, each recording what reaches it.
+struct Daemons {
+    _dir: tempfile::TempDir,
+    udp: std::net::UdpSocket,
+    unix: std::os::unix::net::UnixListener,
+    socket: PathBuf,
+}
+
+impl Daemons {
+    fn start() -> Daemons {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        let socket = dir.path().join("daemon.sock");
+        let unix = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        // Any local user may connect, as to a session bus or a container engine's socket.
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+        unix.set_nonblocking(true).unwrap();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_nonblocking(true).unwrap();
+        Daemons {
+            _dir: dir,
+            udp,
+            unix,
+            socket,
+        }
+    }
+
+    /// The attacks as `terminal_run` steps, each sending its own word.
+    fn attacks(&self) -> Vec<Value> {
+        let port = self.udp.local_addr().unwrap().port();
+        let socket = self.socket.display();
+        [
+            format!("echo -n UDPLEAK > /dev/udp/127.0.0.1/{port}"),
+            format!(
+                "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\
+                 .sendto(b\"PYUDPLEAK\", (\"127.0.0.1\", {port}))'"
+            ),
+            format!(
+                "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); \
+                 s.connect(\"{socket}\"); s.sendall(b\"UNIXLEAK\")'"
+            ),
+        ]
+        .into_iter()
+        .map(|c| call("terminal_run", json!({"command": c})))
+        .collect()
+    }
+
+    /// Everything that arrived since the last look, datagrams first.
+    fn received(&self) -> String {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        while let Ok(n) = self.udp.recv(&mut buf) {
+            got.extend_from_slice(&buf[..n]);
+            got.push(b' ');
+        }
+        while let Ok((mut conn, _)) = self.unix.accept() {
+            conn.set_nonblocking(false).unwrap();
+            conn.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                .unwrap();
+            let _ = std::io::Read::read_to_end(&mut conn, &mut got);
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+}
+
+#[test]
+fn by_default_a_command_sends_no_datagram_and_reaches_no_local_daemon() {
+    // No [exec] section: the default sandbox (Landlock on a kernel that has it), whose
+    // rules alone let UDP and named unix sockets through below ABI 10 and 9.
+    let daemons = Daemons::start();
+    let site = site_with_bob("");
+    let out = mcp::drive(&json!({
+        "server": site.server_for("alice"),
+        "elicitation": null,
+        "steps": daemons.attacks(),
+        "timeout_secs": 120,
+    }));
+    for result in out["results"].as_array().unwrap() {
+        assert!(!is_error(result), "{result}");
+        assert_ne!(result["structuredContent"]["exitCode"], 0, "{result}");
+        assert!(text_of(result).contains("Permission denied"), "{result}");
+    }
+    assert_eq!(daemons.received(), "", "nothing arrived");
+
+    // The control: with the sandbox turned off, every attack arrives.
+    let site = site_with_bob("[exec]\nsandbox = \"none\"\n");
+    let out = mcp::drive(&json!({
+        "server": site.server_for("alice"),
+        "elicitation": null,
+        "steps": daemons.attacks(),
+        "timeout_secs": 120,
+    }));
+    for result in out["results"].as_array().unwrap() {
+        assert_eq!(result["structuredContent"]["exitCode"], 0, "{result}");
+    }
+    assert_eq!(daemons.received(), "UDPLEAK PYUDPLEAK UNIXLEAK");
+}

@@ -9,11 +9,12 @@
 //! listed, nothing written. `no_new_privs` comes with it, so setuid programs gain nothing.
 //!
 //! Network: without `network`, TCP bind and connect are denied (ABI 4 and later; an older
-//! kernel is refused, never run with the network open). Below ABI 10 UDP is not
-//! mediated, so datagrams (DNS included) still leave; below ABI 9 neither is connecting
-//! to a named unix socket the person's permissions reach. Where the kernel can (ABI 6),
-//! the command may neither signal nor reach the abstract unix sockets of processes
-//! outside its own run.
+//! kernel is refused, never run with the network open). Landlock mediates UDP only from
+//! ABI 10 and connecting to a named unix socket only from ABI 9, so a seccomp filter
+//! ([`Filter`], seccomp.rs) is enforced with the ruleset on every kernel: no socket but
+//! netlink, and internet ones only with `network`; no unix socket but private pairs.
+//! Where the kernel can (ABI 6), the command may neither signal nor reach the abstract
+//! unix sockets of processes outside its own run.
 //!
 //! What bwrap gives and this does not: a private `/proc` (here there is none, see
 //! [`SYSTEM_READ`]), a private `/tmp` (here `/tmp` is denied and `TMPDIR` is the run's own
@@ -34,6 +35,7 @@ use rustix::io::Errno;
 use crate::ExecError;
 use crate::sandbox::{RESOLVED_DIR, SYSTEM_DIRS, Trees};
 use crate::scope::Base;
+use crate::seccomp::Filter;
 
 /// The newest ABI whose rights are asked for. The crate hands a kernel that knows fewer
 /// only what it knows, on top of the floors below, which are required.
@@ -63,10 +65,12 @@ const DEVICES: [&str; 6] = [
     "/dev/tty",
 ];
 
-/// The checked sandbox: the trees, and a ruleset holding every rule but `TMPDIR`'s.
+/// The checked sandbox: the trees, a ruleset holding every rule but `TMPDIR`'s, and the
+/// socket filter.
 pub(crate) struct Landlock {
     pub trees: Trees,
     ruleset: RulesetCreated,
+    filter: Filter,
 }
 
 impl Landlock {
@@ -96,6 +100,7 @@ impl Landlock {
             }
         }
 
+        let filter = Filter::sockets(network)?;
         let mut ruleset = handled(network).map_err(|_| ExecError::SandboxUnavailable {
             what: "this kernel does not offer Landlock",
             path: PathBuf::from(LSM_LIST),
@@ -118,14 +123,21 @@ impl Landlock {
         for dev in DEVICES {
             ruleset = allow_if_present(ruleset, Path::new(dev), device)?;
         }
-        Ok(Landlock { trees, ruleset })
+        Ok(Landlock {
+            trees,
+            ruleset,
+            filter,
+        })
     }
 
     /// Adds full access beneath the run's private `TMPDIR`: the ruleset, ready for the child.
     pub(crate) fn with_tmpdir(self, tmpdir: &Path) -> Result<Confine, ExecError> {
         let all = AccessFs::from_all(NEWEST_ABI);
         let ruleset = allow(self.ruleset, tmpdir, all)?;
-        Ok(Confine(Some(ruleset)))
+        Ok(Confine {
+            ruleset: Some(ruleset),
+            filter: self.filter,
+        })
     }
 }
 
@@ -199,24 +211,32 @@ fn bind_failed(path: &Path, e: impl std::error::Error + Send + Sync + 'static) -
 /// multi-threaded parent only async-signal-safe calls are sound, since another thread may
 /// have held the allocator's lock at the fork. What is left for the child is what
 /// [`RulesetCreated::restrict_self`] does: `prctl(PR_SET_NO_NEW_PRIVS)`,
-/// `landlock_restrict_self` and closing the ruleset descriptor, all raw system calls.
+/// `landlock_restrict_self` and closing the ruleset descriptor, then `prctl(PR_SET_SECCOMP)`
+/// with the socket filter, all raw system calls.
 /// The child has a single thread, so restricting it restricts the whole command, and
 /// everything it starts inherits the domain.
-pub(crate) struct Confine(Option<RulesetCreated>);
+pub(crate) struct Confine {
+    ruleset: Option<RulesetCreated>,
+    // Kept, not taken: dropping it in the child would free memory between fork and exec.
+    filter: Filter,
+}
 
 impl Confine {
     /// Confines the calling process for good; an error aborts the spawn.
     pub(crate) fn enforce(&mut self) -> io::Result<()> {
         // Taken, because enforcing consumes the ruleset; a second call has nothing to
         // enforce, and that is an error, not a pass.
-        let Some(ruleset) = self.0.take() else {
+        let Some(ruleset) = self.ruleset.take() else {
             return Err(Errno::INVAL.into());
         };
         match ruleset.restrict_self() {
-            Ok(status) if status.ruleset != RulesetStatus::NotEnforced => Ok(()),
+            Ok(status) if status.ruleset != RulesetStatus::NotEnforced => {}
             // The parent required Landlock, so this is a kernel changing its mind.
-            Ok(_) => Err(Errno::OPNOTSUPP.into()),
-            Err(_) => Err(io::Error::last_os_error()),
+            Ok(_) => return Err(Errno::OPNOTSUPP.into()),
+            Err(_) => return Err(io::Error::last_os_error()),
         }
+        // After restrict_self, which set no_new_privs: without it the kernel refuses a
+        // filter from a process without CAP_SYS_ADMIN.
+        self.filter.install()
     }
 }

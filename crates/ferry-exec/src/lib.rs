@@ -55,6 +55,7 @@ mod requester;
 mod run;
 mod sandbox;
 mod scope;
+mod seccomp;
 pub mod worker;
 
 use std::path::PathBuf;
@@ -136,7 +137,8 @@ pub enum Sandbox {
         network: bool,
     },
     /// Landlock: the same trees at their own paths, read-only system folders, a few
-    /// devices and a private `TMPDIR`, everything else denied; no TCP unless `network`.
+    /// devices and a private `TMPDIR`, everything else denied; no internet socket unless
+    /// `network`, and no unix socket but private pairs (seccomp.rs).
     /// Needs no root and no user namespace, only a kernel with Landlock (ABI 4, Linux
     /// 6.7, when the network is cut); without it the run is
     /// [`ExecError::SandboxUnavailable`]. A read-only tree may not lie in a read-write one.
@@ -145,7 +147,7 @@ pub enum Sandbox {
         read_write: Vec<PathBuf>,
         /// Reading and executing allowed beneath each.
         read_only: Vec<PathBuf>,
-        /// Allow TCP (otherwise binding and connecting fail with `EACCES`).
+        /// Allow TCP and UDP (otherwise creating such a socket fails with `EACCES`).
         network: bool,
     },
 }

@@ -7,8 +7,8 @@
 //! container engine, a user's service manager). So, on every kernel, the command may
 //! create sockets of these kinds only:
 //!
-//! - `AF_NETLINK`, which talks to the kernel (the C library asks it for the addresses of
-//!   the machine's interfaces);
+//! - `AF_NETLINK` with `NETLINK_ROUTE`, which talks to the kernel (the C library asks it
+//!   for the addresses of the machine's interfaces); no other netlink protocol;
 //! - `AF_INET` and `AF_INET6`, only when the network is allowed;
 //! - unconnected private pairs (`socketpair`, `AF_UNIX` streams and sequenced packets),
 //!   which programs such as Python's multiprocessing use between their own processes. A
@@ -70,7 +70,15 @@ impl Filter {
         let eacces = ret(libc::SECCOMP_RET_ERRNO | libc::EACCES as u32);
         let allow = ret(libc::SECCOMP_RET_ALLOW);
 
-        let mut families = vec![when(libc::AF_NETLINK as u32, vec![allow])];
+        // Of netlink, only the routing protocol the C library asks for interfaces: others
+        // reach host processes (`NETLINK_USERSOCK`) or list the host's sockets
+        // (`NETLINK_SOCK_DIAG`).
+        let route_only = [
+            vec![load(arg(2))],
+            when(libc::NETLINK_ROUTE as u32, vec![allow]),
+            vec![eacces],
+        ];
+        let mut families = vec![when(libc::AF_NETLINK as u32, route_only.concat())];
         if network {
             families.push(when(libc::AF_INET as u32, vec![allow]));
             families.push(when(libc::AF_INET6 as u32, vec![allow]));

@@ -679,6 +679,9 @@ fn inner_landlock_leaves_private_pairs_netlink_and_ordinary_work_alone() {
          print(b.recv(4).decode()); a, b = socket.socketpair(socket.AF_UNIX, \
          socket.SOCK_SEQPACKET); a.send(b\"seq\"); print(b.recv(3).decode()); \
          print(len(socket.if_nameindex()) > 0)' && \
+         python3 -c 'import socket\n\
+         try: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4); print(\"diag open\")\n\
+         except PermissionError: print(\"diag refused\")' && \
          python3 -c 'import multiprocessing as m\n\
          def add(c): c.send(sum(c.recv()))\n\
          a, b = m.Pipe()\n\
@@ -687,7 +690,7 @@ fn inner_landlock_leaves_private_pairs_netlink_and_ordinary_work_alone() {
     );
     assert_eq!(
         (out.stdout.as_str(), out.exit_code),
-        (".\n..\npair\nseq\nTrue\n6\n", Some(0)),
+        (".\n..\npair\nseq\nTrue\ndiag refused\n6\n", Some(0)),
         "{out:?}"
     );
 }

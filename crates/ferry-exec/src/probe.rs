@@ -3,7 +3,7 @@
 //!
 //! Landlock comes first when the kernel confines everything the default promises: the
 //! file system, TCP, and signals and abstract unix sockets to processes outside the run
-//! ([`AUTO_LANDLOCK_MIN_ABI`]). Then bubblewrap, when it can really build its namespaces
+//! ([`AUTO_LANDLOCK_MIN_ABI`]), and takes the seccomp socket filter that goes with it. Then bubblewrap, when it can really build its namespaces
 //! here: the probe runs it once with the options of a real command, since an installed
 //! binary says nothing about a kernel or a container that forbids user namespaces. With
 //! neither, commands are refused ([`ExecError::NoSandbox`]); running them unconfined is
@@ -79,8 +79,12 @@ pub fn strongest() -> Result<&'static Strongest, ExecError> {
 /// Probes Landlock, then bubblewrap at `bwrap`, now (no cache).
 pub fn probe(bwrap: &Path) -> Result<Strongest, Unavailable> {
     let landlock = match landlock_abi() {
+        // Landlock never runs without its socket filter (seccomp.rs), so both must work.
         Some(abi) if ABI::from(abi) >= AUTO_LANDLOCK_MIN_ABI => {
-            return Ok(Strongest::Landlock { abi });
+            match crate::seccomp::Filter::sockets(false) {
+                Ok(_) => return Ok(Strongest::Landlock { abi }),
+                Err(e) => format!("Landlock ABI {abi} is there, but not its socket filter: {e}"),
+            }
         }
         Some(abi) => format!(
             "Landlock ABI {abi} cannot keep signals inside a run (ABI {} can, Linux 6.12)",

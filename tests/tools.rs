@@ -416,6 +416,42 @@ fn file_read_cuts_a_line_longer_than_a_reply_and_following_it_reaches_the_end() 
 }
 
 #[test]
+fn file_read_past_the_last_line_names_the_line_count_from_the_line_right_after_it() {
+    let site = Site::new("");
+    site.write("three.txt", "one\ntwo\nthree\n");
+    site.write("open.txt", "one\ntwo\nthree");
+    site.write("empty.txt", "");
+    let r = site.results(vec![
+        call("file_read", json!({"path": "three.txt", "startLine": 3})),
+        call("file_read", json!({"path": "three.txt", "startLine": 4})),
+        call("file_read", json!({"path": "three.txt", "startLine": 5})),
+        call("file_read", json!({"path": "open.txt", "startLine": 3})),
+        call("file_read", json!({"path": "open.txt", "startLine": 4})),
+        call("file_read", json!({"path": "empty.txt"})),
+        call("file_read", json!({"path": "empty.txt", "startLine": 1})),
+        call("file_read", json!({"path": "empty.txt", "startLine": 2})),
+        call("file_read", json!({"path": "empty.txt", "startLine": 3})),
+    ]);
+    for i in [0, 3] {
+        let text = assert_ok(&r[i]);
+        assert_eq!(numbered_lines(&text), [(3, "three".to_owned())], "{text}");
+    }
+    for i in [1, 2, 4] {
+        assert_tool_error(&r[i], "past_end", "has 3 lines");
+    }
+    // Line 1 is where every file starts: an empty one read from there is empty, and any
+    // later line is past its end like past any other file's.
+    for i in [5, 6] {
+        let text = assert_ok(&r[i]);
+        assert!(text.contains("is empty"), "{text}");
+        assert!(numbered_lines(&text).is_empty(), "{text}");
+    }
+    for i in [7, 8] {
+        assert_tool_error(&r[i], "past_end", "has 0 lines");
+    }
+}
+
+#[test]
 fn file_write_is_atomic_creates_parents_and_caps_content() {
     let site = Site::new("");
     let cap = 16 * 1024 * 1024;

@@ -416,6 +416,42 @@ fn file_read_cuts_a_line_longer_than_a_reply_and_following_it_reaches_the_end() 
 }
 
 #[test]
+fn file_read_past_the_last_line_names_the_line_count_from_the_line_right_after_it() {
+    let site = Site::new("");
+    site.write("three.txt", "one\ntwo\nthree\n");
+    site.write("open.txt", "one\ntwo\nthree");
+    site.write("empty.txt", "");
+    let r = site.results(vec![
+        call("file_read", json!({"path": "three.txt", "startLine": 3})),
+        call("file_read", json!({"path": "three.txt", "startLine": 4})),
+        call("file_read", json!({"path": "three.txt", "startLine": 5})),
+        call("file_read", json!({"path": "open.txt", "startLine": 3})),
+        call("file_read", json!({"path": "open.txt", "startLine": 4})),
+        call("file_read", json!({"path": "empty.txt"})),
+        call("file_read", json!({"path": "empty.txt", "startLine": 1})),
+        call("file_read", json!({"path": "empty.txt", "startLine": 2})),
+        call("file_read", json!({"path": "empty.txt", "startLine": 3})),
+    ]);
+    for i in [0, 3] {
+        let text = assert_ok(&r[i]);
+        assert_eq!(numbered_lines(&text), [(3, "three".to_owned())], "{text}");
+    }
+    for i in [1, 2, 4] {
+        assert_tool_error(&r[i], "past_end", "has 3 lines");
+    }
+    // Line 1 is where every file starts: an empty one read from there is empty, and any
+    // later line is past its end like past any other file's.
+    for i in [5, 6] {
+        let text = assert_ok(&r[i]);
+        assert!(text.contains("is empty"), "{text}");
+        assert!(numbered_lines(&text).is_empty(), "{text}");
+    }
+    for i in [7, 8] {
+        assert_tool_error(&r[i], "past_end", "has 0 lines");
+    }
+}
+
+#[test]
 fn file_write_is_atomic_creates_parents_and_caps_content() {
     let site = Site::new("");
     let cap = 16 * 1024 * 1024;
@@ -1839,35 +1875,100 @@ fn with_no_sandbox_on_the_machine_commands_are_refused_naming_the_opt_out() {
 
 #[test]
 fn a_link_that_moves_a_tree_onto_the_site_or_another_person_is_refused() {
-    // A link where a tree belongs, as a command could plant before commands were
-    // sandboxed by default: through `skills` pointing at the site, every command and
-    // tool would read `.ferry/`; through `shared/public` pointing at bob's home, bob's.
-    for (tree, target) in [("skills", "."), ("shared/public", "home/bob")] {
+    // A link where a tree belongs, as a command could plant: through `skills` pointing at
+    // the site, every command and tool would read `.ferry/`; through the others, bob's
+    // folders. Only that tree is refused, with the reason; the person's other trees and
+    // commands keep working, over stdio and over the gateway's /mcp.
+    for (tree, target, secret) in [
+        ("skills", ".", "home/bob/secret.txt"),
+        ("shared/public", "home/bob", "secret.txt"),
+        ("circles/team", "home/bob", "secret.txt"),
+        (
+            "private/people/alice",
+            "private/people/bob",
+            "tmp/draft.txt",
+        ),
+    ] {
         let site = site_with_bob("");
-        let link = site.data.join(tree);
-        std::fs::remove_dir_all(&link).unwrap();
-        symlink(site.data.join(target), &link).unwrap();
-        let out = Command::new("setpriv")
-            .args([
-                &format!("--reuid={NOBODY}"),
-                &format!("--regid={NOBODY}"),
-                "--clear-groups",
-            ])
-            .arg(&site.ferry)
-            .args(["mcp", "--data"])
-            .arg(&site.data)
-            .args(["--person", "alice"])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{tree}: {stderr}");
+        site.ferry_ok(&[
+            "circle", "add", "team", "--member", "alice", "--member", "bob",
+        ]);
+        site.give_to_nobody();
+        let link = site.link_root(tree, &site.data.join(target));
+        let through = at(&link, secret);
+        let r = site.results(vec![
+            call("file_read", json!({"path": through})),
+            call(
+                "file_write",
+                json!({"path": "notes.txt", "content": "still works\n"}),
+            ),
+            call("file_read", json!({"path": "notes.txt"})),
+            call(
+                "terminal_run",
+                json!({"command": format!("cat {through}; echo done")}),
+            ),
+        ]);
+        assert_tool_error(&r[0], "path_escapes", "is a symbolic link");
         assert!(
-            stderr.contains(&format!("{} leads to", link.display()))
-                && stderr.contains("not this person's own folder"),
-            "{tree}: {stderr}"
+            text_of(&r[0]).contains(link.to_str().unwrap()),
+            "{tree}: {}",
+            r[0]
+        );
+        assert_ok(&r[1]);
+        assert!(assert_ok(&r[2]).contains("still works"), "{tree}: {}", r[2]);
+        // Commands run, or (when the linked tree holds their output folder) are refused
+        // naming the link; never with bob's file.
+        let ran = text_of(&r[3]);
+        let refused = is_error(&r[3]) && ran.contains("is a symbolic link");
+        assert!(
+            (ran.contains("done") || refused) && !ran.contains(BOBS_SECRET),
+            "{tree}: {ran}"
+        );
+        // `ferry site check` names the linked tree.
+        let check = site.ferry_cli(&["site", "check"]);
+        let said = String::from_utf8_lossy(&check.stdout).into_owned()
+            + &String::from_utf8_lossy(&check.stderr);
+        assert!(
+            said.contains(tree) && said.contains("symbolic link"),
+            "{tree}: {said}"
         );
     }
+
+    // Over the gateway's /mcp: a tool error result, not a transport error, and the other
+    // trees still work.
+    let (server, harness) = gateway_with_bob(None, None);
+    let private = server
+        .data
+        .canonicalize()
+        .unwrap()
+        .join("private/people/me");
+    std::fs::remove_dir_all(&private).unwrap();
+    symlink(server.data.join("private/people/bob"), &private).unwrap();
+    let through = at(&private, "tmp/draft.txt");
+    let out = mcp::drive(&json!({
+        "server": mcp::http(&server.url("/mcp"), &harness),
+        "elicitation": null,
+        "steps": [
+            call("file_read", json!({"path": through})),
+            call("file_write", json!({"path": "notes.txt", "content": "still works\n"})),
+            call("terminal_run", json!({"command": format!("cat {through}; echo done")})),
+        ],
+        "timeout_secs": 120,
+    }));
+    let r = out["results"].as_array().unwrap();
+    assert_eq!(mcp::protocol_error(&r[0]), None, "{}", r[0]);
+    assert!(
+        is_error(&r[0]) && !text_of(&r[0]).contains(BOBS_SECRET),
+        "{}",
+        r[0]
+    );
+    assert_ok(&r[1]);
+    let ran = text_of(&r[2]);
+    let refused = is_error(&r[2]) && ran.contains("is a symbolic link");
+    assert!(
+        (ran.contains("done") || refused) && !ran.contains(BOBS_SECRET),
+        "{ran}"
+    );
 }
 
 /// The files (not temporaries) in `dir`, sorted; empty when it does not exist.

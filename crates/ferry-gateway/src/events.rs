@@ -9,21 +9,33 @@
 //! asks for the same comparison the poller makes ([`announce_attachments`]), and the
 //! comparisons take turns, so each change is published once, by whichever looks first.
 //!
+//! A poll reads a folder's files only when the folder's own mtime or inode moved since
+//! the last reading (a name in it was added, removed or renamed), or when its full
+//! reading is due all the same (a write into a file already there leaves the folder's
+//! mtime alone): every [`ATTACHMENTS_FULL_INTERVAL`] for each
+//! [`ATTACHMENTS_QUICK_MAX_FILES`] files it holds, begun. A folder holding more than
+//! that is read only when its full reading is due, moved or not. So a folder costs about
+//! one file's look per [`ATTACHMENTS_FULL_INTERVAL`] / [`ATTACHMENTS_QUICK_MAX_FILES`],
+//! however many files an agent piles up, and little while nothing changes. A workspace whose folder cannot be read (its `public/`
+//! replaced by a link, say) is left out on its own, logged when it starts failing; the
+//! person's other workspaces are still compared.
+//!
 //! A person holds at most `server.max_event_streams` streams; one more is `429`.
 //!
 //! The same watcher keeps the web presence of those people fresh and tells their pages
 //! when their pending approvals and picks change (`interaction` events; see
 //! `interactions.rs`), since the agent tool asking may run in another process.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use ferry_site::AttachmentsState;
+use ferry_fs::{Follow, FsError};
+use ferry_site::{ATTACHMENTS_DIR_NAME, AttachmentsState, LIST_MAX_ENTRIES};
 use futures_util::{Stream, StreamExt};
 use serde::Serialize;
 use tokio::sync::broadcast;
@@ -34,6 +46,13 @@ use crate::{ApiError, AppState, blocking};
 
 /// How often watched `public/attachments/` folders are compared with their last state.
 pub const ATTACHMENTS_POLL_INTERVAL: Duration = Duration::from_millis(400);
+/// How often a watched folder's files are read, whether or not the folder moved, for
+/// each [`ATTACHMENTS_QUICK_MAX_FILES`] files it holds: just under two polls, so a file
+/// rewritten in place in a folder of up to that many is noticed within a second.
+pub const ATTACHMENTS_FULL_INTERVAL: Duration = Duration::from_millis(700);
+/// Above this many files (the listing's cap), a folder is read only when its full
+/// reading is due, even when it moved.
+pub const ATTACHMENTS_QUICK_MAX_FILES: usize = LIST_MAX_ENTRIES;
 /// Events a slow subscriber may fall behind before it is told to reload everything.
 const EVENT_BACKLOG: usize = 256;
 /// Comment lines that keep idle streams (and the proxies on their way) open.
@@ -50,6 +69,45 @@ pub struct FileEvent {
 
 /// One watched workspace: a person and a project (`None`: the main workspace).
 type WorkspaceKey = (String, Option<String>);
+
+/// A folder's own mtime and inode: they move when a name in it comes or goes, or when
+/// the folder itself is replaced.
+type FolderMark = (SystemTime, u64);
+
+/// The last reading of one workspace's `public/attachments/`.
+struct Known {
+    files: AttachmentsState,
+    /// `None`: there was no real folder to mark.
+    mark: Option<FolderMark>,
+    read: Instant,
+}
+
+impl Known {
+    /// Whether the folder is due to be read whether or not it moved.
+    fn due(&self) -> bool {
+        let share = self
+            .files
+            .len()
+            .div_ceil(ATTACHMENTS_QUICK_MAX_FILES)
+            .max(1);
+        self.read.elapsed() >= ATTACHMENTS_FULL_INTERVAL * share as u32
+    }
+}
+
+/// One reading of a workspace's `public/attachments/`.
+struct Reading {
+    project: Option<String>,
+    mark: Option<FolderMark>,
+    /// `None`: the folder had not moved, so its files were not read.
+    files: Option<AttachmentsState>,
+}
+
+/// What could not be read for a person, remembered so it is logged once.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Refused {
+    Projects(String),
+    Workspace(WorkspaceKey),
+}
 
 /// What one person's pages are told.
 #[derive(Clone, Debug)]
@@ -82,7 +140,9 @@ pub struct Events {
     tx: broadcast::Sender<PageEvent>,
     listeners: Mutex<HashMap<String, usize>>,
     /// The last known `public/attachments/` of every watched workspace.
-    known: Mutex<HashMap<WorkspaceKey, AttachmentsState>>,
+    known: Mutex<HashMap<WorkspaceKey, Known>>,
+    /// What failed to be read at the last try, so a lasting failure is logged once.
+    refused: Mutex<HashSet<Refused>>,
     /// The pending requests each watched person's pages last heard of.
     pub(crate) interactions: crate::interactions::Watch,
     /// Held from reading a person's `public/attachments/` to comparing it with `known`, so
@@ -96,6 +156,7 @@ impl Default for Events {
             tx: broadcast::channel(EVENT_BACKLOG).0,
             listeners: Mutex::new(HashMap::new()),
             known: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashSet::new()),
             interactions: Default::default(),
             comparing: tokio::sync::Mutex::new(()),
         }
@@ -127,23 +188,54 @@ impl Events {
         self.listeners.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<WorkspaceKey, AttachmentsState>> {
+    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<WorkspaceKey, Known>> {
         self.known.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Notes whether reading `what` failed; logs a failure only when it starts.
+    fn note(&self, what: Refused, failure: Option<&ferry_site::SiteError>) {
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        match failure {
+            Some(error) => {
+                if refused.insert(what.clone()) {
+                    tracing::warn!(?what, %error, "live events leave out a folder that cannot be read");
+                }
+            }
+            None => {
+                refused.remove(&what);
+            }
+        }
+    }
+
+    /// What a poll needs of the last reading of a workspace: its mark, whether its full
+    /// reading is due, and whether it is too big to read before that.
+    fn last(&self, key: &WorkspaceKey) -> Option<(Option<FolderMark>, bool, bool)> {
+        self.known().get(key).map(|k| {
+            let big = k.files.len() > ATTACHMENTS_QUICK_MAX_FILES;
+            (k.mark, k.due(), big)
+        })
+    }
+
     /// Publishes what changed in the `public/attachments/` of `person`'s workspaces from
-    /// their last known state to `states`, and keeps `states` as the known one. Call with
+    /// their last known state to `readings`, and keeps those as the known ones. Call with
     /// [`Events::comparing`] held.
-    fn compare(&self, person: &str, states: Vec<(Option<String>, AttachmentsState)>) {
+    fn compare(&self, person: &str, readings: Vec<Reading>) {
         let mut known = self.known();
         // A workspace unknown while others of the person are known is a project made
         // since the page opened: everything in it is new.
         let watching = known.keys().any(|(p, _)| p == person);
-        for (project, now) in states {
+        let empty = AttachmentsState::new();
+        for Reading {
+            project,
+            mark,
+            files,
+        } in readings
+        {
+            let Some(now) = files else { continue };
             let key = (person.to_owned(), project.clone());
             let before = match known.get(&key) {
-                Some(before) => Some(before),
-                None if watching => Some(&AttachmentsState::new()),
+                Some(before) => Some(&before.files),
+                None if watching => Some(&empty),
                 None => None,
             };
             if let Some(before) = before {
@@ -152,7 +244,15 @@ impl Events {
                     self.publish(person, project.as_deref(), changed);
                 }
             }
-            known.insert(key, now);
+            let read = Instant::now();
+            known.insert(
+                key,
+                Known {
+                    files: now,
+                    mark,
+                    read,
+                },
+            );
         }
     }
 }
@@ -178,36 +278,75 @@ pub(crate) async fn announce_attachments(
         person.to_owned(),
         project.map(str::to_owned),
     );
-    let read = blocking(move || {
-        let now = site
-            .workspace(&who, workspace.as_deref())?
-            .attachments_state()?;
-        Ok::<_, ferry_site::SiteError>(vec![(workspace, now)])
-    })
-    .await;
+    let read =
+        blocking(move || read_workspace(&site, &who, workspace, None).map(|reading| vec![reading]))
+            .await;
     match read {
-        Ok(states) => events.compare(person, states),
+        Ok(readings) => events.compare(person, readings),
         // Unreadable just now: the paths are news all the same.
         Err(_) => events.publish(person, project, paths),
     }
 }
 
-/// The `public/attachments/` state of each of `person`'s workspaces.
-fn attachments_states(
+/// Reads one workspace's `public/attachments/`: its mark, and its files unless the mark
+/// equals `unchanged` (the last reading's, when this poll may skip a folder that did not
+/// move). The mark is taken before the files, so a file added while they are read moves
+/// it and is read again at the next poll.
+fn read_workspace(
     site: &ferry_site::Site,
     person: &str,
-) -> Result<Vec<(Option<String>, AttachmentsState)>, ferry_site::SiteError> {
+    project: Option<String>,
+    unchanged: Option<FolderMark>,
+) -> Result<Reading, ferry_site::SiteError> {
+    let workspace = site.workspace(person, project.as_deref())?;
+    let mark = match workspace
+        .public()?
+        .open_dir(ATTACHMENTS_DIR_NAME, Follow::Never)
+    {
+        Ok(dir) => {
+            let meta = dir.own_metadata()?;
+            Some((meta.mtime, meta.inode))
+        }
+        Err(FsError::PathEscapes | FsError::NotADirectory | FsError::NotFound) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let files = match (mark, unchanged) {
+        (Some(now), Some(before)) if now == before => None,
+        _ => Some(workspace.attachments_state()?),
+    };
+    Ok(Reading {
+        project,
+        mark,
+        files,
+    })
+}
+
+/// Reads the `public/attachments/` of each of `person`'s workspaces; all of them in full
+/// when `full`, otherwise those due and those that moved (but not the big ones). A
+/// workspace that cannot be read is left out on its own.
+fn read_person(events: &Events, site: &ferry_site::Site, person: &str, full: bool) -> Vec<Reading> {
     let mut workspaces = vec![None];
-    workspaces.extend(site.projects(person)?.into_iter().map(|p| Some(p.id)));
-    workspaces
-        .into_iter()
-        .map(|project| {
-            let state = site
-                .workspace(person, project.as_deref())?
-                .attachments_state()?;
-            Ok((project, state))
-        })
-        .collect()
+    let projects = site.projects(person);
+    events.note(
+        Refused::Projects(person.to_owned()),
+        projects.as_ref().err(),
+    );
+    workspaces.extend(projects.into_iter().flatten().map(|p| Some(p.id)));
+    let mut readings = Vec::new();
+    for project in workspaces {
+        let key = (person.to_owned(), project.clone());
+        let unchanged = match events.last(&key) {
+            _ if full => None,
+            None | Some((_, true, _)) => None,
+            // A big folder waits for its full reading even when it moved.
+            Some((_, false, true)) => continue,
+            Some((mark, false, false)) => mark,
+        };
+        let read = read_workspace(site, person, project, unchanged);
+        events.note(Refused::Workspace(key), read.as_ref().err());
+        readings.extend(read.ok());
+    }
+    readings
 }
 
 /// Counts a listener for as long as its stream lives.
@@ -268,11 +407,22 @@ pub async fn stream(
     // a file written from now on is a change. A page already open keeps the older state.
     {
         let _turn = state.events.comparing.lock().await;
-        let (site, person) = (state.site.clone(), who.person.clone());
-        if let Ok(states) = blocking(move || attachments_states(&site, &person)).await {
+        let (events, site, person) = (state.events.clone(), state.site.clone(), who.person.clone());
+        let read = blocking(move || {
+            Ok::<_, ferry_site::SiteError>(read_person(&events, &site, &person, true))
+        })
+        .await;
+        if let Ok(readings) = read {
             let mut known = state.events.known();
-            for (project, now) in states {
-                known.entry((who.person.clone(), project)).or_insert(now);
+            for reading in readings {
+                let Some(files) = reading.files else { continue };
+                known
+                    .entry((who.person.clone(), reading.project))
+                    .or_insert(Known {
+                        files,
+                        mark: reading.mark,
+                        read: Instant::now(),
+                    });
             }
         }
     }
@@ -328,11 +478,14 @@ pub async fn watch_attachments(state: AppState) {
         for person in state.events.watched() {
             crate::interactions::notice(&state, &person, touch).await;
             let _turn = state.events.comparing.lock().await;
-            let (site, who) = (state.site.clone(), person.clone());
-            let Ok(states) = blocking(move || attachments_states(&site, &who)).await else {
-                continue;
-            };
-            state.events.compare(&person, states);
+            let (events, site, who) = (state.events.clone(), state.site.clone(), person.clone());
+            let read = blocking(move || {
+                Ok::<_, ferry_site::SiteError>(read_person(&events, &site, &who, false))
+            })
+            .await;
+            if let Ok(readings) = read {
+                state.events.compare(&person, readings);
+            }
         }
     }
 }

@@ -74,16 +74,22 @@ impl McpServer {
         }
     }
 
-    fn toolbox(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Toolbox>, McpError> {
+    /// The toolbox of the request's person. The outer error is a request with no person;
+    /// the inner one is the person's toolbox failing to open, which a tool call answers
+    /// as a tool error.
+    fn toolbox(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Result<Arc<Toolbox>, ToolError>, McpError> {
         match &self.source {
-            Source::Fixed(toolbox) => Ok(toolbox.clone()),
+            Source::Fixed(toolbox) => Ok(Ok(toolbox.clone())),
             Source::PerRequest(lookup) => {
                 let person = context
                     .extensions
                     .get::<http::request::Parts>()
                     .and_then(|parts| parts.extensions.get::<McpPerson>())
                     .ok_or_else(|| McpError::invalid_request("no authenticated person", None))?;
-                lookup(&person.0).map_err(|e| McpError::invalid_request(e.message, None))
+                Ok(lookup(&person.0))
             }
         }
     }
@@ -101,7 +107,9 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let toolbox = self.toolbox(&context)?;
+        let toolbox = self
+            .toolbox(&context)?
+            .map_err(|e| McpError::invalid_request(e.message, None))?;
         let tools: Vec<Value> = toolbox
             .tools()
             .iter()
@@ -129,7 +137,10 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let toolbox = self.toolbox(&context)?;
+        let toolbox = match self.toolbox(&context)? {
+            Ok(toolbox) => toolbox,
+            Err(e) => return Ok(to_result(ToolOutput::error(&e))?.into()),
+        };
         let name = request.name.to_string();
         let args = request
             .arguments

@@ -148,7 +148,9 @@ pub(crate) fn requester_for(
         path: paths.skills.clone(),
         writable: false,
     });
-    check_trees(&data, &trees)?;
+    // A tree a link has moved (onto the site, or another person's folder) is refused on
+    // its own by the scope, which reaches every tree from the real data folder with no
+    // link followed: paths into it are told why, the other trees and the sandbox go on.
     let config = site.config();
     let run = RunSettings {
         user: person.to_owned(),
@@ -194,31 +196,4 @@ pub(crate) fn requester_for(
         }
     };
     Ok((paths, requester))
-}
-
-/// Refuses trees that a link has moved: one that leads to the site's folder (or above
-/// it), or to a place inside the site that is none of the person's own trees (the
-/// service's `.ferry/`, another person's folders). Both the file tools and the sandbox
-/// open a tree by its real path, so such a link would hand the person all of it. A tree
-/// that leads outside the site (`skills` kept elsewhere) is the operator's choice.
-fn check_trees(data: &Path, trees: &[Tree]) -> Result<(), ToolError> {
-    for tree in trees {
-        // A missing tree is not a moved one; opening it fails with its own error.
-        let Ok(real) = std::fs::canonicalize(&tree.path) else {
-            continue;
-        };
-        let inside_own = trees.iter().any(|own| real.starts_with(&own.path));
-        if data.starts_with(&real) || (real.starts_with(data) && !inside_own) {
-            return Err(ToolError::new(
-                "tree_misplaced",
-                format!(
-                    "{} leads to {}, which is not this person's own folder; no tool runs \
-                     for them until the link is replaced by a real folder",
-                    tree.path.display(),
-                    real.display()
-                ),
-            ));
-        }
-    }
-    Ok(())
 }

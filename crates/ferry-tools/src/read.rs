@@ -160,6 +160,11 @@ fn read_lines(reader: &mut impl BufRead, range: &Range, path: &str) -> Result<Li
             skip_rest_of_line(reader)?;
         }
     }
+    // Every line past the last is past the end, the one right after it included; line 1
+    // is the start of any file, so an empty file read from it is answered as empty.
+    if first > 1 && reader.fill_buf().map_err(io_error)?.is_empty() {
+        return Err(past_end(number));
+    }
     let offset = skip_into_line(reader, range.offset, first, || past_end(number))?;
     let mut lines = Lines {
         first,

@@ -597,7 +597,9 @@ impl Watch {
                     self.seen
                 );
             };
-            assert_eq!(event.event, "files", "{event:?}");
+            if event.event != "files" {
+                continue;
+            }
             let data = event.json();
             self.seen.push(data.clone());
             let got: Vec<String> = data["paths"]

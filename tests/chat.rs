@@ -194,6 +194,18 @@ impl Agent {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+
+    /// Asserts that the gateway hung up on the upstream (waiting up to `wait`) within 2 s
+    /// of `since`, when the turn ended or the member left; `what` names that moment.
+    #[track_caller]
+    fn assert_hung_up_soon_after(&self, since: Instant, wait: Duration, what: &str) {
+        let hung_up = self.hung_up_within(wait).expect("the gateway hung up");
+        let after = hung_up.saturating_duration_since(since);
+        assert!(
+            after < Duration::from_secs(2),
+            "the upstream was closed {after:?} after {what}"
+        );
+    }
 }
 
 impl Drop for Agent {
@@ -1576,14 +1588,7 @@ fn chat_upstream_line_without_end_is_cut_fast_while_others_stay_fast() {
         slowest < Duration::from_secs(1),
         "another person waited {slowest:?}"
     );
-    let hung_up = agent
-        .hung_up_within(Duration::from_secs(5))
-        .expect("the gateway hung up");
-    assert!(
-        hung_up.saturating_duration_since(ended) < Duration::from_secs(2),
-        "the upstream was closed {:?} after the turn ended",
-        hung_up.saturating_duration_since(ended)
-    );
+    agent.assert_hung_up_soon_after(ended, Duration::from_secs(5), "the turn ended");
     // The line buffer is bounded: nothing near the 60 MB was held.
     let grew = peak_rss_kib(&server).saturating_sub(before);
     eprintln!("60 MB line: turn {took:?}, slowest other request {slowest:?}, peak RSS +{grew} KiB");
@@ -1644,13 +1649,10 @@ fn chat_turn_timeout_is_a_hard_deadline_and_closes_the_upstream() {
             took >= Duration::from_millis(1900) && took < Duration::from_millis(3500),
             "{i}: the turn took {took:?} under a 2 s timeout"
         );
-        let hung_up = agent
-            .hung_up_within(Duration::from_secs(5))
-            .expect("the gateway hung up");
-        assert!(
-            hung_up.saturating_duration_since(ended) < Duration::from_secs(2),
-            "{i}: the upstream was closed {:?} after the turn ended",
-            hung_up.saturating_duration_since(ended)
+        agent.assert_hung_up_soon_after(
+            ended,
+            Duration::from_secs(5),
+            &format!("the turn ended ({i})"),
         );
         if i == 0 {
             assert!(said(&events).starts_with("Still."), "{events:?}");
@@ -1737,10 +1739,7 @@ fn chat_fifty_megabyte_reply_is_cut_at_one_mebibyte_and_the_upstream_closed() {
     );
     assert_eq!(shape(&events), ["delta", "error", "done"]);
     assert_eq!(error_code_of(&events), "reply_too_large");
-    let hung_up = agent
-        .hung_up_within(Duration::from_secs(5))
-        .expect("the gateway hung up");
-    assert!(hung_up.saturating_duration_since(ended) < Duration::from_secs(2));
+    agent.assert_hung_up_soon_after(ended, Duration::from_secs(5), "the turn ended");
 
     // Saved cut, and the history is the cut size, not 50 MB.
     let response = client()
@@ -1801,14 +1800,7 @@ fn chat_member_going_away_closes_the_upstream_and_keeps_the_part_said() {
     let left = Instant::now();
     stream.shutdown(Shutdown::Both).unwrap();
     drop(stream);
-    let hung_up = agent
-        .hung_up_within(Duration::from_secs(10))
-        .expect("the gateway hung up");
-    let after = hung_up.saturating_duration_since(left);
-    assert!(
-        after < Duration::from_secs(2),
-        "the upstream was closed {after:?} after the member left"
-    );
+    agent.assert_hung_up_soon_after(left, Duration::from_secs(10), "the member left");
 
     // Trickling on: the member's leaving ends it too.
     agent.hung_up.lock().unwrap().clear();
@@ -1821,14 +1813,7 @@ fn chat_member_going_away_closes_the_upstream_and_keeps_the_part_said() {
     let stream = chat_until_first_delta(&server, "Leaving again.");
     let left = Instant::now();
     drop(stream);
-    let hung_up = agent
-        .hung_up_within(Duration::from_secs(10))
-        .expect("the gateway hung up");
-    let after = hung_up.saturating_duration_since(left);
-    assert!(
-        after < Duration::from_secs(2),
-        "the upstream was closed {after:?} after the member left"
-    );
+    agent.assert_hung_up_soon_after(left, Duration::from_secs(10), "the member left");
 
     // What came before is saved, as far as it came.
     let deadline = Instant::now() + Duration::from_secs(5);

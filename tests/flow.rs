@@ -219,13 +219,7 @@ fn file_delete_and_file_pick_reach_the_person_through_the_web_client() {
     assert!(home.join("old.txt").exists());
 
     // The person opens the web client: its events stream is the channel.
-    let events = support::client()
-        .get(server.url("/v1/events"))
-        .bearer_auth(&server.token)
-        .send()
-        .unwrap();
-    assert_eq!(events.status(), 200);
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    let events = open_page(&server);
     let person = support::answer_as_the_person(
         &server.base,
         &server.token,
@@ -403,13 +397,7 @@ fn artifacts_approvals_and_elicitations_name_no_host_path() {
 
     // Without elicitation the web client asks: its request names no host path either,
     // and its sentence shows the newline and the look-alike slash.
-    let events = support::client()
-        .get(server.url("/v1/events"))
-        .bearer_auth(&server.token)
-        .send()
-        .unwrap();
-    assert_eq!(events.status(), 200);
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    let events = open_page(&server);
     let tricky = "public/attachments/notes\n📎 report\u{2215}final.pdf";
     let (base, token) = (server.base.clone(), server.token.clone());
     let person = std::thread::spawn(move || {
@@ -745,4 +733,17 @@ fn an_mcp_token_holds_at_most_thirty_two_sessions_and_a_closed_one_frees_its_pla
     let (status, _, body) = initialize(&server, &harness);
     support::assert_error(status, &body, 429, "too_many_sessions");
     drop(others);
+}
+
+/// The person's web client, as far as the gateway can tell: its events stream, open (and
+/// seen for a moment) until the answer is dropped.
+fn open_page(server: &Server) -> reqwest::blocking::Response {
+    let events = support::client()
+        .get(server.url("/v1/events"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    events
 }

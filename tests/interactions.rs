@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use ferry_site::{ApprovalOutcome, Config, PickOutcome, Site, WEB_PRESENCE_TTL};
+use ferry_config::Config;
+use ferry_site::{ApprovalOutcome, PickOutcome, Site, WEB_PRESENCE_TTL};
 use reqwest::blocking::multipart::{Form, Part};
 use serde_json::{Value, json};
 use support::{
@@ -473,7 +474,7 @@ fn a_picked_file_arrives_through_its_link() {
     assert_eq!(path, want);
     assert_eq!(std::fs::read(&path).unwrap(), content);
     let lifetime = expires.duration_since(SystemTime::now()).unwrap();
-    let day = ferry_site::PICK_FILE_TTL;
+    let day = ferry_config::limits::PICK_FILE_TTL;
     assert!(lifetime <= day && lifetime > day - Duration::from_secs(60));
     assert!(pending(&server, &server.token).is_empty());
 
@@ -559,7 +560,7 @@ fn the_pick_cap_is_the_upload_cap() {
     assert_no_temporaries(&server);
     // Declared too large: refused before the body is read.
     let boundary = "ferry-pick-boundary";
-    let huge = vec![b'x'; CAP + ferry_gateway::MULTIPART_ALLOWANCE_BYTES as usize + 1];
+    let huge = vec![b'x'; CAP + ferry_config::limits::MULTIPART_ALLOWANCE_BYTES as usize + 1];
     let (status, body) = post_raw(
         &server,
         &link,

@@ -21,7 +21,7 @@ const BOUNDARY: &str = "ferry-test-boundary-7c1e";
 /// The small upload cap most limit tests configure.
 const CAP: usize = 4096;
 /// Room the gateway gives the multipart framing when judging a declared length.
-const MULTIPART_ALLOWANCE: usize = ferry_gateway::MULTIPART_ALLOWANCE_BYTES as usize;
+const MULTIPART_ALLOWANCE: usize = ferry_config::limits::MULTIPART_ALLOWANCE_BYTES as usize;
 /// The longest any raw exchange waits for an answer: a broken server fails, never hangs.
 const RAW_READ_TIMEOUT: Duration = Duration::from_secs(15);
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use ferry_site::{Config, DEFAULT_PERSON, Site, SiteMode, TokenKind};
+use ferry_config::{Config, SiteMode};
+use ferry_site::{DEFAULT_PERSON, Site, TokenKind};
 
 mod mcp_cmd;
 mod site_cmd;
@@ -349,9 +350,9 @@ async fn shutdown_signal() {
 }
 
 fn docs_check(dir: &Path) -> Result<ExitCode> {
-    let checked = ferry_site::docs::markdown_files(dir)
+    let checked = ferry_docs::lint::markdown_files(dir)
         .with_context(|| format!("reading {}", dir.display()))?;
-    let violations = ferry_site::docs::check_dir(dir)?;
+    let violations = ferry_docs::lint::check_dir(dir)?;
     for v in &violations {
         println!("{v}");
     }
@@ -369,7 +370,7 @@ fn docs_check(dir: &Path) -> Result<ExitCode> {
 }
 
 fn skills_check(dir: &Path) -> Result<ExitCode> {
-    let set = ferry_site::skills::load_skills(dir)
+    let set = ferry_docs::skills::load_skills(dir)
         .with_context(|| format!("reading {}", dir.display()))?;
     for skill in &set.skills {
         println!("ok      {} ({})", skill.name, skill.dir.display());

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use ferry_site::{Site, SiteMode, host};
+use ferry_config::SiteMode;
+use ferry_host as host;
+use ferry_site::Site;
 
 use crate::{SiteArgs, load_config, open_site};
 
@@ -168,13 +170,13 @@ fn init_host(
         write_host_config(args, helper_path.as_deref())?;
         config = load_config(args)?;
     }
-    let target = helper_path.unwrap_or_else(|| host::helper_path(&config));
-    if target != host::helper_path(&config) {
+    let target = helper_path.unwrap_or_else(|| config.helper_path());
+    if target != config.helper_path() {
         eprintln!(
             "ferry: note: installing the helper at {}, but the site's config names {}: \
              set site.helper_path so the gateway finds it",
             target.display(),
-            host::helper_path(&config).display()
+            config.helper_path().display()
         );
     }
     let site = Site::open(&args.data, config)

@@ -61,6 +61,11 @@ pub mod worker;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ferry_config::limits::{
+    EXEC_OUTPUT_MAX_BYTES, EXEC_OUTPUT_TTL_HOURS, FULL_OUTPUT_MAX_BYTES, PROCESS_MAX_COUNT,
+    VISIBLE_OUTPUT_BYTES,
+};
+
 pub use capture::sweep_saved_output;
 pub use error::ExecError;
 pub use probe::{AUTO_LANDLOCK_MIN_ABI, Strongest, Unavailable, in_force, probe, strongest};
@@ -69,22 +74,6 @@ pub use requester::Requester;
 pub use run::{effective_timeout, run};
 pub use scope::{Access, Scope, Tree};
 
-/// How long a command may run when the caller names no timeout.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-/// The longest a command may run; longer requests are cut to this.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
-/// Bytes of each stream (stdout, stderr) returned as text.
-pub const VISIBLE_OUTPUT_BYTES: usize = 64 * 1024;
-/// Bytes of each stream saved to the full-output file; the rest is counted, not kept.
-pub const FULL_OUTPUT_MAX_BYTES: u64 = 256 * 1024 * 1024;
-/// How long saved output is kept when the caller names no other time (24 hours).
-pub const FULL_OUTPUT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
-/// Bytes of saved output one person keeps at most when the caller names no other cap
-/// (1 GiB); the oldest files go first to make room.
-pub const FULL_OUTPUT_KEEP_MAX_BYTES: u64 = 1024 * 1024 * 1024;
-/// Processes the person may have at once while a command runs (`RLIMIT_NPROC`).
-/// Generous enough for `make -j`, small enough that a fork bomb stays a nuisance.
-pub const PROCESS_MAX_COUNT: u64 = 1024;
 /// The umask of every command, and of host mode's worker: what they create gets the
 /// modes the file tools give (0644 files, 0755 folders), whatever the service's umask
 /// is; the folders of the site layout decide who may enter.
@@ -106,7 +95,9 @@ pub struct Command {
     pub command: String,
     /// The working folder: absolute, or relative to [`Policy::root`]; it must lie inside it.
     pub cwd: PathBuf,
-    /// `None` is [`DEFAULT_TIMEOUT`]; more than [`MAX_TIMEOUT`] is cut; zero is refused.
+    /// `None` is [`COMMAND_DEFAULT_TIMEOUT`](ferry_config::limits::COMMAND_DEFAULT_TIMEOUT);
+    /// more than [`COMMAND_MAX_TIMEOUT`](ferry_config::limits::COMMAND_MAX_TIMEOUT) is cut;
+    /// zero is refused.
     pub timeout: Option<Duration>,
 }
 
@@ -211,8 +202,8 @@ impl Policy {
             visible_output_bytes: VISIBLE_OUTPUT_BYTES,
             full_output_dir: full_output_dir.into(),
             full_output_max_bytes: FULL_OUTPUT_MAX_BYTES,
-            full_output_ttl: FULL_OUTPUT_TTL,
-            full_output_keep_max_bytes: FULL_OUTPUT_KEEP_MAX_BYTES,
+            full_output_ttl: Duration::from_secs(EXEC_OUTPUT_TTL_HOURS * 60 * 60),
+            full_output_keep_max_bytes: EXEC_OUTPUT_MAX_BYTES,
             max_processes: PROCESS_MAX_COUNT,
         }
     }

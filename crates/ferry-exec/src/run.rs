@@ -20,10 +20,8 @@ use crate::landlock::Landlock;
 use crate::reaper::{Ending, REPORT_BYTES, Reaper, Report};
 use crate::sandbox::{Bwrap, Trees};
 use crate::scope::Base;
-use crate::{
-    CANONICAL_PATH, Command, DEFAULT_TIMEOUT, ExecError, Identity, MAX_TIMEOUT, Output, Policy,
-    Sandbox, UMASK,
-};
+use crate::{CANONICAL_PATH, Command, ExecError, Identity, Output, Policy, Sandbox, UMASK};
+use ferry_config::limits::{COMMAND_DEFAULT_TIMEOUT, COMMAND_MAX_TIMEOUT};
 
 /// Absolute, so that `PATH` (which the command controls in spirit) plays no part.
 const BASH: &str = "/bin/bash";
@@ -41,12 +39,12 @@ const EXIT_POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// gives up on it (it was stopped or killed from inside, see [`ExecError::Unwatched`]).
 const REAPER_GRACE: Duration = Duration::from_secs(10);
 
-/// The timeout a request gets: the default for none, at most [`MAX_TIMEOUT`], never zero.
+/// The timeout a request gets: the default for none, at most [`COMMAND_MAX_TIMEOUT`], never zero.
 pub fn effective_timeout(requested: Option<Duration>) -> Result<Duration, ExecError> {
     match requested {
-        None => Ok(DEFAULT_TIMEOUT),
+        None => Ok(COMMAND_DEFAULT_TIMEOUT),
         Some(d) if d.is_zero() => Err(ExecError::InvalidTimeout),
-        Some(d) => Ok(d.min(MAX_TIMEOUT)),
+        Some(d) => Ok(d.min(COMMAND_MAX_TIMEOUT)),
     }
 }
 

@@ -11,10 +11,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{Site, as_nobody, dies_within, gone_within, inner_base};
+use ferry_config::limits::{
+    COMMAND_DEFAULT_TIMEOUT, COMMAND_MAX_TIMEOUT, FULL_OUTPUT_MAX_BYTES, PROCESS_MAX_COUNT,
+    VISIBLE_OUTPUT_BYTES,
+};
 use ferry_exec::{
-    CANONICAL_PATH, Command, DEFAULT_TIMEOUT, ENV_NAMES, ExecError, FULL_OUTPUT_MAX_BYTES,
-    Identity, MAX_TIMEOUT, Output, PROCESS_MAX_COUNT, Policy, VISIBLE_OUTPUT_BYTES,
-    effective_timeout, run,
+    CANONICAL_PATH, Command, ENV_NAMES, ExecError, Identity, Output, Policy, effective_timeout, run,
 };
 
 fn ok(site: &Site, command: &str) -> Output {
@@ -56,14 +58,14 @@ fn refuses_as_root() {
 
 #[test]
 fn timeout_defaults_and_clamps_at_the_edges() {
-    assert_eq!(effective_timeout(None).unwrap(), DEFAULT_TIMEOUT);
-    assert_eq!(DEFAULT_TIMEOUT, Duration::from_secs(120));
-    assert_eq!(MAX_TIMEOUT, Duration::from_secs(600));
+    assert_eq!(effective_timeout(None).unwrap(), COMMAND_DEFAULT_TIMEOUT);
+    assert_eq!(COMMAND_DEFAULT_TIMEOUT, Duration::from_secs(120));
+    assert_eq!(COMMAND_MAX_TIMEOUT, Duration::from_secs(600));
     let secs = |s| effective_timeout(Some(Duration::from_secs(s))).unwrap();
     assert_eq!(secs(599), Duration::from_secs(599));
     assert_eq!(secs(600), Duration::from_secs(600));
     assert_eq!(secs(601), Duration::from_secs(600));
-    assert_eq!(secs(u64::MAX), MAX_TIMEOUT);
+    assert_eq!(secs(u64::MAX), COMMAND_MAX_TIMEOUT);
     assert_eq!(
         effective_timeout(Some(Duration::from_nanos(1))).unwrap(),
         Duration::from_nanos(1)
@@ -240,7 +242,10 @@ fn inner_bad_requests_are_refused() {
     );
     // A timeout over the maximum is cut, not refused.
     let out = run(
-        &site.cmd("echo fine", Some(MAX_TIMEOUT + Duration::from_secs(1))),
+        &site.cmd(
+            "echo fine",
+            Some(COMMAND_MAX_TIMEOUT + Duration::from_secs(1)),
+        ),
         &site.who(),
         &site.policy(),
     )

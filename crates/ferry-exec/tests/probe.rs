@@ -41,8 +41,8 @@ fn executor(site: &Site, sandbox: SandboxKind) -> Executor {
         full_output_dir: site.out.clone(),
         sandbox,
         network: false,
-        output_ttl_secs: ferry_exec::FULL_OUTPUT_TTL.as_secs(),
-        output_max_bytes: ferry_exec::FULL_OUTPUT_KEEP_MAX_BYTES,
+        output_ttl_secs: ferry_config::limits::EXEC_OUTPUT_TTL_HOURS * 60 * 60,
+        output_max_bytes: ferry_config::limits::EXEC_OUTPUT_MAX_BYTES,
     };
     Executor::new(scope, run, None)
 }

@@ -21,10 +21,8 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
-use ferry_site::{
-    CHAT_PAGE_DEFAULT_MESSAGES, CHAT_PAGE_MAX_MESSAGES, ChatMessage, ChatRole, PublicPath,
-    SiteError, rfc3339,
-};
+use ferry_config::limits::{CHAT_PAGE_DEFAULT_MESSAGES, CHAT_PAGE_MAX_MESSAGES};
+use ferry_site::{ChatMessage, ChatRole, PublicPath, SiteError, rfc3339};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -34,14 +32,10 @@ use crate::auth::Member;
 use crate::extract::{JsonBody, QueryParams};
 use crate::tally::Place;
 use crate::{ApiError, AppState, blocking};
+use ferry_config::limits::{
+    CHAT_ATTACHMENTS_MAX, CHAT_MESSAGE_MAX_BYTES, CHAT_TURNS_PER_PERSON_MAX,
+};
 
-/// The longest message a member may send, in bytes.
-pub const CHAT_MESSAGE_MAX_BYTES: usize = 64 * 1024;
-/// The most files one message may attach.
-pub const CHAT_ATTACHMENTS_MAX: usize = 32;
-/// Turns one person may run at once, over all their workspaces: one page's turn and one
-/// of another tab or project. Each holds up to a context and a reply in memory.
-pub const CHAT_TURNS_PER_PERSON_MAX: usize = 2;
 /// Events buffered between the upstream reader and a slow member.
 const RELAY_QUEUE_EVENTS: usize = 64;
 
@@ -595,7 +589,7 @@ fn upstream_body(
     let mut messages = Vec::with_capacity(history.len() + 2);
     messages.push(UpstreamMessage::new(
         "system",
-        ferry_site::docs::FILE_DELIVERY_MD,
+        ferry_docs::shipped::FILE_DELIVERY_MD,
         &[],
     ));
     messages.extend(history.iter().map(UpstreamMessage::saved));

@@ -407,7 +407,7 @@ async fn upload_pick(
         let (site, pick) = (state.site.clone(), claim.pick()?);
         // Host mode: the file is placed by the person's own worker (tools.md T-ID).
         let requester = match site.mode() {
-            ferry_site::SiteMode::Host => {
+            ferry_config::SiteMode::Host => {
                 Some(state.toolbox(pick.person()).map_err(ApiError::from_tool)?)
             }
             _ => None,

@@ -35,7 +35,6 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 pub use body::Pace;
 pub use error::ApiError;
-pub use upload::{MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES};
 
 /// The most a connection buffers from its socket: bounds memory per connection while
 /// keeping reads large enough for full speed.

@@ -32,11 +32,7 @@ use serde_json::{Value, json};
 use crate::auth::{Harness, Member};
 use crate::tally::{Place, Tally};
 use crate::{ApiError, AppState, blocking};
-
-/// Live MCP sessions one harness token may hold at once. An agent harness opens one per
-/// agent process it runs for the person; each costs the gateway about 48 KiB until it is
-/// closed or has been idle for 300 s.
-pub const MCP_SESSIONS_PER_TOKEN_MAX: usize = 32;
+use ferry_config::limits::MCP_SESSIONS_PER_TOKEN_MAX;
 
 /// The `/mcp` service, behind harness-token authentication.
 pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {

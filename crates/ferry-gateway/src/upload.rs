@@ -14,12 +14,7 @@ use serde::Serialize;
 use crate::auth::Member;
 use crate::body::{BodyError, Filled, Pace, Sink, paced};
 use crate::{ApiError, AppState};
-
-/// Room for the multipart framing around the file's bytes (boundaries, part headers,
-/// the project field) when judging a declared `Content-Length`.
-pub const MULTIPART_ALLOWANCE_BYTES: u64 = 64 * 1024;
-/// The longest value the `project` field may have.
-pub const PROJECT_FIELD_MAX_BYTES: usize = 1024;
+use ferry_config::limits::{MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES};
 
 #[derive(Serialize)]
 pub struct Uploaded {
@@ -112,7 +107,7 @@ pub async fn upload(
             Ok(writer.commit()?)
         })
         .await?;
-    let path = format!("{}/{name}", ferry_site::PUBLIC_DIR_NAME);
+    let path = ferry_site::layout::in_public(&name);
     state
         .events
         .publish(&who.person, project.as_deref(), vec![path.clone()]);

@@ -183,7 +183,7 @@ impl Site {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Config;
+    use ferry_config::Config;
 
     fn record(site: &Site, path: &str) {
         site.record_artifact(

@@ -7,15 +7,10 @@
 //! [`CHAT_PAGE_MAX_BYTES`] of text. What the relay sends upstream is read the same way,
 //! newest first, and stops at a byte budget ([`Site::chat_context`]).
 
+use ferry_config::limits::{CHAT_PAGE_MAX_BYTES, CHAT_PAGE_MAX_MESSAGES};
+
 use crate::db::now_secs;
 use crate::{Site, SiteError};
-
-/// The most messages one page of the conversation holds.
-pub const CHAT_PAGE_MAX_MESSAGES: usize = 100;
-/// The messages of a page when the caller names no number.
-pub const CHAT_PAGE_DEFAULT_MESSAGES: usize = 50;
-/// The text a page holds at most, in bytes; a page always holds at least one message.
-pub const CHAT_PAGE_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// Who said a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -312,7 +307,7 @@ mod tests {
         }
     }
 
-    fn site_with(config: crate::Config) -> (tempfile::TempDir, Site) {
+    fn site_with(config: ferry_config::Config) -> (tempfile::TempDir, Site) {
         let tmp = tempfile::tempdir().unwrap();
         let site = Site::open(tmp.path(), config).unwrap();
         site.add_person("me").unwrap();
@@ -320,7 +315,7 @@ mod tests {
     }
 
     fn site() -> (tempfile::TempDir, Site) {
-        site_with(crate::Config::default())
+        site_with(ferry_config::Config::default())
     }
 
     /// The byte length of each message of a page.
@@ -359,7 +354,7 @@ mod tests {
     #[test]
     fn a_page_holds_at_least_one_message_however_long() {
         // Replies allowed past a page's budget.
-        let mut config = crate::Config::default();
+        let mut config = ferry_config::Config::default();
         config.agent.max_reply_bytes = 2 * CHAT_PAGE_MAX_BYTES as u64;
         let (_tmp, site) = site_with(config);
         let max = 2 * CHAT_PAGE_MAX_BYTES;
@@ -415,7 +410,7 @@ mod tests {
 
     #[test]
     fn a_context_cuts_an_old_overlong_message_like_a_page_does() {
-        let mut config = crate::Config::default();
+        let mut config = ferry_config::Config::default();
         config.agent.max_reply_bytes = 1000;
         let (_tmp, site) = site_with(config);
         // Saved before the cap: longer than any reply may be now.

@@ -8,10 +8,12 @@ use std::fmt;
 
 use ferry_fs::{Dir, EntryKind, Follow, FsError};
 
-use crate::config::SiteMode;
-use crate::docs::FILE_DELIVERY_FILE;
-use crate::site::MEMORY_DIR;
+use ferry_config::SiteMode;
+
+use crate::layout;
+use crate::layout::MEMORY_DIR;
 use crate::{Site, SiteError};
+use ferry_docs::shipped::FILE_DELIVERY_FILE;
 
 /// One place of the site that ferry will not use as it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,30 +45,29 @@ impl Site {
     /// user may not open are not judged (run as root to see all of a host-mode site).
     pub fn check(&self) -> Result<Vec<Finding>, SiteError> {
         let mut found = Vec::new();
-        let mut shared = vec!["shared/public".to_owned(), "skills".to_owned()];
-        shared.extend(
-            self.circles()?
-                .into_iter()
-                .map(|c| format!("circles/{}", c.id)),
-        );
+        let mut shared = vec![
+            layout::SHARED_PUBLIC_DIR.to_owned(),
+            layout::SKILLS_DIR.to_owned(),
+        ];
+        shared.extend(self.circles()?.into_iter().map(|c| layout::circle(&c.id)));
         self.check_roots(None, &shared, &mut found);
         for person in self.persons()? {
-            let home = format!("home/{person}");
-            let private = format!("private/people/{person}");
+            let home = layout::home(&person);
             let mut roots = vec![
                 home.clone(),
-                format!("{home}/public"),
-                private.clone(),
-                format!("{private}/tmp"),
-                format!("{private}/artifacts"),
+                layout::public_of(&home),
+                layout::private(&person),
+                layout::private_sub(&person, layout::TMP_DIR),
+                layout::private_sub(&person, layout::ARTIFACTS_DIR),
             ];
             let projects = self.projects(&person)?;
             if !projects.is_empty() {
-                roots.push(format!("{home}/projects"));
+                roots.push(layout::projects(&person));
             }
             for project in projects {
-                roots.push(format!("{home}/projects/{}", project.id));
-                roots.push(format!("{home}/projects/{}/public", project.id));
+                let container = layout::project(&person, &project.id);
+                let public = layout::public_of(&container);
+                roots.extend([container, public]);
             }
             let before = found.len();
             self.check_roots(Some(&person), &roots, &mut found);

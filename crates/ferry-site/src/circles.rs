@@ -56,7 +56,7 @@ impl Site {
             }
             tx.commit()?;
         }
-        self.make_dir(&format!("circles/{id}"), CIRCLE_DIR_MODE, None)?;
+        self.make_dir(&crate::layout::circle(id), CIRCLE_DIR_MODE, None)?;
         // Circles are never removed, so the one just written is there.
         self.circle(id)?
             .ok_or_else(|| SiteError::Io(std::io::Error::other(format!("circle {id:?} vanished"))))
@@ -116,7 +116,8 @@ impl Site {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Config, Site, SiteError};
+    use crate::{Site, SiteError};
+    use ferry_config::Config;
 
     fn site() -> (tempfile::TempDir, Site) {
         let tmp = tempfile::tempdir().unwrap();

@@ -2,8 +2,7 @@
 
 use crate::SiteError;
 
-/// The longest id, in bytes.
-pub const ID_MAX_BYTES: usize = 22;
+use ferry_config::limits::ID_MAX_BYTES;
 
 /// Accepts `[a-z0-9][a-z0-9_-]{0,21}` and nothing else.
 pub fn check_id(kind: &'static str, id: &str) -> Result<(), SiteError> {

@@ -7,47 +7,37 @@ mod artifacts;
 mod chat;
 mod check;
 mod circles;
-pub mod config;
 mod db;
-pub mod docs;
 mod error;
-pub mod host;
 mod ids;
 mod interactions;
+pub mod layout;
 mod migrate;
 mod shown;
 mod site;
-pub mod skills;
+mod skills;
 mod time;
 mod tokens;
 mod usage;
 mod workspace;
 
 pub use artifacts::{Artifact, ArtifactKind};
-pub use chat::{
-    CHAT_PAGE_DEFAULT_MESSAGES, CHAT_PAGE_MAX_BYTES, CHAT_PAGE_MAX_MESSAGES, ChatMessage, ChatPage,
-    ChatRole, cut_reply, end_as_cut, reply_cut_note,
-};
+pub use chat::{ChatMessage, ChatPage, ChatRole, cut_reply, end_as_cut, reply_cut_note};
 pub use check::Finding;
 pub use circles::Circle;
-pub use config::{Config, DeleteApproval, SandboxChoice, SiteMode, TOOL_NAMES};
 pub use error::SiteError;
-pub use ids::{ID_MAX_BYTES, check_id};
+pub use ids::check_id;
 pub use interactions::{
-    APPROVAL_MAX_WAIT, ApprovalOutcome, ClaimedPick, INTERACTION_POLL_INTERVAL,
-    INTERACTION_RECORD_TTL, INTERACTION_TEXT_MAX_BYTES, Interaction, InteractionError,
-    InteractionKind, PICK_FILE_TTL, PICK_LINK_TTL, PickArrival, PickOutcome, PickRequest,
-    WEB_PRESENCE_TOUCH_INTERVAL, WEB_PRESENCE_TTL, is_interaction_id,
+    ApprovalOutcome, ClaimedPick, INTERACTION_POLL_INTERVAL, Interaction, InteractionError,
+    InteractionKind, PickArrival, PickOutcome, PickRequest, WEB_PRESENCE_TOUCH_INTERVAL,
+    WEB_PRESENCE_TTL, is_interaction_id,
 };
-pub use migrate::{
-    LEGACY_PUBLIC_DIR_NAME, PUBLIC_DIR_NAME, legacy_public_target, migrate_legacy_public,
-};
+pub use migrate::{legacy_public_target, migrate_legacy_public};
 pub use shown::{delivery_notice, person_relative};
-pub use site::{DEFAULT_PERSON, MEMORY_DIR, Project, SERVICE_DIR, Site};
+pub use site::{DEFAULT_PERSON, Project, Site};
 pub use time::rfc3339;
 pub use tokens::{Principal, TokenKind};
-pub use usage::{Counter, QuotaClaim, TERMINAL_OUTPUT_DIR, USAGE_RECOUNT_AFTER};
+pub use usage::{Counter, QuotaClaim, USAGE_RECOUNT_AFTER};
 pub use workspace::{
-    ATTACHMENTS_DIR_NAME, AttachmentsState, Download, LIST_MAX_DEPTH, LIST_MAX_ENTRIES, Listing,
-    Node, NodeKind, PublicPath, Workspace, attachments_changed,
+    AttachmentsState, Download, Listing, Node, NodeKind, PublicPath, Workspace, attachments_changed,
 };

@@ -7,11 +7,7 @@
 use ferry_fs::{Dir, EntryKind, FsError, is_temporary};
 
 use crate::SiteError;
-
-/// The current name of the member-visible folder.
-pub const PUBLIC_DIR_NAME: &str = "public";
-/// The old name, referred to by this migration only.
-pub const LEGACY_PUBLIC_DIR_NAME: &str = "uploads";
+use crate::layout::{LEGACY_PUBLIC_DIR_NAME, PROJECTS_DIR, PUBLIC_DIR_NAME};
 
 /// When `rel` (workspace-relative components) lands in a workspace's legacy `uploads/` (the
 /// main workspace's or a project's), a sentence naming the `public/` path meant; `None`
@@ -19,7 +15,9 @@ pub const LEGACY_PUBLIC_DIR_NAME: &str = "uploads";
 pub fn legacy_public_target(rel: &[String]) -> Option<String> {
     let at = match rel {
         [first, ..] if first == LEGACY_PUBLIC_DIR_NAME => 0,
-        [projects, _, third, ..] if projects == "projects" && third == LEGACY_PUBLIC_DIR_NAME => 2,
+        [projects, _, third, ..] if projects == PROJECTS_DIR && third == LEGACY_PUBLIC_DIR_NAME => {
+            2
+        }
         _ => return None,
     };
     let mut meant = rel.to_vec();

@@ -4,33 +4,31 @@ use std::path::{Path, PathBuf};
 
 use ferry_fs::{AtomicWriter, Dir, Follow, FsError};
 
-use crate::config::{Config, SiteMode};
+use ferry_config::{Config, SiteMode};
+
 use crate::db::{Db, now_secs};
 use crate::ids::check_id;
+use crate::layout::{self, SERVICE_DIR};
 use crate::{SiteError, TokenKind};
 
-/// Where the metadata, media and logs live; the service's own, never a person's.
-pub const SERVICE_DIR: &str = ".ferry";
 /// The SQLite file under [`SERVICE_DIR`].
 pub const DB_FILE: &str = "site.db";
 /// The person `ferry serve` creates on a new data dir.
 pub const DEFAULT_PERSON: &str = "me";
-/// Where a workspace keeps the documents provisioned for its agent.
-pub const MEMORY_DIR: &str = "memory";
 
 /// The folders of a new site, with their modes in local and container mode.
 const LAYOUT: &[(&str, u32)] = &[
     (SERVICE_DIR, 0o700),
-    (".ferry/media", 0o700),
-    ("home", 0o755),
-    ("private", 0o755),
-    ("private/people", 0o755),
-    ("circles", 0o755),
-    ("shared", 0o755),
-    ("shared/public", 0o775),
-    ("shared/cache", 0o755),
-    ("shared/cache/dependencies", 0o775),
-    ("skills", 0o755),
+    (layout::MEDIA_DIR, 0o700),
+    (layout::HOME_DIR, 0o755),
+    (layout::PRIVATE_DIR, 0o755),
+    (layout::PEOPLE_DIR, 0o755),
+    (layout::CIRCLES_DIR, 0o755),
+    (layout::SHARED_DIR, 0o755),
+    (layout::SHARED_PUBLIC_DIR, 0o775),
+    (layout::SHARED_CACHE_DIR, 0o755),
+    (layout::DEPENDENCY_CACHE_DIR, 0o775),
+    (layout::SKILLS_DIR, 0o755),
 ];
 
 /// An open site: the data directory's handle, its database and the effective configuration.
@@ -83,7 +81,8 @@ impl Site {
         &self.config
     }
 
-    pub(crate) fn root(&self) -> &Dir {
+    /// The data folder's handle: every path of the site is opened beneath it.
+    pub fn root(&self) -> &Dir {
         &self.root
     }
 
@@ -127,11 +126,9 @@ impl Site {
     pub fn provision_person(&self, id: &str) -> Result<(), SiteError> {
         check_id("person", id)?;
         let owner = self.config.agent_ids(id);
-        let home = self.make_dir(&format!("home/{id}"), 0o700, owner)?;
-        let private = self
-            .root
-            .create_dir_all(&format!("private/people/{id}"), 0o700)?;
-        for sub in ["tmp", "artifacts"] {
+        let home = self.make_dir(&layout::home(id), 0o700, owner)?;
+        let private = self.root.create_dir_all(&layout::private(id), 0o700)?;
+        for sub in [layout::TMP_DIR, layout::ARTIFACTS_DIR] {
             let dir = private.create_dir_all(sub, 0o700)?;
             if let Some((uid, gid)) = owner {
                 dir.chown(uid, gid)?;
@@ -143,15 +140,15 @@ impl Site {
         // The memory folder stays the service's, so the agent can read but not rewrite it.
         let memory = self.memory_dir(&home).map_err(|e| match e {
             SiteError::Unsafe { path, why } => SiteError::Unsafe {
-                path: format!("home/{id}/{path}"),
+                path: format!("{}/{path}", layout::home(id)),
                 why,
             },
             e => e,
         })?;
         provision_document(
             &memory,
-            crate::docs::FILE_DELIVERY_FILE,
-            crate::docs::FILE_DELIVERY_MD,
+            ferry_docs::shipped::FILE_DELIVERY_FILE,
+            ferry_docs::shipped::FILE_DELIVERY_MD,
         )?;
         Ok(())
     }
@@ -177,7 +174,7 @@ impl Site {
             )?;
             return Err(match e {
                 SiteError::Fs(FsError::PathEscapes) => SiteError::Unsafe {
-                    path: format!("home/{person}/projects/{id}"),
+                    path: layout::project(person, id),
                     why: "cannot be made: a symbolic link is in the way (links are never \
                           followed in a workspace's folders); remove it and try again"
                         .into(),

@@ -17,13 +17,11 @@ use std::time::{Duration, Instant};
 
 use ferry_fs::{Budget, Follow, FsError};
 
-use crate::migrate::PUBLIC_DIR_NAME;
+use crate::layout::{self, TERMINAL_OUTPUT_DIR};
 use crate::{Site, SiteError};
 
 /// How long a count of a person's bytes is trusted before it is redone.
 pub const USAGE_RECOUNT_AFTER: Duration = Duration::from_secs(10);
-/// Where `terminal_run` saves output over the visible cap, under `private/people/<p>/`.
-pub const TERMINAL_OUTPUT_DIR: &str = "tmp/terminal-output";
 
 /// Counts the bytes of a person's counted trees; the service's own walk, or (host mode)
 /// one done as the person.
@@ -178,14 +176,11 @@ impl Site {
     /// The folders, relative to the site, whose files count against `person`'s quota:
     /// `public/` of the main workspace and of each project, and the saved command output.
     pub fn usage_roots(&self, person: &str) -> Result<Vec<String>, SiteError> {
-        let mut roots = vec![format!("home/{person}/{PUBLIC_DIR_NAME}")];
+        let mut roots = vec![layout::public_of(&layout::home(person))];
         for project in self.projects(person)? {
-            roots.push(format!(
-                "home/{person}/projects/{}/{PUBLIC_DIR_NAME}",
-                project.id
-            ));
+            roots.push(layout::public_of(&layout::project(person, &project.id)));
         }
-        roots.push(format!("private/people/{person}/{TERMINAL_OUTPUT_DIR}"));
+        roots.push(layout::private_sub(person, TERMINAL_OUTPUT_DIR));
         Ok(roots)
     }
 
@@ -258,7 +253,7 @@ impl Site {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Config;
+    use ferry_config::Config;
 
     fn site(limit: u64) -> (tempfile::TempDir, Site) {
         let tmp = tempfile::tempdir().unwrap();

@@ -5,22 +5,17 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::time::SystemTime;
 
+use ferry_config::limits::{LIST_MAX_DEPTH, LIST_MAX_ENTRIES};
 use ferry_fs::{
     AtomicWriter, Dir, EntryKind, Follow, FsError, Metadata, check_relative, is_temporary,
     safe_name,
 };
 use serde::Serialize;
 
-use crate::migrate::{PUBLIC_DIR_NAME, migrate_legacy_public};
+use crate::layout::{self, ATTACHMENTS_DIR_NAME, PUBLIC_DIR_NAME};
+use crate::migrate::migrate_legacy_public;
 use crate::time::rfc3339;
 use crate::{Site, SiteError};
-
-/// The folder under `public/` that the system manages.
-pub const ATTACHMENTS_DIR_NAME: &str = "attachments";
-/// The most entries one listing returns before it says `truncated`.
-pub const LIST_MAX_ENTRIES: usize = 10_000;
-/// The deepest folder a listing descends into; deeper trees are `truncated`.
-pub const LIST_MAX_DEPTH: usize = 64;
 
 /// One person's main workspace or one of their projects.
 pub struct Workspace<'s> {
@@ -79,7 +74,7 @@ impl PublicPath {
     /// Refuses the folders the system manages: `public` itself and `public/attachments`.
     fn require_member_managed(&self) -> Result<(), SiteError> {
         if self.is_root() {
-            return Err(SiteError::Reserved("public"));
+            return Err(SiteError::Reserved(PUBLIC_DIR_NAME));
         }
         if self.is_attachments() {
             return Err(SiteError::ManagedBySystem);
@@ -132,7 +127,7 @@ pub fn attachments_changed(before: &AttachmentsState, after: &AttachmentsState) 
     after
         .iter()
         .filter(|(name, now)| before.get(*name) != Some(now))
-        .map(|(name, _)| format!("{PUBLIC_DIR_NAME}/{ATTACHMENTS_DIR_NAME}/{name}"))
+        .map(|(name, _)| layout::in_attachments(name))
         .collect()
 }
 
@@ -177,10 +172,7 @@ impl Workspace<'_> {
 
     /// The folder holding this workspace's `public/`, relative to the site.
     fn container_rel(&self) -> String {
-        match &self.project {
-            None => format!("home/{}", self.person),
-            Some(project) => format!("home/{}/projects/{project}", self.person),
-        }
+        layout::container(&self.person, self.project.as_deref())
     }
 
     /// The single accessor for `public/`: migrates a legacy folder first, then makes sure
@@ -284,10 +276,7 @@ impl Workspace<'_> {
             .limit(max_bytes)
             .budget(Some(self.quota()?))
             .owner(self.owner);
-        Ok((
-            writer,
-            format!("{PUBLIC_DIR_NAME}/{ATTACHMENTS_DIR_NAME}/{name}"),
-        ))
+        Ok((writer, layout::in_attachments(&name)))
     }
 
     /// Opens a file under `public/` for download; links are followed only within `public/`.
@@ -329,7 +318,7 @@ impl Workspace<'_> {
     pub fn mkdir(&self, path: &str) -> Result<String, SiteError> {
         let path = PublicPath::parse(path)?;
         if path.is_root() {
-            return Err(SiteError::AlreadyExists("public".into()));
+            return Err(SiteError::AlreadyExists(PUBLIC_DIR_NAME.into()));
         }
         path.require_member_managed()?;
         check_member_name(path.name())?;

@@ -2,17 +2,14 @@
 //! when the client offers it, else through the web client's approval prompt; with no
 //! way to ask, nothing is deleted (unless `[tools] delete_approval = "auto"`).
 
-use std::time::Duration;
-
+use ferry_config::DeleteApproval;
 use ferry_exec::ops::Kind;
-use ferry_site::{ApprovalOutcome, DeleteApproval, Site};
+use ferry_site::{ApprovalOutcome, Site};
 use serde_json::json;
 
 use crate::args::{self, PathArg};
 use crate::{ToolError, ToolOutput, Toolbox};
-
-/// How long the web client's prompt waits for the person.
-pub const APPROVAL_WAIT: Duration = Duration::from_secs(120);
+use ferry_config::limits::APPROVAL_WAIT;
 
 /// A question for the person.
 #[derive(Clone, Debug)]
@@ -131,7 +128,7 @@ fn where_it_is(paths: &crate::PersonPaths, subject: &str, abs: &str) -> &'static
         " from your private folder"
     } else if abs.starts_with(&paths.shared_public) {
         " from the folder shared with everyone"
-    } else if abs.starts_with(paths.data.join("circles")) {
+    } else if abs.starts_with(paths.data.join(ferry_site::layout::CIRCLES_DIR)) {
         " from a circle's shared folder"
     } else {
         " outside your workspace"

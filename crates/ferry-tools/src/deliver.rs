@@ -10,9 +10,8 @@ use serde_json::json;
 use crate::args::{self, FileDeliver};
 use crate::read::io_error;
 use crate::{ToolError, ToolOutput, Toolbox};
+use ferry_config::limits::DELIVER_MAX_FILES;
 
-/// Files one `file_deliver` call takes.
-pub const DELIVER_MAX_FILES: usize = 32;
 /// How deep and how many files a scan of `artifacts/` goes; beyond, it stops and says so.
 const ARTIFACT_SCAN_MAX_DEPTH: usize = 16;
 const ARTIFACT_SCAN_MAX_FILES: usize = 10_000;
@@ -91,7 +90,7 @@ pub(crate) fn file_deliver(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let public_path = format!("public/attachments/{name}");
+        let public_path = ferry_site::layout::in_attachments(&name);
         let (task, slug) = task_and_slug(tools, &source);
         tools.site().record_artifact(
             tools.person(),
@@ -145,7 +144,7 @@ fn too_large(path: &str, size: u64, max_bytes: u64) -> ToolError {
 /// person's folders, so the person's own worker counts them.
 fn quota_for(tools: &Toolbox) -> Result<ferry_site::QuotaClaim, ToolError> {
     let site = tools.site();
-    if site.mode() != ferry_site::SiteMode::Host {
+    if site.mode() != ferry_config::SiteMode::Host {
         return Ok(site.quota_claim(tools.person())?);
     }
     let roots = site

@@ -10,11 +10,8 @@ use sha2::{Digest, Sha256};
 use crate::args::{self, DirList};
 use crate::wrap::{overhead, sanitize, wrap};
 use crate::{ToolError, ToolOutput, Toolbox};
+use ferry_config::limits::{DIR_LIST_DEFAULT_ENTRIES, DIR_LIST_MAX_ENTRIES, MODEL_TEXT_MAX_BYTES};
 
-/// The model-visible text of a directory tool, wrapper included (C-LIMIT).
-pub const MODEL_TEXT_MAX_BYTES: usize = 8192;
-pub const DIR_LIST_DEFAULT_ENTRIES: u64 = 200;
-pub const DIR_LIST_MAX_ENTRIES: u64 = 5000;
 const SOURCE: &str = "workspace";
 /// Bytes of the folder's hash a page token carries.
 const TOKEN_PATH_BYTES: usize = 8;

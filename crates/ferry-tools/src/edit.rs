@@ -8,9 +8,7 @@ use serde_json::json;
 use crate::args::{self, FileEdit};
 use crate::read::io_error;
 use crate::{ToolError, ToolOutput, Toolbox};
-
-/// The largest content `file_write` takes, and the largest file `file_edit` edits.
-pub const TEXT_FILE_MAX_BYTES: usize = 16 * 1024 * 1024;
+use ferry_config::limits::TEXT_FILE_MAX_BYTES;
 
 /// Refuses a write into a workspace's `uploads/` (the old name of `public/`, spec
 /// M-MIGRATE: nothing creates it), pointing to the `public/` path meant. The main

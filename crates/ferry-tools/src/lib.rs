@@ -169,7 +169,7 @@ impl Toolbox {
     /// mode) a command can rename or delete what the tools refuse to write; in host mode
     /// root owns them and the person cannot.
     fn restore_documents(&self) {
-        if self.site.mode() == ferry_site::SiteMode::Host {
+        if self.site.mode() == ferry_config::SiteMode::Host {
             return;
         }
         if let Err(e) = self.site.provision_person(&self.person) {
@@ -257,7 +257,7 @@ impl Toolbox {
         format!(
             "{rules}\n## Your folders\n\n- Workspace (home, `~`): {home}\n- Drafts: {tmp}/<task>/\n\
              - Finished output: {artifacts}/<slug>/\n- Shared with everyone: {shared}\n\n{TOOLS_NOTE}",
-            rules = ferry_site::docs::FILE_DELIVERY_MD,
+            rules = ferry_docs::shipped::FILE_DELIVERY_MD,
             home = p.home.display(),
             tmp = p.tmp.display(),
             artifacts = p.artifacts.display(),
@@ -275,7 +275,7 @@ mod tests {
     #[test]
     fn the_server_sweep_removes_only_expired_saved_output() {
         let tmp = tempfile::tempdir().unwrap();
-        let site = Arc::new(Site::open(tmp.path(), ferry_site::Config::default()).unwrap());
+        let site = Arc::new(Site::open(tmp.path(), ferry_config::Config::default()).unwrap());
         site.add_person("ann").unwrap();
         let toolbox = Toolbox::open(site, "ann", None).unwrap();
         let dir = &toolbox.paths().terminal_output;

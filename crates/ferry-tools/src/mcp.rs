@@ -22,6 +22,7 @@ use sha2::{Digest, Sha256};
 
 use crate::approval::{Answered, FirstChannel, WebApprover, delete_question};
 use crate::{Approval, Approver, Content, Question, ToolError, ToolOutput, Toolbox};
+use ferry_config::limits::STDIO_MESSAGE_MAX_BYTES;
 
 /// The key of the one input request `file_delete` makes.
 const CONFIRM_KEY: &str = "confirm_delete";
@@ -67,7 +68,7 @@ impl McpServer {
         McpServer {
             instructions: format!(
                 "{}\n{}",
-                ferry_site::docs::FILE_DELIVERY_MD,
+                ferry_docs::shipped::FILE_DELIVERY_MD,
                 crate::TOOLS_NOTE
             ),
             source: Source::PerRequest(Arc::new(lookup)),
@@ -155,7 +156,7 @@ impl ServerHandler for McpServer {
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
         let asks = name == "file_delete"
             && toolbox.is_enabled(&name)
-            && toolbox.site().config().tools.delete_approval == ferry_site::DeleteApproval::Ask;
+            && toolbox.site().config().tools.delete_approval == ferry_config::DeleteApproval::Ask;
 
         // From 2026-07-28 the question is a round trip: ask first, act on the retry.
         let mut answered = None;
@@ -304,10 +305,6 @@ fn to_result(output: ToolOutput) -> Result<CallToolResult, McpError> {
     result.structured_content = output.structured;
     Ok(result)
 }
-
-/// The longest message accepted on stdio: room for the largest `file_write` content,
-/// JSON-escaped, so a too-large one is answered with a tool error rather than dropped.
-pub const STDIO_MESSAGE_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// Copies messages from `input` to `output`, each line cleaned of text that is not
 /// Unicode (see [`crate::unicode`]); lines too long for the transport pass as they are.

@@ -2,10 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
+use ferry_config::{Config, SandboxChoice, SiteMode};
 use ferry_exec::ops::{Executor, RunSettings, SandboxKind};
 use ferry_exec::worker::{Hello, WorkerPool, WorkerSpawn};
 use ferry_exec::{Access, Requester, Scope, Tree};
-use ferry_site::{Config, SandboxChoice, Site, SiteMode};
+use ferry_site::{Site, layout};
 
 use crate::ToolError;
 
@@ -32,17 +33,17 @@ pub struct PersonPaths {
 
 impl PersonPaths {
     fn new(data: &Path, person: &str) -> PersonPaths {
-        let private = data.join("private/people").join(person);
+        let private = data.join(layout::private(person));
         PersonPaths {
             person: person.to_owned(),
             data: data.to_path_buf(),
-            home: data.join("home").join(person),
-            tmp: private.join("tmp"),
-            artifacts: private.join("artifacts"),
-            terminal_output: private.join(ferry_site::TERMINAL_OUTPUT_DIR),
+            home: data.join(layout::home(person)),
+            tmp: private.join(layout::TMP_DIR),
+            artifacts: private.join(layout::ARTIFACTS_DIR),
+            terminal_output: private.join(layout::TERMINAL_OUTPUT_DIR),
             private,
-            shared_public: data.join("shared/public"),
-            skills: data.join("skills"),
+            shared_public: data.join(layout::SHARED_PUBLIC_DIR),
+            skills: data.join(layout::SKILLS_DIR),
         }
     }
 
@@ -55,14 +56,8 @@ impl PersonPaths {
 
     /// The folder a delivery lands in: the workspace's (or a project's) `public/attachments`.
     pub fn attachments(&self, project: Option<&str>) -> PathBuf {
-        match project {
-            Some(project) => self
-                .home
-                .join("projects")
-                .join(project)
-                .join("public/attachments"),
-            None => self.home.join("public/attachments"),
-        }
+        let container = layout::container(&self.person, project);
+        self.data.join(layout::attachments_of(&container))
     }
 }
 
@@ -140,7 +135,7 @@ pub(crate) fn requester_for(
     ];
     for circle in site.circles_of(person)? {
         trees.push(Tree {
-            path: data.join("circles").join(circle),
+            path: data.join(layout::circle(&circle)),
             writable: true,
         });
     }
@@ -165,7 +160,7 @@ pub(crate) fn requester_for(
             // The service owns the files here, so only ferry itself keeps the provisioned
             // documents unwritten (host mode leaves that to their owner, root).
             let scope = Scope::new(data.clone(), paths.home.clone(), trees, Access::Confined)?
-                .with_locked(vec![paths.home.join(ferry_site::MEMORY_DIR)]);
+                .with_locked(vec![paths.home.join(layout::MEMORY_DIR)]);
             for (tree, why) in scope.refused() {
                 tracing::warn!(
                     "person {person}: the folder {} is refused: {why}",
@@ -182,7 +177,7 @@ pub(crate) fn requester_for(
                 )
             })?;
             Requester::Worker(WorkerPool::new(WorkerSpawn {
-                helper: ferry_site::host::helper_path(config),
+                helper: config.helper_path(),
                 person: person.to_owned(),
                 program: worker.program,
                 args: worker.args,

@@ -2,16 +2,12 @@
 //! arrives through a signed, expiring upload link. The model gets only the temporary
 //! path in the workspace and its expiry: the person's local path never leaves them.
 
-use std::time::Duration;
-
 use ferry_site::PickOutcome;
 use serde_json::json;
 
 use crate::args::{self, Prompt};
 use crate::{ToolError, ToolOutput, Toolbox};
-
-/// How long the tool waits for the person to pick (the link's own lifetime).
-pub const PICK_WAIT: Duration = Duration::from_secs(600);
+use ferry_config::limits::PICK_WAIT;
 
 pub(crate) fn file_pick(tools: &Toolbox, args: serde_json::Value) -> Result<ToolOutput, ToolError> {
     let args: Prompt = args::parse("file_pick", args)?;

@@ -8,9 +8,8 @@ use serde_json::json;
 
 use crate::args::{self, FileRead, PathArg};
 use crate::{Content, ToolError, ToolOutput, Toolbox};
+use ferry_config::limits::FILE_READ_MAX_BYTES;
 
-/// A whole file is read only up to this size; larger ones need a line range.
-pub const FILE_READ_MAX_BYTES: u64 = 256 * 1024;
 /// How much of a file is looked at to tell text from binary.
 const SNIFF_BYTES: usize = 8192;
 

@@ -1,7 +1,7 @@
 //! `skill_search`: finds a bundled skill (T-SKILL) and returns only its SKILL.md body.
 
+use ferry_docs::skills::Skill;
 use ferry_site::SiteError;
-use ferry_site::skills::Skill;
 use serde_json::json;
 
 use crate::args::{self, Query};

@@ -4,9 +4,7 @@ use serde_json::json;
 
 use crate::args::{self, TerminalRun};
 use crate::{ToolError, ToolOutput, Toolbox};
-
-/// The longest command accepted.
-pub const COMMAND_MAX_BYTES: usize = 64 * 1024;
+use ferry_config::limits::COMMAND_MAX_BYTES;
 
 pub(crate) fn terminal_run(
     tools: &Toolbox,

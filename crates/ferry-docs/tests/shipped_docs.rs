@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ferry_site::docs::{check_dir, markdown_files};
+use ferry_docs::lint::{check_dir, markdown_files};
 
 /// The shipped document folders that exist, relative to the repository root.
 fn shipped_dirs() -> Vec<PathBuf> {
@@ -45,5 +45,5 @@ fn file_delivery_md_is_among_the_checked_documents() {
     );
     // The binary ships the same text.
     let on_disk = std::fs::read_to_string(root.join("docs/agent/FILE_DELIVERY.md")).unwrap();
-    assert_eq!(on_disk, ferry_site::docs::FILE_DELIVERY_MD);
+    assert_eq!(on_disk, ferry_docs::shipped::FILE_DELIVERY_MD);
 }

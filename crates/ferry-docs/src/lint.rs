@@ -43,13 +43,6 @@ use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-/// The file-delivery rules for agents: provisioned read-only into every
-/// workspace as `memory/FILE_DELIVERY.md` and served as the MCP server's
-/// instructions.
-pub const FILE_DELIVERY_MD: &str = include_str!("../../../docs/agent/FILE_DELIVERY.md");
-/// The name the delivery rules are provisioned under in a workspace's `memory/`.
-pub const FILE_DELIVERY_FILE: &str = "FILE_DELIVERY.md";
-
 /// The text every shipped document must contain.
 pub const REQUIRED_PATH: &str = "public/attachments";
 
@@ -311,6 +304,7 @@ fn is_prohibition(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shipped::FILE_DELIVERY_MD;
 
     fn check(text: &str) -> Vec<Violation> {
         check_document(Path::new("doc.md"), text)

@@ -1,0 +1,149 @@
+//! Every limit of ferry, named once with its unit (core C-LIMIT).
+//!
+//! Two kinds live here: the defaults of settings an operator may change in `ferry.toml`
+//! (the key is named beside each), and the fixed limits the spec sets. Internal pacing
+//! (poll cadences, buffer sizes) stays next to the code it paces.
+
+use std::time::Duration;
+
+// ---- the server -------------------------------------------------------------------
+
+/// Address the server listens on when none is configured: loopback only, so a bare start
+/// exposes nothing (`server.listen`).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// Seconds a request body may send nothing before it is cut off (`server.body_idle_timeout_secs`).
+pub const BODY_IDLE_TIMEOUT_SECS: u64 = 30;
+/// Average bytes per second a request body must sustain once the idle grace period is
+/// over (`server.body_min_bytes_per_sec`).
+pub const BODY_MIN_BYTES_PER_SEC: u64 = 1024;
+/// Seconds a client has to send the request headers (`server.header_read_timeout_secs`).
+pub const HEADER_READ_TIMEOUT_SECS: u64 = 30;
+/// Live event streams (`GET /v1/events`) one person may hold open at once (`server.max_event_streams`).
+pub const MAX_EVENT_STREAMS: u32 = 16;
+
+// ---- members: uploads, listings, deliveries -----------------------------------------
+
+/// Largest file a member may upload, in bytes (10 MiB; `media.max_upload_bytes`).
+pub const MEDIA_MAX_BYTES: u64 = 10 * 1024 * 1024;
+/// Extensions accepted for member uploads unless configured otherwise (M-UP; `media.allowed_extensions`).
+pub const DEFAULT_ALLOWED_EXTENSIONS: &[&str] = &[
+    "png", "jpg", "jpeg", "webp", "gif", "pdf", "txt", "md", "csv", "json", "doc", "docx", "odt",
+    "xls", "xlsx", "ods", "ppt", "pptx", "odp",
+];
+/// Room for the multipart framing around the file's bytes (boundaries, part headers,
+/// the project field) when judging a declared `Content-Length`.
+pub const MULTIPART_ALLOWANCE_BYTES: u64 = 64 * 1024;
+/// The longest value the `project` field of an upload may have, in bytes.
+pub const PROJECT_FIELD_MAX_BYTES: usize = 1024;
+/// The most entries one listing returns before it says `truncated`.
+pub const LIST_MAX_ENTRIES: usize = 10_000;
+/// The deepest folder a listing descends into; deeper trees are `truncated`.
+pub const LIST_MAX_DEPTH: usize = 64;
+/// Largest file the harness may deliver, in bytes, counted after decoding (64 MiB;
+/// `deliveries.max_bytes`).
+pub const DELIVERY_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// Longest a whole delivery fetch may take, in seconds (`deliveries.timeout_secs`).
+pub const DELIVERY_TIMEOUT_SECS: u64 = 60;
+/// Bytes one person may keep in `public/` folders (main and projects) plus saved
+/// command output (10 GiB; `limits.person_max_bytes`).
+pub const PERSON_MAX_BYTES: u64 = 10 * 1024 * 1024 * 1024;
+/// The longest id of a person, circle or project, in bytes (core C-SITE).
+pub const ID_MAX_BYTES: usize = 22;
+
+// ---- chat ---------------------------------------------------------------------------
+
+/// Seconds one chat turn may take, upstream reply included (`agent.timeout_secs`).
+pub const CHAT_TURN_TIMEOUT_SECS: u64 = 300;
+/// Bytes of one agent reply the chat relay relays and saves (1 MiB; `agent.max_reply_bytes`).
+pub const AGENT_MAX_REPLY_BYTES: u64 = 1024 * 1024;
+/// Bytes of saved conversation the chat relay sends upstream with a new message (4 MiB;
+/// `agent.max_context_bytes`): the newest messages that fit, as they are written in the request.
+pub const AGENT_MAX_CONTEXT_BYTES: u64 = 4 * 1024 * 1024;
+/// The longest message a member may send, in bytes.
+pub const CHAT_MESSAGE_MAX_BYTES: usize = 64 * 1024;
+/// The most files one chat message may attach.
+pub const CHAT_ATTACHMENTS_MAX: usize = 32;
+/// Turns one person may run at once, over all their workspaces: one page's turn and one
+/// of another tab or project. Each holds up to a context and a reply in memory.
+pub const CHAT_TURNS_PER_PERSON_MAX: usize = 2;
+/// The most messages one page of the conversation holds.
+pub const CHAT_PAGE_MAX_MESSAGES: usize = 100;
+/// The messages of a page when the caller names no number.
+pub const CHAT_PAGE_DEFAULT_MESSAGES: usize = 50;
+/// The text a page holds at most, in bytes; a page always holds at least one message.
+pub const CHAT_PAGE_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+// ---- the person in the loop: approvals and picks --------------------------------------
+
+/// The longest an approval stays pending, whatever a waiter asks for, so a requester
+/// that died leaves no question on the person's screen for longer.
+pub const APPROVAL_MAX_WAIT: Duration = Duration::from_secs(10 * 60);
+/// How long the web client's approval prompt of `file_delete` waits for the person.
+pub const APPROVAL_WAIT: Duration = Duration::from_secs(120);
+/// How long `file_pick` waits for the person to pick (the link's own lifetime).
+pub const PICK_WAIT: Duration = Duration::from_secs(600);
+/// How long a pick's signed upload link is valid.
+pub const PICK_LINK_TTL: Duration = Duration::from_secs(10 * 60);
+/// How long a picked file is kept before the sweep removes it.
+pub const PICK_FILE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long a finished request stays on record: longer than any picked file lives, so a
+/// file on disk always has its row.
+pub const INTERACTION_RECORD_TTL: Duration = Duration::from_secs(2 * 24 * 60 * 60);
+/// The longest text of a request (the tool's name, the subject, the summary, the prompt),
+/// in bytes.
+pub const INTERACTION_TEXT_MAX_BYTES: usize = 4096;
+
+const _: () = assert!(
+    INTERACTION_RECORD_TTL.as_secs()
+        > PICK_FILE_TTL.as_secs() + PICK_LINK_TTL.as_secs() + APPROVAL_MAX_WAIT.as_secs()
+);
+
+// ---- the agent tools ----------------------------------------------------------------
+
+/// A whole file is read by `file_read` only up to this size, in bytes (256 KiB); larger
+/// ones need a line range.
+pub const FILE_READ_MAX_BYTES: u64 = 256 * 1024;
+/// The largest content `file_write` takes, and the largest file `file_edit` edits, in
+/// bytes (16 MiB).
+pub const TEXT_FILE_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// The most files one `file_deliver` call may deliver.
+pub const DELIVER_MAX_FILES: usize = 32;
+/// The longest command `terminal_run` accepts, in bytes.
+pub const COMMAND_MAX_BYTES: usize = 64 * 1024;
+/// The model-visible text of a directory tool, wrapper included, in bytes.
+pub const MODEL_TEXT_MAX_BYTES: usize = 8192;
+/// Entries `dir_list` shows when the caller names no number.
+pub const DIR_LIST_DEFAULT_ENTRIES: u64 = 200;
+/// The most entries `dir_list` shows.
+pub const DIR_LIST_MAX_ENTRIES: u64 = 5000;
+/// The longest message accepted on stdio, in bytes (64 MiB): room for the largest
+/// `file_write` content, JSON-escaped, so a too-large one is answered with a tool error
+/// rather than dropped.
+pub const STDIO_MESSAGE_MAX_BYTES: usize = 64 * 1024 * 1024;
+/// Live MCP sessions one harness token may hold at once. An agent harness opens one per
+/// agent process it runs for the person; each costs the gateway about 48 KiB until it is
+/// closed or has been idle for 300 s.
+pub const MCP_SESSIONS_PER_TOKEN_MAX: usize = 32;
+/// The largest SKILL.md, in bytes (15 KiB).
+pub const SKILL_MAX_BYTES: u64 = 15 * 1024;
+/// The most lines a SKILL.md may have.
+pub const SKILL_MAX_LINES: usize = 300;
+
+// ---- commands (T-GUARD) ---------------------------------------------------------------
+
+/// How long a command may run when the caller names no timeout.
+pub const COMMAND_DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The longest a command may run; longer requests are cut to this.
+pub const COMMAND_MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// Bytes of each stream (stdout, stderr) of a command returned as text.
+pub const VISIBLE_OUTPUT_BYTES: usize = 64 * 1024;
+/// Bytes of each stream saved to the full-output file; the rest is counted, not kept.
+pub const FULL_OUTPUT_MAX_BYTES: u64 = 256 * 1024 * 1024;
+/// Processes the person may have at once while a command runs (`RLIMIT_NPROC`).
+/// Generous enough for `make -j`, small enough that a fork bomb stays a nuisance.
+pub const PROCESS_MAX_COUNT: u64 = 1024;
+/// Hours saved command output (`fullOutputPath`) is kept (`exec.output_ttl_hours`).
+pub const EXEC_OUTPUT_TTL_HOURS: u64 = 24;
+/// Bytes of saved command output one person may keep at once (1 GiB;
+/// `exec.output_max_bytes`); the oldest files go first to make room.
+pub const EXEC_OUTPUT_MAX_BYTES: u64 = 1024 * 1024 * 1024;

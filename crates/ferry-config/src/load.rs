@@ -1,0 +1,145 @@
+//! Loading: `ferry.toml` overlaid with `FERRY_<SECTION>__<KEY>` variables.
+//!
+//! Both sources are merged into one TOML table and deserialized once, so a value
+//! set in the environment is checked exactly like the same value in the file.
+
+use std::path::Path;
+
+use crate::{Config, ConfigError};
+
+/// Prefix of the environment variables that override `ferry.toml`.
+const ENV_PREFIX: &str = "FERRY_";
+/// Separator between section and key in an override variable's name.
+const ENV_SEPARATOR: &str = "__";
+
+impl Config {
+    /// Reads `file` (if given), overlays `FERRY_<SECTION>__<KEY>` variables from `env`, and validates.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let mut table = match file {
+            Some(path) => Self::read_file(path)?,
+            None => toml::Table::new(),
+        };
+
+        // Sorted so that the outcome never depends on the order the OS lists variables in.
+        let mut overrides: Vec<(String, String, String, String)> = env
+            .into_iter()
+            .filter_map(|(name, value)| {
+                split_env_name(&name).map(|(section, key)| (name, section, key, value))
+            })
+            .collect();
+        overrides.sort();
+
+        for (var, section, key, raw) in overrides {
+            table = Self::apply_env(&table, &var, &section, &key, &raw)?;
+        }
+
+        // The table was checked after every step, so this cannot fail; map it anyway rather than panic.
+        let config = deserialize(table).map_err(|e| ConfigError::File {
+            path: file.map(Path::to_path_buf).unwrap_or_default(),
+            message: e.message().to_owned(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn read_file(path: &Path) -> Result<toml::Table, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file_error = |e: toml::de::Error| ConfigError::File {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_owned(),
+        };
+        let table: toml::Table = toml::from_str(&text).map_err(file_error)?;
+        // Checked from the text, not the table, so schema errors point at the offending line.
+        toml::from_str::<Config>(&text).map_err(file_error)?;
+        Ok(table)
+    }
+
+    /// Overlays one variable, checking the result so an error names that variable.
+    fn apply_env(
+        table: &toml::Table,
+        var: &str,
+        section: &str,
+        key: &str,
+        raw: &str,
+    ) -> Result<toml::Table, ConfigError> {
+        let as_string = toml::Value::String(raw.to_owned());
+        let typed = raw
+            .parse::<toml::Value>()
+            .unwrap_or_else(|_| as_string.clone());
+        let candidate = overlaid(table, section, key, typed.clone());
+        let first_error = match deserialize(candidate.clone()) {
+            Ok(_) => return Ok(candidate),
+            Err(e) => e,
+        };
+        // A string setting whose value happens to look like a number (a port, say) is still meant as text.
+        if !typed.is_str() {
+            let candidate = overlaid(table, section, key, as_string);
+            if deserialize(candidate.clone()).is_ok() {
+                return Ok(candidate);
+            }
+        }
+        Err(ConfigError::Env {
+            var: var.to_owned(),
+            key: format!("{section}.{key}"),
+            message: first_error.message().to_owned(),
+        })
+    }
+
+    /// The effective configuration as pretty TOML, for `ferry serve --print-config`.
+    pub fn to_toml_string(&self) -> String {
+        let body = toml::to_string_pretty(self)
+            .expect("Config holds only strings, u32/u64 below i64::MAX, lists and tables");
+        format!(
+            "# Effective ferry configuration (ferry.toml overlaid with FERRY_<SECTION>__<KEY>).\n{body}"
+        )
+    }
+}
+
+/// The environment variable that overrides `section.key`.
+pub(crate) fn env_var_for(key: &str) -> String {
+    format!(
+        "{ENV_PREFIX}{}",
+        key.replacen('.', ENV_SEPARATOR, 1).to_ascii_uppercase()
+    )
+}
+
+/// Splits `FERRY_SECTION__KEY` into lower-case `(section, key)`; `None` for other FERRY_ variables.
+fn split_env_name(name: &str) -> Option<(String, String)> {
+    let rest = name.strip_prefix(ENV_PREFIX)?;
+    let (section, key) = rest.split_once(ENV_SEPARATOR)?;
+    let well_formed = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with('_')
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    if !well_formed(section) || !well_formed(key) {
+        return None;
+    }
+    Some((section.to_ascii_lowercase(), key.to_ascii_lowercase()))
+}
+
+/// `table` with `section.key = value` set, creating the section if the file had none.
+fn overlaid(table: &toml::Table, section: &str, key: &str, value: toml::Value) -> toml::Table {
+    let mut table = table.clone();
+    let entry = table
+        .entry(section.to_owned())
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    match entry {
+        toml::Value::Table(t) => {
+            t.insert(key.to_owned(), value);
+        }
+        // Only reachable if a section was given a scalar, which deserialization then reports.
+        other => *other = toml::Value::Table(toml::Table::from_iter([(key.to_owned(), value)])),
+    }
+    table
+}
+
+fn deserialize(table: toml::Table) -> Result<Config, toml::de::Error> {
+    toml::Value::Table(table).try_into()
+}

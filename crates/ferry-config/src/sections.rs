@@ -1,0 +1,284 @@
+//! The typed sections of `ferry.toml`, each with its defaults.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::limits::{
+    AGENT_MAX_CONTEXT_BYTES, AGENT_MAX_REPLY_BYTES, BODY_IDLE_TIMEOUT_SECS, BODY_MIN_BYTES_PER_SEC,
+    CHAT_TURN_TIMEOUT_SECS, DEFAULT_ALLOWED_EXTENSIONS, DEFAULT_LISTEN, DELIVERY_MAX_BYTES,
+    DELIVERY_TIMEOUT_SECS, EXEC_OUTPUT_MAX_BYTES, EXEC_OUTPUT_TTL_HOURS, HEADER_READ_TIMEOUT_SECS,
+    MAX_EVENT_STREAMS, MEDIA_MAX_BYTES, PERSON_MAX_BYTES,
+};
+
+/// The whole effective configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// How this site runs agents.
+    pub site: SiteConfig,
+    /// The HTTP listener.
+    pub server: ServerConfig,
+    /// Member uploads (M-UP).
+    pub media: MediaConfig,
+    /// Harness deliveries (M-DELIVER).
+    pub deliveries: DeliveriesConfig,
+    /// The upstream agent the chat relay talks to (M-CHAT).
+    pub agent: AgentConfig,
+    /// The agent tools (T-MCP, T-WS).
+    pub tools: ToolsConfig,
+    /// How commands run (T-GUARD).
+    pub exec: ExecConfig,
+    /// Per-person storage limits.
+    pub limits: LimitsConfig,
+}
+
+/// How ferry is deployed relative to the agents whose files it serves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SiteMode {
+    /// Agents run as the same user as ferry; files keep ferry's ownership.
+    #[default]
+    Local,
+    /// Agents run in containers under another uid; written files are chowned to it.
+    Container,
+    /// Agents run directly on the host.
+    Host,
+}
+
+/// The `[site]` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SiteConfig {
+    /// Deployment mode.
+    pub mode: SiteMode,
+    /// Uid that owns files written for agents in container mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_uid: Option<u32>,
+    /// Gid that owns files written for agents in container mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_gid: Option<u32>,
+    /// Per-person uid/gid, for containers that do not all share the site-wide ids.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub agents: BTreeMap<String, AgentIds>,
+    /// Where host mode installs and finds `ferry-posix-helper` (default [`DEFAULT_HELPER_PATH`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub helper_path: Option<PathBuf>,
+}
+
+/// Where the helper is installed unless `[site] helper_path` says otherwise.
+pub const DEFAULT_HELPER_PATH: &str = "/usr/local/lib/ferry/ferry-posix-helper";
+
+/// A uid/gid pair owning one person's agent files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentIds {
+    /// Owner uid.
+    pub uid: u32,
+    /// Owner gid.
+    pub gid: u32,
+}
+
+/// The `[server]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// `host:port` to listen on.
+    pub listen: String,
+    /// Seconds a request body may send nothing before it is cut off.
+    pub body_idle_timeout_secs: u64,
+    /// Average bytes per second a body must sustain after the idle grace period; 0 disables the floor.
+    pub body_min_bytes_per_sec: u64,
+    /// Seconds a client has to send the request headers.
+    pub header_read_timeout_secs: u64,
+    /// Live event streams one person may hold open; more are `429`.
+    pub max_event_streams: u32,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN.to_owned(),
+            body_idle_timeout_secs: BODY_IDLE_TIMEOUT_SECS,
+            body_min_bytes_per_sec: BODY_MIN_BYTES_PER_SEC,
+            header_read_timeout_secs: HEADER_READ_TIMEOUT_SECS,
+            max_event_streams: MAX_EVENT_STREAMS,
+        }
+    }
+}
+
+/// The `[media]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MediaConfig {
+    /// Largest upload, in bytes of file content.
+    pub max_upload_bytes: u64,
+    /// Extensions a member may upload: lower-case, without the dot.
+    pub allowed_extensions: Vec<String>,
+}
+
+impl Default for MediaConfig {
+    fn default() -> Self {
+        Self {
+            max_upload_bytes: MEDIA_MAX_BYTES,
+            allowed_extensions: DEFAULT_ALLOWED_EXTENSIONS
+                .iter()
+                .map(|e| (*e).to_owned())
+                .collect(),
+        }
+    }
+}
+
+/// The `[deliveries]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeliveriesConfig {
+    /// Largest delivery, in decoded bytes.
+    pub max_bytes: u64,
+    /// Seconds allowed for the whole fetch.
+    pub timeout_secs: u64,
+}
+
+impl Default for DeliveriesConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes: DELIVERY_MAX_BYTES,
+            timeout_secs: DELIVERY_TIMEOUT_SECS,
+        }
+    }
+}
+
+/// The `[agent]` section: where the chat relay sends a member's messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// An OpenAI-compatible streaming endpoint, e.g. `http://127.0.0.1:9000/v1/chat/completions`.
+    /// Unset: `POST /v1/chat` answers `503 no_agent`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// The `model` named in each upstream request.
+    pub model: String,
+    /// Seconds one turn may take: a hard deadline, the upstream request is cancelled then.
+    pub timeout_secs: u64,
+    /// Bytes of one reply relayed and saved; the rest is cut, and the reply says so.
+    pub max_reply_bytes: u64,
+    /// Bytes of saved conversation sent upstream with each new message: the newest whole
+    /// messages that fit; older ones are left out.
+    pub max_context_bytes: u64,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            upstream: None,
+            model: "ferry-agent".to_owned(),
+            timeout_secs: CHAT_TURN_TIMEOUT_SECS,
+            max_reply_bytes: AGENT_MAX_REPLY_BYTES,
+            max_context_bytes: AGENT_MAX_CONTEXT_BYTES,
+        }
+    }
+}
+
+/// Every tool ferry offers, in the order `tools/list` shows them.
+pub const TOOL_NAMES: [&str; 11] = [
+    "file_read",
+    "file_write",
+    "file_edit",
+    "file_preview",
+    "file_delete",
+    "file_deliver",
+    "image_read",
+    "terminal_run",
+    "dir_list",
+    "skill_search",
+    "file_pick",
+];
+
+/// The `[tools]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// The tools that exist; a tool not named here is neither listed nor callable.
+    pub enabled: Vec<String>,
+    /// `"ask"`: `file_delete` needs the person's approval; `"auto"`: it does not.
+    pub delete_approval: DeleteApproval,
+    /// Origins a browser may call `/mcp` from; the gateway's own origin is always allowed.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: TOOL_NAMES.iter().map(|name| (*name).to_owned()).collect(),
+            delete_approval: DeleteApproval::Ask,
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
+/// Whether deleting a file needs the person's approval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeleteApproval {
+    #[default]
+    Ask,
+    Auto,
+}
+
+/// The `[exec]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecConfig {
+    /// `"auto"` (the strongest the machine has), `"landlock"`, `"bwrap"` or `"none"`.
+    pub sandbox: SandboxChoice,
+    /// Whether sandboxed commands may use the network.
+    pub network: bool,
+    /// Hours saved command output is kept before it is removed.
+    pub output_ttl_hours: u64,
+    /// Bytes of saved command output one person may keep; the oldest goes first.
+    pub output_max_bytes: u64,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        Self {
+            sandbox: SandboxChoice::Auto,
+            network: false,
+            output_ttl_hours: EXEC_OUTPUT_TTL_HOURS,
+            output_max_bytes: EXEC_OUTPUT_MAX_BYTES,
+        }
+    }
+}
+
+/// Which sandbox commands run in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxChoice {
+    /// Landlock where the kernel has it, else bubblewrap; with neither, commands are
+    /// refused (the opt-out is an explicit `"none"`).
+    #[default]
+    Auto,
+    /// No confinement beyond the person's own permissions: in local mode the agent then
+    /// has the service's authority.
+    None,
+    Bwrap,
+    Landlock,
+}
+
+/// The `[limits]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Bytes one person may keep in their `public/` folders plus saved command output;
+    /// a write past it is `507 quota_exceeded` and leaves nothing.
+    pub person_max_bytes: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            person_max_bytes: PERSON_MAX_BYTES,
+        }
+    }
+}

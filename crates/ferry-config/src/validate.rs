@@ -1,0 +1,142 @@
+//! The checks the types alone cannot express, and what is derived from the settings.
+
+use std::path::PathBuf;
+
+use crate::load::env_var_for;
+use crate::sections::DEFAULT_HELPER_PATH;
+use crate::{Config, ConfigError, SiteMode, TOOL_NAMES};
+
+impl Config {
+    /// Checks the limits and the mode's requirements that the types alone cannot express.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &'static str, message: &str| ConfigError::Invalid {
+            key,
+            var: env_var_for(key),
+            message: message.to_owned(),
+        };
+        if self.server.listen.trim().is_empty() {
+            return Err(invalid("server.listen", "must be a host:port address"));
+        }
+        if self.server.body_idle_timeout_secs == 0 {
+            return Err(invalid(
+                "server.body_idle_timeout_secs",
+                "must be greater than 0, or every upload is cut off",
+            ));
+        }
+        if self.server.header_read_timeout_secs == 0 {
+            return Err(invalid(
+                "server.header_read_timeout_secs",
+                "must be greater than 0, or every request is cut off",
+            ));
+        }
+        if let Some(upstream) = &self.agent.upstream
+            && !(upstream.starts_with("http://") || upstream.starts_with("https://"))
+        {
+            return Err(invalid(
+                "agent.upstream",
+                "must be an http:// or https:// URL of a chat completions endpoint",
+            ));
+        }
+        if let Some(unknown) = self
+            .tools
+            .enabled
+            .iter()
+            .find(|name| !TOOL_NAMES.contains(&name.as_str()))
+        {
+            return Err(invalid(
+                "tools.enabled",
+                &format!(
+                    "names no tool `{unknown}`; the tools are {}",
+                    TOOL_NAMES.join(", ")
+                ),
+            ));
+        }
+        if self.agent.timeout_secs == 0 {
+            return Err(invalid("agent.timeout_secs", "must be greater than 0"));
+        }
+        if self.agent.max_reply_bytes == 0 {
+            return Err(invalid("agent.max_reply_bytes", "must be greater than 0"));
+        }
+        if self.agent.max_context_bytes == 0 {
+            return Err(invalid(
+                "agent.max_context_bytes",
+                "must be greater than 0, or the agent never sees the conversation",
+            ));
+        }
+        if self.server.max_event_streams == 0 {
+            return Err(invalid(
+                "server.max_event_streams",
+                "must be greater than 0, or no page gets live updates",
+            ));
+        }
+        if self.exec.output_ttl_hours == 0 {
+            return Err(invalid("exec.output_ttl_hours", "must be greater than 0"));
+        }
+        if self.limits.person_max_bytes == 0 {
+            return Err(invalid("limits.person_max_bytes", "must be greater than 0"));
+        }
+        if self.media.max_upload_bytes == 0 {
+            return Err(invalid("media.max_upload_bytes", "must be greater than 0"));
+        }
+        if self.media.allowed_extensions.is_empty() {
+            return Err(invalid(
+                "media.allowed_extensions",
+                "must list at least one extension, or no upload can succeed",
+            ));
+        }
+        for ext in &self.media.allowed_extensions {
+            let ok = !ext.is_empty()
+                && !ext.contains('.')
+                && ext.chars().all(|c| !c.is_uppercase() && !c.is_whitespace());
+            if !ok {
+                return Err(invalid(
+                    "media.allowed_extensions",
+                    &format!(
+                        "{ext:?} must be a non-empty lower-case extension without the dot, like \"pdf\""
+                    ),
+                ));
+            }
+        }
+        if self.deliveries.max_bytes == 0 {
+            return Err(invalid("deliveries.max_bytes", "must be greater than 0"));
+        }
+        if self.deliveries.timeout_secs == 0 {
+            return Err(invalid("deliveries.timeout_secs", "must be greater than 0"));
+        }
+        if self.site.mode == SiteMode::Container {
+            if self.site.agent_uid.is_none() {
+                return Err(invalid(
+                    "site.agent_uid",
+                    "is required when site.mode = \"container\", so written files can be chowned to the agent",
+                ));
+            }
+            if self.site.agent_gid.is_none() {
+                return Err(invalid(
+                    "site.agent_gid",
+                    "is required when site.mode = \"container\", so written files can be chowned to the agent",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The uid:gid that files written for `person`'s agent are chowned to; `None` outside container mode.
+    pub fn agent_ids(&self, person: &str) -> Option<(u32, u32)> {
+        if self.site.mode != SiteMode::Container {
+            return None;
+        }
+        if let Some(ids) = self.site.agents.get(person) {
+            return Some((ids.uid, ids.gid));
+        }
+        Some((self.site.agent_uid?, self.site.agent_gid?))
+    }
+
+    /// Where host mode's setuid helper is installed and run from: `[site] helper_path`,
+    /// else [`DEFAULT_HELPER_PATH`].
+    pub fn helper_path(&self) -> PathBuf {
+        self.site
+            .helper_path
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_HELPER_PATH))
+    }
+}

@@ -1,0 +1,279 @@
+//! The owners and modes of the site's layout (core C-SITE) in host mode. Every folder is
+//! opened beneath the site's handle without following a link, and changed through its
+//! descriptor.
+
+use std::os::fd::OwnedFd;
+
+use ferry_fs::{Dir, EntryKind, Follow, FsError};
+use ferry_site::{Site, SiteError, layout};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+use crate::HostReport;
+use crate::error::{HostError, fs_error};
+
+/// How a folder's current owner is treated when it is not the wanted one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Take {
+    /// Any owner is replaced: the folder becomes root's or the service's, giving no one more.
+    Always,
+    /// Only a folder root made (or the person's own) is handed to the person: a folder of
+    /// anyone else is a conflict, never silently given away.
+    FromRoot,
+}
+
+/// What one folder should be.
+#[derive(Clone, Copy)]
+struct Want {
+    uid: u32,
+    gid: u32,
+    /// The exact mode, or `None` to leave the mode as the owner set it (made 0700).
+    mode: Option<u32>,
+    take: Take,
+}
+
+impl Want {
+    fn root(mode: u32) -> Want {
+        Want::root_group(0, mode)
+    }
+
+    fn root_group(gid: u32, mode: u32) -> Want {
+        Want {
+            uid: 0,
+            gid,
+            mode: Some(mode),
+            take: Take::Always,
+        }
+    }
+
+    fn person((uid, gid): (u32, u32), mode: Option<u32>) -> Want {
+        Want {
+            uid,
+            gid,
+            mode,
+            take: Take::FromRoot,
+        }
+    }
+}
+
+pub(crate) struct Layout<'a> {
+    pub(crate) site: &'a Site,
+    pub(crate) root: &'a Dir,
+    pub(crate) report: &'a mut HostReport,
+}
+
+impl Layout<'_> {
+    pub(crate) fn apply(
+        mut self,
+        service: (u32, u32),
+        shared: u32,
+        circles: &[(String, u32)],
+        persons: &[String],
+        person_ids: &[(u32, u32)],
+    ) -> Result<(), HostError> {
+        self.fix_dir(self.root, ".", Want::root(0o755))?;
+        let service_dir = Want {
+            uid: service.0,
+            gid: service.1,
+            mode: Some(0o700),
+            take: Take::Always,
+        };
+        let dot_ferry = self.ensure(layout::SERVICE_DIR, service_dir)?;
+        self.hand_to_service(&dot_ferry, layout::SERVICE_DIR, service)?;
+
+        for (rel, want) in [
+            (layout::HOME_DIR, Want::root(0o755)),
+            (layout::PRIVATE_DIR, Want::root(0o755)),
+            (layout::PEOPLE_DIR, Want::root(0o755)),
+            (layout::CIRCLES_DIR, Want::root(0o755)),
+            (layout::SHARED_DIR, Want::root(0o755)),
+            (layout::SHARED_PUBLIC_DIR, Want::root_group(shared, 0o2775)),
+            (layout::SHARED_CACHE_DIR, Want::root(0o755)),
+            (
+                layout::DEPENDENCY_CACHE_DIR,
+                Want::root_group(shared, 0o2775),
+            ),
+            (layout::SKILLS_DIR, Want::root(0o755)),
+        ] {
+            self.ensure(rel, want)?;
+        }
+        for (circle, gid) in circles {
+            self.ensure(&layout::circle(circle), Want::root_group(*gid, 0o2770))?;
+        }
+        for (person, ids) in persons.iter().zip(person_ids) {
+            self.person(person, *ids)?;
+        }
+        Ok(())
+    }
+
+    /// A person's workspace, private folders and every `public/` they have.
+    fn person(&mut self, person: &str, ids: (u32, u32)) -> Result<(), HostError> {
+        // The shipped documents and folders first (as root: made root's, handed over below).
+        // A memory/ the person replaced is named, not a reason to stop for everyone.
+        match self.site.provision_person(person) {
+            Ok(()) => {}
+            Err(SiteError::Unsafe { path, why }) => self
+                .report
+                .note(format!("skipped the documents of {path}: it {why}")),
+            Err(e) => return Err(e.into()),
+        }
+        self.site.workspace(person, None)?.public()?;
+        let projects = self.site.projects(person)?;
+        for project in &projects {
+            self.site.workspace(person, Some(&project.id))?.public()?;
+        }
+
+        let home = layout::home(person);
+        self.ensure(&home, Want::person(ids, Some(0o700)))?;
+        self.ensure(&layout::private(person), Want::person(ids, Some(0o700)))?;
+        for sub in [layout::TMP_DIR, layout::ARTIFACTS_DIR] {
+            let dir = layout::private_sub(person, sub);
+            self.ensure(&dir, Want::person(ids, Some(0o700)))?;
+        }
+        let mut publics = vec![home];
+        if !projects.is_empty() {
+            self.ensure(&layout::projects(person), Want::person(ids, None))?;
+        }
+        for project in &projects {
+            let dir = layout::project(person, &project.id);
+            self.ensure(&dir, Want::person(ids, None))?;
+            publics.push(dir);
+        }
+        for container in publics {
+            let public = layout::public_of(&container);
+            self.ensure(&public, Want::person(ids, None))?;
+            let attachments = layout::attachments_of(&container);
+            // Something else at attachments/ is left as it is, as the workspace does.
+            match self.root.open_dir(&attachments, Follow::Never) {
+                Ok(dir) => self.fix_dir(&dir, &attachments, Want::person(ids, None))?,
+                Err(FsError::NotFound | FsError::PathEscapes | FsError::NotADirectory) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens `rel` beneath the site (making it if missing) and sets its owner and mode.
+    fn ensure(&mut self, rel: &str, want: Want) -> Result<Dir, HostError> {
+        let dir = match self.root.open_dir(rel, Follow::Never) {
+            Ok(dir) => dir,
+            Err(FsError::NotFound) => {
+                match self.root.create_dir(rel, want.mode.unwrap_or(0o700)) {
+                    Ok(()) | Err(FsError::Exists) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                self.report.note(format!("created {rel}/"));
+                self.root.open_dir(rel, Follow::Never)?
+            }
+            Err(e) => {
+                return Err(HostError::Conflict(format!(
+                    "{rel} in the site must be a folder: {e}"
+                )));
+            }
+        };
+        self.fix_dir(&dir, rel, want)?;
+        Ok(dir)
+    }
+
+    fn fix_dir(&mut self, dir: &Dir, rel: &str, want: Want) -> Result<(), HostError> {
+        let stat = rustix::fs::fstat(dir).map_err(|e| fs_error(rel, e))?;
+        let (uid, gid) = (stat.st_uid, stat.st_gid);
+        if (uid, gid) != (want.uid, want.gid) {
+            if want.take == Take::FromRoot && uid != 0 && uid != want.uid {
+                return Err(HostError::Conflict(format!(
+                    "{rel} is owned by uid {uid}, expected uid {} (or root, to hand it over); \
+                     fix it by hand",
+                    want.uid
+                )));
+            }
+            dir.chown(want.uid, want.gid)?;
+            self.report.note(format!(
+                "owner of {rel}: {uid}:{gid} -> {}:{}",
+                want.uid, want.gid
+            ));
+        }
+        if let Some(mode) = want.mode {
+            let current = stat.st_mode & 0o7777;
+            // chown may have cleared the setgid bit: always compare and set after it.
+            let now = rustix::fs::fstat(dir)
+                .map_err(|e| fs_error(rel, e))?
+                .st_mode
+                & 0o7777;
+            if now != mode {
+                rustix::fs::fchmod(dir, Mode::from_raw_mode(mode)).map_err(|e| fs_error(rel, e))?;
+                self.report
+                    .note(format!("mode of {rel}: {current:04o} -> {mode:04o}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands everything under `.ferry/` that root made (the database, the media store) to
+    /// the service. Only root's own entries move, links are never followed, and a file
+    /// with more than one link is left alone, so a link planted there cannot make the
+    /// service the owner of a file elsewhere.
+    fn hand_to_service(
+        &mut self,
+        dir: &Dir,
+        rel: &str,
+        service: (u32, u32),
+    ) -> Result<(), HostError> {
+        for entry in dir.entries()? {
+            let path = format!("{rel}/{}", entry.name);
+            match entry.meta.kind {
+                EntryKind::Dir => {
+                    let child = match dir.open_dir(&entry.name, Follow::Never) {
+                        Ok(child) => child,
+                        Err(FsError::NotFound) => continue,
+                        Err(e) => return Err(e.into()),
+                    };
+                    let stat = rustix::fs::fstat(&child).map_err(|e| fs_error(&path, e))?;
+                    if stat.st_uid == 0 {
+                        child.chown(service.0, service.1)?;
+                        self.report.note(format!("owner of {path}: the service"));
+                    }
+                    self.hand_to_service(&child, &path, service)?;
+                }
+                EntryKind::File => self.hand_file_to_service(dir, &entry.name, &path, service)?,
+                EntryKind::Symlink | EntryKind::Other => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn hand_file_to_service(
+        &mut self,
+        dir: &Dir,
+        name: &str,
+        path: &str,
+        service: (u32, u32),
+    ) -> Result<(), HostError> {
+        // O_PATH pins the inode that is checked and changed: no swap in between.
+        let fd: OwnedFd = match rustix::fs::openat(
+            dir,
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(()),
+            Err(e) => return Err(fs_error(path, e)),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|e| fs_error(path, e))?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
+            || stat.st_uid != 0
+            || stat.st_nlink != 1
+        {
+            return Ok(());
+        }
+        rustix::fs::chownat(
+            &fd,
+            "",
+            Some(rustix::fs::Uid::from_raw(service.0)),
+            Some(rustix::fs::Gid::from_raw(service.1)),
+            AtFlags::EMPTY_PATH,
+        )
+        .map_err(|e| fs_error(path, e))?;
+        self.report.note(format!("owner of {path}: the service"));
+        Ok(())
+    }
+}

@@ -15,7 +15,7 @@ pub enum SiteError {
     AlreadyExists(String),
     #[error("the extension of {0:?} is not allowed for uploads")]
     ExtensionNotAllowed(String),
-    #[error("public/attachments is managed by the system")]
+    #[error("{} is managed by the system", crate::layout::ATTACHMENTS_PATH)]
     ManagedBySystem,
     #[error("{0} is managed by the system and cannot be moved or deleted")]
     Reserved(&'static str),

@@ -11,7 +11,7 @@ use ferry_fs::shown_name;
 /// `circles/<c>/…`). `None` for a path outside the site or one that climbs with `..`.
 /// `data` is the site's folder as the path was made from it (canonical).
 pub fn person_relative(data: &Path, person: &str, abs: &Path) -> Option<String> {
-    let home = data.join("home").join(person);
+    let home = data.join(crate::layout::home(person));
     let rest = abs
         .strip_prefix(&home)
         .or_else(|_| abs.strip_prefix(data))

@@ -221,8 +221,10 @@ impl Default for ToolsConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeleteApproval {
+    /// The person is asked, in the web client or through the MCP client.
     #[default]
     Ask,
+    /// Deletions go ahead without asking.
     Auto,
 }
 
@@ -262,7 +264,9 @@ pub enum SandboxChoice {
     /// No confinement beyond the person's own permissions: in local mode the agent then
     /// has the service's authority.
     None,
+    /// Bubblewrap (`exec.sandbox = "bwrap"`); refused where it cannot run.
     Bwrap,
+    /// Landlock rules set by the command's own process; refused where the kernel lacks them.
     Landlock,
 }
 

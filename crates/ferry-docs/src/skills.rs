@@ -13,7 +13,9 @@ pub const SKILL_FILE: &str = "SKILL.md";
 /// A skill that passed every check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Skill {
+    /// The front matter's `name`.
     pub name: String,
+    /// The front matter's `description`: what the skill is for.
     pub description: String,
     /// The folder holding SKILL.md and whatever scripts and references go with it.
     pub dir: PathBuf,
@@ -24,22 +26,28 @@ pub struct Skill {
 /// Why a SKILL.md is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum SkillError {
+    /// Over [`SKILL_MAX_BYTES`]: the size it has.
     #[error(
         "SKILL.md has {0} bytes; the limit is {SKILL_MAX_BYTES}: move detail into files beside it"
     )]
     TooLarge(u64),
+    /// Over [`SKILL_MAX_LINES`]: the lines it has.
     #[error(
         "SKILL.md has {0} lines; the limit is {SKILL_MAX_LINES}: move detail into files beside it"
     )]
     TooManyLines(usize),
+    /// Not UTF-8.
     #[error("SKILL.md is not UTF-8 text")]
     NotText,
+    /// No `---` front matter block at the top.
     #[error(
         "SKILL.md must start with front matter: a line '---', 'name: …' and 'description: …', then '---'"
     )]
     NoFrontMatter,
+    /// The front matter lacks this field, or it is empty.
     #[error("the front matter of SKILL.md has no {0:?}")]
     MissingField(&'static str),
+    /// The file could not be read.
     #[error("SKILL.md cannot be read: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -47,7 +55,9 @@ pub enum SkillError {
 /// Every skill under a skills folder, and the ones refused with why.
 #[derive(Debug, Default)]
 pub struct SkillSet {
+    /// The skills that passed, sorted by folder.
     pub skills: Vec<Skill>,
+    /// The folders refused, each with why.
     pub refused: Vec<(PathBuf, SkillError)>,
 }
 

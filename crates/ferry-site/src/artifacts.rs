@@ -31,7 +31,9 @@ CREATE INDEX IF NOT EXISTS artifacts_by_person ON artifacts (person, id);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ArtifactKind {
+    /// A finished file under `private/people/<p>/artifacts/`.
     Artifact,
+    /// A file delivered into `public/attachments/`.
     Delivery,
 }
 
@@ -48,6 +50,7 @@ impl ArtifactKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {
+    /// Whether it is an artifact or a delivery.
     pub kind: ArtifactKind,
     /// The task the file belongs to (by default its slug).
     pub task: String,
@@ -56,7 +59,9 @@ pub struct Artifact {
     /// The file as the person knows it (see [`crate::person_relative`]), never an
     /// absolute path of the host.
     pub path: String,
+    /// Bytes.
     pub size: u64,
+    /// Lower-case hex SHA-256 of the content.
     pub sha256: String,
     /// For a delivery: the path in `public/` the person sees it at.
     #[serde(skip_serializing_if = "String::is_empty")]

@@ -16,7 +16,9 @@ use crate::{Site, SiteError};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChatRole {
+    /// The member.
     User,
+    /// The agent.
     Assistant,
 }
 
@@ -34,7 +36,9 @@ impl ChatRole {
 pub struct ChatMessage {
     /// Grows with every message of the site; pages are cut by it.
     pub id: i64,
+    /// Who said it.
     pub role: ChatRole,
+    /// What was said, cut to `agent.max_reply_bytes`.
     pub text: String,
     /// The `public/…` paths the member attached (empty for the agent's words).
     pub attachments: Vec<String>,
@@ -45,6 +49,7 @@ pub struct ChatMessage {
 /// A run of consecutive messages, oldest first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChatPage {
+    /// The messages, oldest first.
     pub messages: Vec<ChatMessage>,
     /// The id to ask `before` for the next older page; `None` when this page is the oldest.
     pub earlier: Option<i64>,

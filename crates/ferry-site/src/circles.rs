@@ -25,9 +25,11 @@ const CIRCLE_DIR_MODE: u32 = 0o770;
 /// A circle and its members.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Circle {
+    /// The circle's id.
     pub id: String,
     /// Member person ids, sorted.
     pub members: Vec<String>,
+    /// Seconds since the Unix epoch.
     pub created: i64,
 }
 

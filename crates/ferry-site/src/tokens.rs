@@ -51,7 +51,9 @@ impl TokenKind {
 /// Who a request is: the person a valid token belongs to, and the token's kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
+    /// The person the token belongs to.
     pub person: String,
+    /// What the token may do.
     pub kind: TokenKind,
     /// The token's public handle (its clear prefix, the row's key): two tokens of one
     /// person are two principals.

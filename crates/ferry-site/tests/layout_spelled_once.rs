@@ -34,7 +34,10 @@ const SPELLINGS: &[&str] = &[
 
 /// Files that may spell a layout path, with why.
 const ALLOWED: &[(&str, &str)] = &[
-    ("ferry-site/src/layout.rs", "the one place the layout is spelled"),
+    (
+        "ferry-site/src/layout.rs",
+        "the one place the layout is spelled",
+    ),
     (
         "ferry-docs/src/lint.rs",
         "the M-DOCS check looks for the words documents must or must not carry; \
@@ -92,7 +95,11 @@ fn stray_spellings() -> Vec<String> {
     assert!(files.len() > 50, "found only {} source files", files.len());
     let mut found = Vec::new();
     for file in files {
-        let rel = file.strip_prefix(&crates).unwrap().to_string_lossy().into_owned();
+        let rel = file
+            .strip_prefix(&crates)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         if ALLOWED.iter().any(|(allowed, _)| *allowed == rel) {
             continue;
         }

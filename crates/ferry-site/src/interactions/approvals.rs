@@ -11,7 +11,9 @@ use crate::{Site, SiteError};
 /// How a wait for an approval ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApprovalOutcome {
+    /// The person said yes.
     Approved,
+    /// The person said no.
     Denied,
     /// Nobody answered in time; the request is expired and a late answer is refused.
     TimedOut,

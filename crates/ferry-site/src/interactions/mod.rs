@@ -70,25 +70,36 @@ CREATE TABLE IF NOT EXISTS web_presence (
 /// Why a request could not be made, answered or uploaded to.
 #[derive(Debug, thiserror::Error)]
 pub enum InteractionError {
+    /// No such request of this person (or not one that is waiting).
     #[error("there is no request {0:?} waiting for you")]
     Unknown(String),
+    /// Answered before.
     #[error("this request was already answered")]
     AlreadyAnswered,
+    /// The waiter stopped waiting.
     #[error("this request has expired: the agent stopped waiting for an answer")]
     Expired,
+    /// The pick's file arrived already.
     #[error("this upload link was already used: the file has arrived")]
     LinkUsed,
+    /// The pick's link is past its expiry.
     #[error("this upload link has expired: ask the agent for a new one")]
     LinkExpired,
+    /// The pick was cancelled.
     #[error("this request was cancelled, so its upload link no longer works")]
     LinkCancelled,
+    /// The link's signature does not match.
     #[error("this upload link is not valid: open the link the page shows, unchanged")]
     BadSignature,
+    /// Another upload holds the link.
     #[error("a file is being uploaded through this link right now; wait for it to finish")]
     UploadInProgress,
+    /// A text of the request is empty or too long.
     #[error("the {field} {problem}")]
     InvalidText {
+        /// Which text.
         field: &'static str,
+        /// What is wrong with it.
         problem: String,
     },
 }
@@ -96,7 +107,9 @@ pub enum InteractionError {
 /// One request the person has not answered yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Interaction {
+    /// The request's id (`ap_…` or `pk_…`).
     pub id: String,
+    /// What is asked.
     pub kind: InteractionKind,
     /// When the request stops being answerable.
     pub expires: SystemTime,
@@ -107,12 +120,18 @@ pub struct Interaction {
 pub enum InteractionKind {
     /// May the agent's `tool` do what `summary` says to `subject` (for example a path)?
     Approval {
+        /// The tool that asks.
         tool: String,
+        /// What it acts on, for example the path to delete.
         subject: String,
+        /// The sentence the person reads.
         summary: String,
     },
     /// The agent asks for a file, saying why in `prompt`.
-    Pick { prompt: String },
+    Pick {
+        /// Which file, and why.
+        prompt: String,
+    },
 }
 
 /// The states a row goes through.

@@ -19,6 +19,7 @@ use crate::{Site, SiteError};
 /// A pick just asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PickRequest {
+    /// The pick's id (`pk_…`).
     pub id: String,
     /// Until when the person may upload (whole seconds).
     pub link_expires: SystemTime,
@@ -28,7 +29,12 @@ pub struct PickRequest {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PickOutcome {
     /// The file is at `path` (absolute) until `expires`, when it is swept away.
-    Arrived { path: PathBuf, expires: SystemTime },
+    Arrived {
+        /// Where the file is, absolute.
+        path: PathBuf,
+        /// When it is swept away.
+        expires: SystemTime,
+    },
     /// The person declined.
     Cancelled,
     /// Nothing arrived before the link expired or the waiter gave up.
@@ -57,10 +63,13 @@ impl ClaimedPick {
 /// A picked file, in place.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PickArrival {
+    /// The pick's id.
     pub id: String,
     /// The safe name (C-NAME) the file was stored under.
     pub name: String,
+    /// Bytes.
     pub size: u64,
+    /// Lower-case hex SHA-256 of the content.
     pub sha256: String,
 }
 
@@ -359,7 +368,7 @@ impl Site {
         if self.mode() == SiteMode::Host {
             return self.remove_staging_dir(id);
         }
-        let rel = layout::private_sub(&person, PICKS_DIR);
+        let rel = layout::private_sub(person, PICKS_DIR);
         let picks = match self.root().open_dir(&rel, Follow::Never) {
             Ok(dir) => dir,
             Err(FsError::NotFound) => return Ok(()),

@@ -856,9 +856,9 @@ fn names_legacy_path(literal: &str) -> bool {
 #[test]
 fn legacy_name_is_spelled_only_by_the_migration() {
     // The rule: outside test code, a string literal naming `uploads` as a path component
-    // appears only in crates/ferry-site/src/migrate.rs (the one constant,
-    // LEGACY_PUBLIC_DIR_NAME) and crates/ferry-site/src/docs.rs (which checks documents
-    // for it); and the constant itself is used only by migrate.rs (lib.rs re-exports
+    // appears only in crates/ferry-site/src/layout.rs (the one constant,
+    // LEGACY_PUBLIC_DIR_NAME) and crates/ferry-docs/src/lint.rs (which checks documents
+    // for it); and the constant itself is used only by migrate.rs (layout.rs defines
     // it). Comments and prose ("member uploads") are not paths and do not count; test code
     // is crates/*/tests/ and `#[cfg(test)]` items.
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -882,7 +882,7 @@ fn legacy_name_is_spelled_only_by_the_migration() {
     );
 
     let mut offenders = Vec::new();
-    let mut in_migrate = 0;
+    let mut in_layout = 0;
     let mut constant_users = Vec::new();
     for path in &sources {
         let rel = path
@@ -897,15 +897,15 @@ fn legacy_name_is_spelled_only_by_the_migration() {
                 continue;
             }
             match rel.as_str() {
-                "ferry-site/src/migrate.rs" => in_migrate += 1,
-                "ferry-site/src/docs.rs" => {}
+                "ferry-site/src/layout.rs" => in_layout += 1,
+                "ferry-docs/src/lint.rs" => {}
                 _ => offenders.push(format!("{rel}: {literal:?}")),
             }
         }
         if src.contains("LEGACY_PUBLIC_DIR_NAME")
             && !matches!(
                 rel.as_str(),
-                "ferry-site/src/migrate.rs" | "ferry-site/src/lib.rs"
+                "ferry-site/src/migrate.rs" | "ferry-site/src/layout.rs"
             )
         {
             constant_users.push(rel);
@@ -916,8 +916,8 @@ fn legacy_name_is_spelled_only_by_the_migration() {
         "code spells the legacy folder: {offenders:#?}"
     );
     assert_eq!(
-        in_migrate, 1,
-        "migrate.rs should spell \"uploads\" once, in its constant"
+        in_layout, 1,
+        "layout.rs should spell \"uploads\" once, in its constant"
     );
     assert!(
         constant_users.is_empty(),

@@ -1,6 +1,7 @@
 //! The one requester primitive (spec tools.md T-ID): every file tool and every command
 //! goes through [`Requester::execute`], whichever mode the site runs in.
 
+use ferry_codes::Code;
 use std::fs::File;
 
 use crate::ops::{Executor, FileInfo, FileWrite, Op, Reply, WrittenFile};
@@ -152,7 +153,7 @@ impl Requester {
 
 fn unexpected() -> RequestError {
     RequestError::new(
-        "worker_failed",
+        Code::WorkerFailed,
         "the process acting as the person answered out of turn",
     )
 }

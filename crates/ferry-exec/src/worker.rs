@@ -14,6 +14,7 @@
 //! sets its own umask ([`crate::UMASK`]) so what it creates gets the modes the tools
 //! give in every mode.
 
+use ferry_codes::Code;
 use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::mem::MaybeUninit;
@@ -83,7 +84,7 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
         let (answer, file) = match (&executor, serde_json::from_slice::<Op>(&frame)) {
             (Err(e), _) => (Answer::Err(e.clone()), None),
             (Ok(_), Err(e)) => (
-                Answer::Err(RequestError::new("bad_request", e.to_string())),
+                Answer::Err(RequestError::new(Code::BadRequest, e.to_string())),
                 None,
             ),
             (Ok(executor), Ok(op)) => {
@@ -141,8 +142,8 @@ impl WorkerPool {
 
     /// Performs `op` in an idle worker, or a new one.
     pub fn execute(&self, op: &Op) -> Result<(Reply, Option<File>), RequestError> {
-        let frame =
-            serde_json::to_vec(op).map_err(|e| RequestError::new("bad_request", e.to_string()))?;
+        let frame = serde_json::to_vec(op)
+            .map_err(|e| RequestError::new(Code::BadRequest, e.to_string()))?;
         let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut worker = match pooled {
             Some(worker) => worker,
@@ -204,7 +205,7 @@ impl Drop for Worker {
 
 fn worker_failed(e: io::Error) -> RequestError {
     RequestError::new(
-        "worker_failed",
+        Code::WorkerFailed,
         format!("the process acting as the person failed: {e}"),
     )
 }

@@ -1,6 +1,7 @@
 //! Request bodies in, file bytes out: a guard that cuts off clients that stall or trickle,
 //! and a sink that hands chunks to a blocking writer thread without buffering the body.
 
+use ferry_codes::Code;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,12 +37,10 @@ pub enum BodyError {
 impl From<BodyError> for ApiError {
     fn from(err: BodyError) -> ApiError {
         match err {
-            BodyError::Stalled(_) | BodyError::TooSlow(_) => ApiError::new(
-                axum::http::StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
-                err.to_string(),
-            ),
-            BodyError::Read(_) => ApiError::bad_request("bad_body", err.to_string()),
+            BodyError::Stalled(_) | BodyError::TooSlow(_) => {
+                ApiError::new(Code::BodyTimeout, err.to_string())
+            }
+            BodyError::Read(_) => ApiError::new(Code::BadBody, err.to_string()),
         }
     }
 }

@@ -26,13 +26,13 @@
 //! when their pending approvals and picks change (`interaction` events; see
 //! `interactions.rs`), since the agent tool asking may run in another process.
 
+use ferry_codes::Code;
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use ferry_fs::{Follow, FsError};
 use ferry_site::{ATTACHMENTS_DIR_NAME, AttachmentsState, LIST_MAX_ENTRIES};
@@ -395,8 +395,7 @@ pub async fn stream(
     let max = state.site.config().server.max_event_streams;
     let Some(listening) = Listening::new(state.events.clone(), who.person.clone(), max) else {
         return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_streams",
+            Code::TooManyStreams,
             format!(
                 "one person may keep at most {max} live event streams open; \
                  close a page or tab of ferry and try again"

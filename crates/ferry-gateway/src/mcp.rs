@@ -7,6 +7,7 @@
 //! most [`MCP_SESSIONS_PER_TOKEN_MAX`] live sessions; an `initialize` past that is
 //! `429 too_many_sessions`, and nothing is made for it.
 
+use ferry_codes::Code;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -153,8 +154,7 @@ async fn harness_only(
 /// The answer to an `initialize` of a token that holds its most sessions.
 fn too_many_sessions() -> ApiError {
     ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "too_many_sessions",
+        Code::TooManySessions,
         format!(
             "this token already holds {MCP_SESSIONS_PER_TOKEN_MAX} open MCP sessions, the most \
              one token may hold; close sessions it no longer uses with DELETE /mcp (their \
@@ -321,7 +321,10 @@ mod tests {
     /// What rmcp itself answers to `request` for a session it never made.
     async fn rmcp_answer(method: &str) -> (StatusCode, http::HeaderMap, bytes::Bytes) {
         let server = McpServer::per_request(|_| {
-            Err(ferry_tools::ToolError::new("unknown_person", "no person"))
+            Err(ferry_tools::ToolError::new(
+                Code::UnknownPerson,
+                "no person",
+            ))
         });
         let service = StreamableHttpService::new(
             move || Ok(server.clone()),
@@ -432,7 +435,10 @@ mod tests {
         inner.session_config.keep_alive = Some(std::time::Duration::from_millis(300));
         let sessions = BoundSessions::new(inner, owners.clone(), 1);
         let server = McpServer::per_request(|_| {
-            Err(ferry_tools::ToolError::new("unknown_person", "no person"))
+            Err(ferry_tools::ToolError::new(
+                Code::UnknownPerson,
+                "no person",
+            ))
         });
         let service = StreamableHttpService::new(
             move || Ok(server.clone()),

@@ -114,6 +114,24 @@ pub enum InteractionError {
     },
 }
 
+impl InteractionError {
+    /// The code this failure is answered with.
+    pub fn code(&self) -> ferry_codes::Code {
+        use ferry_codes::Code;
+        match self {
+            InteractionError::Unknown(_) => Code::UnknownInteraction,
+            InteractionError::AlreadyAnswered => Code::AlreadyAnswered,
+            InteractionError::UploadInProgress => Code::UploadInProgress,
+            InteractionError::Expired => Code::Expired,
+            InteractionError::LinkUsed => Code::LinkUsed,
+            InteractionError::LinkExpired => Code::LinkExpired,
+            InteractionError::LinkCancelled => Code::LinkCancelled,
+            InteractionError::BadSignature => Code::BadSignature,
+            InteractionError::InvalidText { .. } => Code::InvalidRequest,
+        }
+    }
+}
+
 /// How a wait for an approval ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApprovalOutcome {

@@ -2,6 +2,7 @@
 //! when the client offers it, else through the web client's approval prompt; with no
 //! way to ask, nothing is deleted (unless `[tools] delete_approval = "auto"`).
 
+use ferry_codes::Code;
 use std::time::Duration;
 
 use ferry_exec::ops::Kind;
@@ -100,7 +101,7 @@ pub fn delete_question(tools: &Toolbox, args: &serde_json::Value) -> Result<Ques
     let info = tools.requester().stat(&args.path)?;
     if info.kind == Kind::Dir {
         return Err(ToolError::new(
-            "is_directory",
+            Code::IsDirectory,
             format!("{} is a folder; file_delete removes one file", info.path),
         ));
     }
@@ -149,7 +150,7 @@ pub(crate) fn file_delete(
             Approval::Approved => {}
             Approval::Denied => {
                 return Err(ToolError::new(
-                    "denied",
+                    Code::Denied,
                     format!(
                         "the person declined deleting {}; nothing was deleted",
                         question.path
@@ -158,7 +159,7 @@ pub(crate) fn file_delete(
             }
             Approval::NoChannel => {
                 return Err(ToolError::new(
-                    "no_approval_channel",
+                    Code::NoApprovalChannel,
                     format!(
                         "deleting needs the person's approval and there is no way to ask them \
                          (the client offers no elicitation and no web client is open); nothing \
@@ -169,7 +170,7 @@ pub(crate) fn file_delete(
             }
             Approval::Failed(why) => {
                 return Err(ToolError::new(
-                    "approval_failed",
+                    Code::ApprovalFailed,
                     format!("asking the person failed ({why}); nothing was deleted"),
                 ));
             }

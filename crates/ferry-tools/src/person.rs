@@ -1,5 +1,6 @@
 //! Where one person's tools may reach, and the requester that acts as them.
 
+use ferry_codes::Code;
 use std::path::{Path, PathBuf};
 
 use ferry_exec::ops::{Executor, RunSettings, SandboxKind};
@@ -119,7 +120,7 @@ pub(crate) fn requester_for(
     site.require_person(person)?;
     let data = std::fs::canonicalize(site.path()).map_err(|e| {
         ToolError::new(
-            "site_unavailable",
+            Code::SiteUnavailable,
             format!("the data folder cannot be resolved: {e}"),
         )
     })?;
@@ -177,7 +178,7 @@ pub(crate) fn requester_for(
         SiteMode::Host => {
             let worker = worker.ok_or_else(|| {
                 ToolError::new(
-                    "host_mode_unavailable",
+                    Code::HostModeUnavailable,
                     "host mode needs the worker program to act as the person",
                 )
             })?;

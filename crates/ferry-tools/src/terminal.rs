@@ -1,5 +1,6 @@
 //! `terminal_run`: one command, as the person, behind the guardrail (T-GUARD).
 
+use ferry_codes::Code;
 use serde_json::json;
 
 use crate::args::{self, TerminalRun};
@@ -14,11 +15,11 @@ pub(crate) fn terminal_run(
 ) -> Result<ToolOutput, ToolError> {
     let args: TerminalRun = args::parse("terminal_run", args)?;
     if args.command.trim().is_empty() {
-        return Err(ToolError::new("invalid_arguments", "command is empty"));
+        return Err(ToolError::new(Code::InvalidArguments, "command is empty"));
     }
     if args.command.len() > COMMAND_MAX_BYTES {
         return Err(ToolError::new(
-            "too_large",
+            Code::TooLarge,
             format!(
                 "the command is {} bytes, over {COMMAND_MAX_BYTES}; write a script with \
                  file_write and run that",

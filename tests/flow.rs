@@ -760,6 +760,8 @@ fn the_same_failure_has_the_same_code_over_http_and_mcp() {
     let harness =
         support::last_line(&server.ferry(&["token", "create", "me", "--kind", "harness"]));
     let member = server.create_token("me", "person");
+    // The gateway makes the person's public/ (as its own user) on first use.
+    list_files(&server, &member, None);
     let public = server.home("me").join("public");
     std::fs::create_dir_all(public.join("folder")).unwrap();
     let outside = tempfile::tempdir().unwrap();

@@ -272,9 +272,11 @@ codes! {
 }
 
 impl Code {
-    /// Whether the failure is the server's, not the client's (a 5xx status).
-    pub const fn is_server_failure(self) -> bool {
-        self.status() >= 500
+    /// Whether the failure is the server's own fault (500): its sentence can name the
+    /// server's files, so it belongs in the operator's log, not in an HTTP answer. The
+    /// other 5xx codes (a full quota, no agent, an upstream's failure) say what to do.
+    pub const fn is_internal(self) -> bool {
+        self.status() == 500
     }
 }
 
@@ -345,7 +347,7 @@ mod tests {
     fn every_status_is_an_error_status() {
         for &code in Code::ALL {
             assert!((400..600).contains(&code.status()), "{code}");
-            assert_eq!(code.is_server_failure(), code.status() >= 500, "{code}");
+            assert_eq!(code.is_internal(), code.status() == 500, "{code}");
         }
     }
 

@@ -3,13 +3,13 @@
 //! container mode, inside the person's worker in host mode. They are plain data so the
 //! same enum crosses the worker's socket.
 
-use ferry_codes::Code;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
+use ferry_codes::Code;
 use ferry_fs::{AtomicWriter, Dir, EntryKind, Follow, FsError, safe_name};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

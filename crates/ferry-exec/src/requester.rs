@@ -1,8 +1,9 @@
 //! The one requester primitive (spec tools.md T-ID): every file tool and every command
 //! goes through [`Requester::execute`], whichever mode the site runs in.
 
-use ferry_codes::Code;
 use std::fs::File;
+
+use ferry_codes::Code;
 
 use crate::ops::{Executor, FileInfo, FileWrite, Op, Reply, WrittenFile};
 use crate::worker::WorkerPool;

@@ -12,9 +12,9 @@
 //!   the path is opened as given; the person's own permissions decide, exactly as at a
 //!   shell. Only the working folder of a command is still held to the trees (T-GUARD).
 
-use ferry_codes::Code;
 use std::path::{Component, Path, PathBuf};
 
+use ferry_codes::Code;
 use ferry_fs::{Dir, Follow, FsError, PATH_MAX_BYTES};
 use serde::{Deserialize, Serialize};
 

@@ -14,7 +14,6 @@
 //! sets its own umask ([`crate::UMASK`]) so what it creates gets the modes the tools
 //! give in every mode.
 
-use ferry_codes::Code;
 use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::mem::MaybeUninit;
@@ -24,6 +23,7 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::Mutex;
 
+use ferry_codes::Code;
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
     SendAncillaryMessage, SendFlags,

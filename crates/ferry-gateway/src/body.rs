@@ -1,12 +1,12 @@
 //! Request bodies in, file bytes out: a guard that cuts off clients that stall or trickle,
 //! and a sink that hands chunks to a blocking writer thread without buffering the body.
 
-use ferry_codes::Code;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
+use ferry_codes::Code;
 use ferry_fs::{AtomicWriter, FsError};
 use futures_util::{Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};

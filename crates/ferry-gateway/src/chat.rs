@@ -11,7 +11,6 @@
 //! newest saved messages within `agent.max_context_bytes`, and a person runs at most
 //! [`CHAT_TURNS_PER_PERSON_MAX`] turns at once.
 
-use ferry_codes::Code;
 use std::borrow::Cow;
 use std::convert::Infallible;
 use std::time::Duration;
@@ -21,6 +20,7 @@ use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
+use ferry_codes::Code;
 use ferry_site::{
     CHAT_PAGE_DEFAULT_MESSAGES, CHAT_PAGE_MAX_MESSAGES, ChatMessage, ChatRole, PublicPath,
     SiteError, rfc3339,

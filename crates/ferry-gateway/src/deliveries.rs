@@ -4,12 +4,12 @@
 //! The cap counts decoded bytes while they stream, so neither a missing Content-Length
 //! nor a compressed bomb gets past it, and nothing is kept when it is exceeded.
 
-use ferry_codes::Code;
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
+use ferry_codes::Code;
 use ferry_site::SiteError;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};

@@ -56,11 +56,11 @@ impl ApiError {
         ApiError::failure(Code::Internal, err.to_string(), context)
     }
 
-    /// A failure from below the HTTP edge, with its own code. The server's own failures
-    /// keep their code but not their sentence, which can name the server's files: that
-    /// goes to the operator's log.
+    /// A failure from below the HTTP edge, with its own code. An internal one keeps its
+    /// code but not its sentence, which can name the server's files: that goes to the
+    /// operator's log.
     fn failure(code: Code, message: String, context: &str) -> ApiError {
-        if !code.is_server_failure() {
+        if !code.is_internal() {
             return ApiError::new(code, message);
         }
         tracing::error!("{context}: {message}");

@@ -26,7 +26,6 @@
 //! when their pending approvals and picks change (`interaction` events; see
 //! `interactions.rs`), since the agent tool asking may run in another process.
 
-use ferry_codes::Code;
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -34,6 +33,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
+use ferry_codes::Code;
 use ferry_fs::{Follow, FsError};
 use ferry_site::{ATTACHMENTS_DIR_NAME, AttachmentsState, LIST_MAX_ENTRIES};
 use futures_util::{Stream, StreamExt};

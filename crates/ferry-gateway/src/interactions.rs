@@ -6,7 +6,6 @@
 //! `events.rs` keeps the presence of people with a page open fresh and, through
 //! [`Watch`], tells their pages when their pending requests change.
 
-use ferry_codes::Code;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,6 +15,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use ferry_codes::Code;
 use ferry_site::{ClaimedPick, Interaction, InteractionError, InteractionKind, Site, SiteError};
 use serde::{Deserialize, Serialize};
 

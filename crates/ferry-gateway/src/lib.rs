@@ -20,7 +20,6 @@ mod range;
 mod tally;
 mod upload;
 
-use ferry_codes::Code;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +27,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::{HeaderValue, header};
 use axum::routing::{get, post};
+use ferry_codes::Code;
 use ferry_site::Site;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;

@@ -7,7 +7,6 @@
 //! most [`MCP_SESSIONS_PER_TOKEN_MAX`] live sessions; an `initialize` past that is
 //! `429 too_many_sessions`, and nothing is made for it.
 
-use ferry_codes::Code;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,6 +17,7 @@ use axum::extract::{Extension, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use ferry_codes::Code;
 use ferry_tools::mcp::{McpPerson, McpServer};
 use futures_util::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};

@@ -367,8 +367,8 @@ async fn every_command_failure_has_one_code() {
 // ---------------------------------------------------------------------------- every code
 
 /// A tool failure the API answers (a toolbox that cannot open, a pick) keeps its code and
-/// gets that code's status, whatever the code; the server's own failures keep their
-/// sentence for the operator's log.
+/// gets that code's status, whatever the code; an internal failure's sentence goes to
+/// the operator's log only.
 #[tokio::test]
 async fn every_code_is_answered_alike_on_both_edges() {
     for &code in Code::ALL {
@@ -380,7 +380,7 @@ async fn every_code_is_answered_alike_on_both_edges() {
         let message = body["error"]["message"].as_str().unwrap();
         assert_eq!(
             message.contains("/srv/private"),
-            !code.is_server_failure(),
+            !code.is_internal(),
             "{code}: {message}"
         );
         // The worker's answers cross a socket as JSON: the code survives the trip.

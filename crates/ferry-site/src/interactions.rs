@@ -14,6 +14,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use ferry_codes::Code;
 use ferry_fs::{AtomicWriter, Follow, FsError, safe_name};
 use hmac::{Hmac, Mac};
 use rusqlite::params;
@@ -117,7 +118,6 @@ pub enum InteractionError {
 impl InteractionError {
     /// The code this failure is answered with.
     pub fn code(&self) -> ferry_codes::Code {
-        use ferry_codes::Code;
         match self {
             InteractionError::Unknown(_) => Code::UnknownInteraction,
             InteractionError::AlreadyAnswered => Code::AlreadyAnswered,

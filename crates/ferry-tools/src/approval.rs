@@ -2,9 +2,9 @@
 //! when the client offers it, else through the web client's approval prompt; with no
 //! way to ask, nothing is deleted (unless `[tools] delete_approval = "auto"`).
 
-use ferry_codes::Code;
 use std::time::Duration;
 
+use ferry_codes::Code;
 use ferry_exec::ops::Kind;
 use ferry_site::{ApprovalOutcome, DeleteApproval, Site};
 use serde_json::json;

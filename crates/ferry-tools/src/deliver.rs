@@ -1,8 +1,8 @@
 //! `file_deliver` and the artifact manifest (spec tools.md T-FLOW).
 
-use ferry_codes::Code;
 use std::path::Path;
 
+use ferry_codes::Code;
 use ferry_exec::ops::Kind;
 use ferry_fs::Budget;
 use ferry_site::{Artifact, ArtifactKind, check_id};

@@ -1,8 +1,8 @@
 //! `file_write` and `file_edit`: changing text files, atomically.
 
-use ferry_codes::Code;
 use std::io::Read;
 
+use ferry_codes::Code;
 use ferry_exec::ops::{FileWrite, sha256_hex};
 use serde_json::json;
 

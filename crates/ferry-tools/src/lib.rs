@@ -22,9 +22,9 @@ mod wrap;
 
 pub mod mcp;
 
-use ferry_codes::Code;
 use std::sync::Arc;
 
+use ferry_codes::Code;
 use ferry_exec::{RequestError, Requester};
 use ferry_site::Site;
 use serde_json::Value;

@@ -1,8 +1,8 @@
 //! Where one person's tools may reach, and the requester that acts as them.
 
-use ferry_codes::Code;
 use std::path::{Path, PathBuf};
 
+use ferry_codes::Code;
 use ferry_exec::ops::{Executor, RunSettings, SandboxKind};
 use ferry_exec::worker::{Hello, WorkerPool, WorkerSpawn};
 use ferry_exec::{Access, Requester, Scope, Tree};

@@ -2,9 +2,9 @@
 //! arrives through a signed, expiring upload link. The model gets only the temporary
 //! path in the workspace and its expiry: the person's local path never leaves them.
 
-use ferry_codes::Code;
 use std::time::Duration;
 
+use ferry_codes::Code;
 use ferry_site::PickOutcome;
 use serde_json::json;
 

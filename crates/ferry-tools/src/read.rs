@@ -1,11 +1,12 @@
 //! `file_read`, `file_preview` and `image_read`: looking at files without changing them.
 
-use ferry_codes::Code;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use serde_json::json;
+
+use ferry_codes::Code;
 
 use crate::args::{self, FileRead, PathArg};
 use crate::{Content, ToolError, ToolOutput, Toolbox};

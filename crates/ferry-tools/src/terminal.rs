@@ -1,7 +1,8 @@
 //! `terminal_run`: one command, as the person, behind the guardrail (T-GUARD).
 
-use ferry_codes::Code;
 use serde_json::json;
+
+use ferry_codes::Code;
 
 use crate::args::{self, TerminalRun};
 use crate::{ToolError, ToolOutput, Toolbox};

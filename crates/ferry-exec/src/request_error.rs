@@ -10,11 +10,14 @@ use crate::ExecError;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
 pub struct RequestError {
+    /// What failed.
     pub code: Code,
+    /// A sentence a model can act on.
     pub message: String,
 }
 
 impl RequestError {
+    /// A failure with `code` and `message`.
     pub fn new(code: Code, message: impl Into<String>) -> RequestError {
         RequestError {
             code,

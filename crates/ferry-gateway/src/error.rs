@@ -11,7 +11,9 @@ use serde_json::json;
 /// An error answered to a client.
 #[derive(Debug)]
 pub struct ApiError {
+    /// What failed; also says the status.
     pub code: Code,
+    /// A sentence the client can act on.
     pub message: String,
 }
 
@@ -29,6 +31,7 @@ impl ApiError {
         StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
+    /// No valid token was sent.
     pub fn unauthorized() -> ApiError {
         ApiError::new(
             Code::Unauthorized,
@@ -36,10 +39,12 @@ impl ApiError {
         )
     }
 
+    /// No such file or folder.
     pub fn not_found() -> ApiError {
         ApiError::new(Code::NotFound, "no such file or folder")
     }
 
+    /// A file over the limit of `limit` bytes.
     pub fn too_large(limit: u64) -> ApiError {
         ApiError::new(
             Code::TooLarge,
@@ -52,6 +57,7 @@ impl ApiError {
         ApiError::failure(err.code, err.message, "tool")
     }
 
+    /// The server's own failure: `err` goes to the log under `context`, not to the client.
     pub fn internal(context: &str, err: impl std::fmt::Display) -> ApiError {
         ApiError::failure(Code::Internal, err.to_string(), context)
     }

@@ -90,11 +90,14 @@ impl ToolOutput {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ToolError {
+    /// What failed.
     pub code: Code,
+    /// A sentence the model can act on.
     pub message: String,
 }
 
 impl ToolError {
+    /// A failure with `code` and `message`.
     pub fn new(code: Code, message: impl Into<String>) -> ToolError {
         ToolError {
             code,

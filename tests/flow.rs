@@ -747,3 +747,86 @@ fn open_page(server: &Server) -> reqwest::blocking::Response {
     std::thread::sleep(std::time::Duration::from_secs(1));
     events
 }
+
+/// One failure, one code: the member API and the tools at `/mcp` answer the same real
+/// failure with the same code, whichever edge meets it.
+#[test]
+fn the_same_failure_has_the_same_code_over_http_and_mcp() {
+    let server = Server::start_with(Options {
+        as_nobody: true,
+        config_toml: Some("[deliveries]\nmax_bytes = 1000\n".to_owned()),
+        ..Options::default()
+    });
+    let harness =
+        support::last_line(&server.ferry(&["token", "create", "me", "--kind", "harness"]));
+    let member = server.create_token("me", "person");
+    // The gateway makes the person's public/ (as its own user) on first use.
+    list_files(&server, &member, None);
+    let public = server.home("me").join("public");
+    std::fs::create_dir_all(public.join("folder")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), public.join("out")).unwrap();
+    std::fs::write(server.home("me").join("big.bin"), vec![b'b'; 1001]).unwrap();
+    let peer = support::Peer::start(|_| support::Reply::ok(vec![b'b'; 1001]));
+
+    let http = |method: reqwest::Method, path: &str, token: &str, body: Option<Value>| {
+        let mut request = support::client()
+            .request(method, server.url(path))
+            .bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let (status, body) = support::json_answer(request.send().unwrap());
+        (status, support::error_code(&body).to_owned())
+    };
+    let post = reqwest::Method::POST;
+    let get = reqwest::Method::GET;
+    let over_http = [
+        http(
+            post.clone(),
+            "/v1/files/mkdir",
+            &member,
+            Some(json!({"path": "public/out/new"})),
+        ),
+        http(
+            get.clone(),
+            "/v1/files/content?path=public/missing.txt",
+            &member,
+            None,
+        ),
+        http(get, "/v1/files/content?path=public/folder", &member, None),
+        http(
+            post,
+            "/v1/deliveries",
+            &harness,
+            Some(json!({"url": peer.url("/big.bin")})),
+        ),
+    ];
+    let session = RawSession::open(&server, &harness);
+    let over_mcp = [
+        session.call(
+            2,
+            "file_write",
+            json!({"path": "public/out/new.txt", "content": "x"}),
+        ),
+        session.call(3, "file_read", json!({"path": "public/missing.txt"})),
+        session.call(4, "file_read", json!({"path": "public/folder"})),
+        session.call(5, "file_deliver", json!({"paths": ["big.bin"]})),
+    ];
+    let expected = [
+        (400, "path_escapes"),
+        (404, "not_found"),
+        (400, "is_directory"),
+        (413, "too_large"),
+    ];
+    for ((expected, (status, http_code)), result) in expected.iter().zip(&over_http).zip(&over_mcp)
+    {
+        assert_eq!((*status, http_code.as_str()), *expected, "over HTTP");
+        assert!(is_error(result), "{result}");
+        assert_eq!(
+            result["structuredContent"]["error"]["code"], expected.1,
+            "over MCP: {result}"
+        );
+    }
+    assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
+}

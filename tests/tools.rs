@@ -623,9 +623,9 @@ fn paths_from_the_model_are_hostile() {
         (1, "path_escapes"),
         (2, "path_escapes"),
         (3, "path_escapes"),
-        (4, "invalid_path"),
-        (5, "invalid_path"),
-        (6, "invalid_path"),
+        (4, "bad_path"),
+        (5, "bad_path"),
+        (6, "bad_path"),
         (7, "path_escapes"),
         (8, "path_escapes"),
     ] {

@@ -1,5 +1,6 @@
 use std::path::PathBuf;
 
+use ferry_codes::Code;
 use ferry_fs::FsError;
 
 /// Why a command was not run, or could not be watched to its end.
@@ -66,26 +67,26 @@ pub enum ExecError {
 }
 
 impl ExecError {
-    /// The stable snake_case code for the HTTP and MCP edges.
-    pub fn code(&self) -> &'static str {
+    /// The code this failure is answered with, over HTTP and MCP alike.
+    pub fn code(&self) -> Code {
         match self {
-            ExecError::RefusedAsRoot => "refused_as_root",
-            ExecError::InvalidTimeout => "invalid_timeout",
-            ExecError::InvalidCommand => "invalid_command",
-            ExecError::RootUnavailable { .. } => "root_unavailable",
-            ExecError::RootIsLink { .. } => "path_escapes",
-            ExecError::CwdOutside { .. } => "cwd_outside",
-            ExecError::CwdNotFound { .. } => "cwd_not_found",
-            ExecError::CwdUnusable { .. } => "cwd_unusable",
-            ExecError::CwdNotInSandbox { .. } => "cwd_not_in_sandbox",
+            ExecError::RefusedAsRoot => Code::RefusedAsRoot,
+            ExecError::InvalidTimeout => Code::InvalidTimeout,
+            ExecError::InvalidCommand => Code::InvalidCommand,
+            ExecError::RootUnavailable { .. } => Code::RootUnavailable,
+            ExecError::RootIsLink { .. } => Code::PathEscapes,
+            ExecError::CwdOutside { .. } => Code::CwdOutside,
+            ExecError::CwdNotFound { .. } => Code::CwdNotFound,
+            ExecError::CwdUnusable { .. } => Code::CwdUnusable,
+            ExecError::CwdNotInSandbox { .. } => Code::CwdNotInSandbox,
             ExecError::SandboxUnavailable { .. } | ExecError::NoSandbox { .. } => {
-                "sandbox_unavailable"
+                Code::SandboxUnavailable
             }
-            ExecError::SandboxBind { .. } => "sandbox_bind_failed",
-            ExecError::OutputDir { .. } => "output_dir_unavailable",
-            ExecError::Spawn(_) => "spawn_failed",
-            ExecError::Io(_) => "exec_io",
-            ExecError::Unwatched => "unwatched",
+            ExecError::SandboxBind { .. } => Code::SandboxBindFailed,
+            ExecError::OutputDir { .. } => Code::OutputDirUnavailable,
+            ExecError::Spawn(_) => Code::SpawnFailed,
+            ExecError::Io(_) => Code::ExecIo,
+            ExecError::Unwatched => Code::Unwatched,
         }
     }
 }

@@ -9,6 +9,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
+use ferry_codes::Code;
 use ferry_fs::{AtomicWriter, Dir, EntryKind, Follow, FsError, safe_name};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -300,7 +301,7 @@ impl Executor {
                     handle.read_to_end(&mut old)?;
                     if &sha256_hex(&old) != expected {
                         return Err(RequestError::new(
-                            "changed_meanwhile",
+                            Code::ChangedMeanwhile,
                             format!(
                                 "{} changed since it was read; read it again and redo the edit",
                                 file.path
@@ -398,7 +399,7 @@ impl Executor {
         let info = self.stat(path)?;
         if info.kind == Kind::Dir {
             return Err(RequestError::new(
-                "is_directory",
+                Code::IsDirectory,
                 format!("{} is a folder; file_delete removes one file", info.path),
             ));
         }
@@ -567,9 +568,9 @@ impl Executor {
                 let parent = abs.parent().unwrap_or(Path::new("/"));
                 let name = abs
                     .file_name()
-                    .ok_or_else(|| RequestError::new("invalid_path", "the path names no file"))?
+                    .ok_or_else(|| RequestError::new(Code::BadPath, "the path names no file"))?
                     .to_str()
-                    .ok_or_else(|| RequestError::new("invalid_path", "the name is not UTF-8"))?
+                    .ok_or_else(|| RequestError::new(Code::BadPath, "the name is not UTF-8"))?
                     .to_owned();
                 if create_parents {
                     std::fs::DirBuilder::new()
@@ -635,7 +636,7 @@ fn writable(tree: &crate::Tree) -> Result<(), RequestError> {
         Ok(())
     } else {
         Err(RequestError::new(
-            "read_only",
+            Code::ReadOnly,
             format!("{} is read-only for this workspace", tree.path.display()),
         ))
     }

@@ -3,6 +3,8 @@
 
 use std::fs::File;
 
+use ferry_codes::Code;
+
 use crate::ops::{Executor, FileInfo, FileWrite, Op, Reply, WrittenFile};
 use crate::worker::WorkerPool;
 use crate::{Output, RequestError};
@@ -152,7 +154,7 @@ impl Requester {
 
 fn unexpected() -> RequestError {
     RequestError::new(
-        "worker_failed",
+        Code::WorkerFailed,
         "the process acting as the person answered out of turn",
     )
 }

@@ -14,6 +14,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use ferry_codes::Code;
 use ferry_fs::{Dir, Follow, FsError, PATH_MAX_BYTES};
 use serde::{Deserialize, Serialize};
 
@@ -136,7 +137,7 @@ impl Scope {
         let abs = self.absolute(path)?;
         match self.locked.iter().find(|folder| abs.starts_with(folder)) {
             Some(folder) => Err(RequestError::new(
-                "read_only",
+                Code::ReadOnly,
                 format!(
                     "{} is provisioned by the system and read-only; write your own notes \
                      elsewhere in the workspace",
@@ -210,7 +211,7 @@ impl Scope {
         }
         let rel = rest
             .to_str()
-            .ok_or_else(|| RequestError::new("invalid_path", "the path is not valid UTF-8"))?
+            .ok_or_else(|| RequestError::new(Code::BadPath, "the path is not valid UTF-8"))?
             .trim_start_matches("./")
             .to_owned();
         match dir {
@@ -327,7 +328,7 @@ fn link_or(path: &Path, e: FsError, other: impl FnOnce(FsError) -> ExecError) ->
 
 fn outside(abs: &Path) -> RequestError {
     RequestError::new(
-        "path_escapes",
+        Code::PathEscapes,
         format!(
             "{} is outside the folders this workspace may use (its home, private tmp/ and \
              artifacts/, shared/public, its circles); use a path inside them, without `..`",

@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::Mutex;
 
+use ferry_codes::Code;
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
     SendAncillaryMessage, SendFlags,
@@ -83,7 +84,7 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
         let (answer, file) = match (&executor, serde_json::from_slice::<Op>(&frame)) {
             (Err(e), _) => (Answer::Err(e.clone()), None),
             (Ok(_), Err(e)) => (
-                Answer::Err(RequestError::new("bad_request", e.to_string())),
+                Answer::Err(RequestError::new(Code::BadRequest, e.to_string())),
                 None,
             ),
             (Ok(executor), Ok(op)) => {
@@ -141,8 +142,8 @@ impl WorkerPool {
 
     /// Performs `op` in an idle worker, or a new one.
     pub fn execute(&self, op: &Op) -> Result<(Reply, Option<File>), RequestError> {
-        let frame =
-            serde_json::to_vec(op).map_err(|e| RequestError::new("bad_request", e.to_string()))?;
+        let frame = serde_json::to_vec(op)
+            .map_err(|e| RequestError::new(Code::BadRequest, e.to_string()))?;
         let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut worker = match pooled {
             Some(worker) => worker,
@@ -204,7 +205,7 @@ impl Drop for Worker {
 
 fn worker_failed(e: io::Error) -> RequestError {
     RequestError::new(
-        "worker_failed",
+        Code::WorkerFailed,
         format!("the process acting as the person failed: {e}"),
     )
 }

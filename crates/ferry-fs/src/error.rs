@@ -1,3 +1,4 @@
+use ferry_codes::Code;
 use rustix::io::Errno;
 
 /// Why a confined file operation failed.
@@ -46,6 +47,25 @@ pub enum FsError {
 }
 
 impl FsError {
+    /// The code this failure is answered with, over HTTP and MCP alike.
+    pub fn code(&self) -> Code {
+        match self {
+            FsError::PathEscapes => Code::PathEscapes,
+            FsError::EmptyPath | FsError::PathTooLong | FsError::NulByte => Code::BadPath,
+            FsError::UnsafeName(_) => Code::UnsafeName,
+            FsError::NotFound => Code::NotFound,
+            FsError::Exists => Code::Exists,
+            FsError::IsDirectory => Code::IsDirectory,
+            FsError::NotADirectory => Code::NotADirectory,
+            FsError::NotRegular => Code::NotAFile,
+            FsError::NotEmpty => Code::NotEmpty,
+            FsError::TooLarge(_) => Code::TooLarge,
+            FsError::QuotaExceeded { .. } => Code::QuotaExceeded,
+            FsError::PermissionDenied => Code::PermissionDenied,
+            FsError::Io(_) => Code::IoError,
+        }
+    }
+
     /// The error for an `errno` seen outside this crate (an operation done as a person
     /// through plain paths), mapped as the confined operations map theirs.
     pub fn from_raw_os_error(errno: i32) -> FsError {

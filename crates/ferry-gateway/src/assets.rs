@@ -1,8 +1,9 @@
 //! The web client, served at `/` from files embedded at build time (spec M-WEB).
 
 use axum::body::Body;
-use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
+use ferry_codes::Code;
 
 use crate::ApiError;
 
@@ -21,7 +22,7 @@ pub async fn serve(uri: Uri) -> Response {
         other => other,
     };
     let Some((_, bytes)) = ASSETS.iter().find(|(url, _)| *url == path) else {
-        return ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such route").into_response();
+        return ApiError::new(Code::NoRoute, "no such route").into_response();
     };
     let mut response = Response::new(Body::from(*bytes));
     let headers = response.headers_mut();

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
+use ferry_codes::Code;
 use ferry_fs::{AtomicWriter, FsError};
 use futures_util::{Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -36,12 +37,10 @@ pub enum BodyError {
 impl From<BodyError> for ApiError {
     fn from(err: BodyError) -> ApiError {
         match err {
-            BodyError::Stalled(_) | BodyError::TooSlow(_) => ApiError::new(
-                axum::http::StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
-                err.to_string(),
-            ),
-            BodyError::Read(_) => ApiError::bad_request("bad_body", err.to_string()),
+            BodyError::Stalled(_) | BodyError::TooSlow(_) => {
+                ApiError::new(Code::BodyTimeout, err.to_string())
+            }
+            BodyError::Read(_) => ApiError::new(Code::BadBody, err.to_string()),
         }
     }
 }

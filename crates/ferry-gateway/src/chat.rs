@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
+use ferry_codes::Code;
 use ferry_config::limits::{CHAT_PAGE_DEFAULT_MESSAGES, CHAT_PAGE_MAX_MESSAGES};
 use ferry_site::{ChatMessage, ChatRole, PublicPath, SiteError, rfc3339};
 use futures_util::StreamExt;
@@ -95,14 +95,14 @@ pub async fn history(
 ) -> Result<Json<History>, ApiError> {
     let limit = q.limit.unwrap_or(CHAT_PAGE_DEFAULT_MESSAGES);
     if !(1..=CHAT_PAGE_MAX_MESSAGES).contains(&limit) {
-        return Err(ApiError::bad_request(
-            "bad_limit",
+        return Err(ApiError::new(
+            Code::BadLimit,
             format!("limit must be between 1 and {CHAT_PAGE_MAX_MESSAGES}"),
         ));
     }
     if q.before.is_some_and(|id| id < 1) {
-        return Err(ApiError::bad_request(
-            "bad_cursor",
+        return Err(ApiError::new(
+            Code::BadCursor,
             "before must be the `earlier` of a page read before",
         ));
     }
@@ -142,35 +142,33 @@ pub async fn chat(
     let agent = &state.site.config().agent;
     let Some(upstream) = agent.upstream.clone() else {
         return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no_agent",
+            Code::NoAgent,
             "no agent is connected: set [agent] upstream = \"http://…/v1/chat/completions\" in ferry.toml \
              (or FERRY_AGENT__UPSTREAM) and restart ferry",
         ));
     };
     if request.message.trim().is_empty() && request.attachments.is_empty() {
-        return Err(ApiError::bad_request(
-            "empty_message",
+        return Err(ApiError::new(
+            Code::EmptyMessage,
             "write a message or attach a file",
         ));
     }
     if request.message.len() > CHAT_MESSAGE_MAX_BYTES {
-        return Err(ApiError::bad_request(
-            "message_too_long",
+        return Err(ApiError::new(
+            Code::MessageTooLong,
             format!("a message may have at most {CHAT_MESSAGE_MAX_BYTES} bytes"),
         ));
     }
     if request.attachments.len() > CHAT_ATTACHMENTS_MAX {
-        return Err(ApiError::bad_request(
-            "too_many_attachments",
+        return Err(ApiError::new(
+            Code::TooManyAttachments,
             format!("attach at most {CHAT_ATTACHMENTS_MAX} files to one message"),
         ));
     }
     // Taken before anything is read, saved or sent, so a refused turn costs nothing.
     let Some(place) = state.turns.take(&who.person, CHAT_TURNS_PER_PERSON_MAX) else {
         return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_turns",
+            Code::TooManyTurns,
             format!(
                 "you already have {CHAT_TURNS_PER_PERSON_MAX} replies on their way, the most \
                  one person may wait for at once; wait for one to finish or stop it, then \
@@ -226,7 +224,7 @@ pub async fn chat(
                 match relayed {
                     Ok(result) => result.err(),
                     Err(_) => Some((
-                        "upstream_timeout",
+                        Code::UpstreamTimeout,
                         format!(
                             "the agent did not finish its reply within {} seconds",
                             timeout.as_secs()
@@ -257,7 +255,7 @@ pub async fn chat(
 }
 
 /// What went wrong upstream: an error code and a message.
-type RelayError = (&'static str, String);
+type RelayError = (Code, String);
 
 /// Room in one upstream line for the JSON around the text it carries, in bytes.
 const LINE_SLACK_BYTES: usize = 64 * 1024;
@@ -310,14 +308,14 @@ impl Reply {
     async fn relay_from(&self, tx: &mpsc::Sender<Event>, start: usize) -> Result<(), RelayError> {
         let added = &self.text[start..];
         if !added.is_empty() && !send(tx, "delta", json!({ "text": added })).await {
-            return Err(("gone", "the member left".to_owned()));
+            return Err((Code::Gone, "the member left".to_owned()));
         }
         Ok(())
     }
 
     fn too_large(&self) -> RelayError {
         (
-            "reply_too_large",
+            Code::ReplyTooLarge,
             format!(
                 "the reply was longer than {} bytes: it was cut there and the agent stopped",
                 self.max_bytes
@@ -404,14 +402,14 @@ async fn relay(
     }
     let response = request.send().await.map_err(|e| {
         (
-            "upstream_error",
+            Code::UpstreamError,
             format!("the agent could not be reached: {}", describe(&e)),
         )
     })?;
     if !response.status().is_success() {
         // The number only: the reason phrase is the upstream's own words.
         return Err((
-            "upstream_error",
+            Code::UpstreamError,
             format!("the agent answered HTTP {}", response.status().as_u16()),
         ));
     }
@@ -423,7 +421,7 @@ async fn relay(
     let mut body = response.bytes_stream();
     let broke_off = |e: reqwest::Error| {
         (
-            "upstream_dropped",
+            Code::UpstreamDropped,
             format!("the agent's reply broke off: {}", describe(&e)),
         )
     };
@@ -444,7 +442,7 @@ async fn relay(
         }
         let body: Value = serde_json::from_slice(&whole).map_err(|e| {
             (
-                "upstream_error",
+                Code::UpstreamError,
                 format!("the agent's answer is not a chat completion: {e}"),
             )
         })?;

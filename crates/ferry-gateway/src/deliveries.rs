@@ -9,6 +9,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
+use ferry_codes::Code;
 use ferry_site::SiteError;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -45,8 +46,8 @@ pub async fn deliver(
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
         .ok_or_else(|| {
-            ApiError::bad_request(
-                "bad_url",
+            ApiError::new(
+                Code::BadUrl,
                 "the url must be an absolute http:// or https:// URL",
             )
         })?;
@@ -86,8 +87,7 @@ async fn fetch(
     if !response.status().is_success() {
         // The number only: a reason phrase is the upstream's words, not ours to repeat.
         return Err(ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream_error",
+            Code::UpstreamError,
             format!(
                 "the server of the url answered HTTP {}",
                 response.status().as_u16()
@@ -169,8 +169,7 @@ fn upstream_failure(err: reqwest::Error) -> ApiError {
         return upstream_timeout(0);
     }
     ApiError::new(
-        StatusCode::BAD_GATEWAY,
-        "upstream_error",
+        Code::UpstreamError,
         format!("fetching the url failed: {}", without_url(&err)),
     )
 }
@@ -182,8 +181,7 @@ fn upstream_timeout(secs: u64) -> ApiError {
         String::new()
     };
     ApiError::new(
-        StatusCode::GATEWAY_TIMEOUT,
-        "upstream_timeout",
+        Code::UpstreamTimeout,
         format!("the url did not deliver the whole file{within}"),
     )
 }

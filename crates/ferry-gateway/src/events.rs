@@ -32,8 +32,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
+use ferry_codes::Code;
 use ferry_config::limits::LIST_MAX_ENTRIES;
 use ferry_fs::{Follow, FsError};
 use ferry_site::AttachmentsState;
@@ -397,8 +397,7 @@ pub async fn stream(
     let max = state.site.config().server.max_event_streams;
     let Some(listening) = Listening::new(state.events.clone(), who.person.clone(), max) else {
         return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_streams",
+            Code::TooManyStreams,
             format!(
                 "one person may keep at most {max} live event streams open; \
                  close a page or tab of ferry and try again"

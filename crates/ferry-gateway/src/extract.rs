@@ -4,6 +4,7 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
+use ferry_codes::Code;
 use serde::de::DeserializeOwned;
 
 use crate::ApiError;
@@ -21,18 +22,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(value)) => Ok(JsonBody(value)),
             Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "bad_content_type",
+                Code::BadContentType,
                 "send the body as JSON with 'Content-Type: application/json'",
             )),
             Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
-                    "the JSON body is too large",
-                ))
+                Err(ApiError::new(Code::TooLarge, "the JSON body is too large"))
             }
-            Err(rejection) => Err(ApiError::bad_request("bad_json", rejection.body_text())),
+            Err(rejection) => Err(ApiError::new(Code::BadJson, rejection.body_text())),
         }
     }
 }
@@ -45,7 +41,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T>
             .await
             .map(|Query(value)| QueryParams(value))
             .map_err(|rejection: QueryRejection| {
-                ApiError::bad_request("bad_query", rejection.body_text())
+                ApiError::new(Code::BadQuery, rejection.body_text())
             })
     }
 }

@@ -128,7 +128,7 @@ pub async fn download(
         .await
         .map_err(|e| match e.code {
             // Whatever lies outside public/ does not exist for the member.
-            "path_escapes" => ApiError::not_found(),
+            ferry_codes::Code::PathEscapes => ApiError::not_found(),
             _ => e,
         })?;
     let (file, meta, name, content_type) = opened;

@@ -15,6 +15,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use ferry_codes::Code;
 use ferry_site::{ClaimedPick, Interaction, InteractionError, InteractionKind, Site, SiteError};
 use serde::{Deserialize, Serialize};
 
@@ -32,23 +33,6 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/approvals/{id}", post(answer_approval))
         .route("/v1/picks/{id}/cancel", post(cancel_pick))
         .route("/v1/picks/{id}/upload", post(upload_pick))
-}
-
-/// Maps the site's interaction errors to statuses and codes.
-pub(crate) fn api_error(err: &InteractionError, message: String) -> ApiError {
-    use StatusCode as S;
-    let (status, code) = match err {
-        InteractionError::Unknown(_) => (S::NOT_FOUND, "unknown_interaction"),
-        InteractionError::AlreadyAnswered => (S::CONFLICT, "already_answered"),
-        InteractionError::UploadInProgress => (S::CONFLICT, "upload_in_progress"),
-        InteractionError::Expired => (S::GONE, "expired"),
-        InteractionError::LinkUsed => (S::GONE, "link_used"),
-        InteractionError::LinkExpired => (S::GONE, "link_expired"),
-        InteractionError::LinkCancelled => (S::GONE, "link_cancelled"),
-        InteractionError::BadSignature => (S::FORBIDDEN, "bad_signature"),
-        InteractionError::InvalidText { .. } => (S::BAD_REQUEST, "invalid_request"),
-    };
-    ApiError::new(status, code, message)
 }
 
 // ---------------------------------------------------------------------- the page watcher
@@ -384,14 +368,14 @@ async fn upload_pick(
                     incoming = Some((receive_file(&mut field, writer).await?, name));
                 }
                 Some("file") => {
-                    return Err(ApiError::bad_request(
-                        "too_many_files",
+                    return Err(ApiError::new(
+                        Code::TooManyFiles,
                         "send exactly one part named 'file'",
                     ));
                 }
                 other => {
-                    return Err(ApiError::bad_request(
-                        "unexpected_field",
+                    return Err(ApiError::new(
+                        Code::UnexpectedField,
                         format!(
                             "unexpected form field {:?}: send only the part 'file'",
                             other.unwrap_or("")
@@ -402,7 +386,7 @@ async fn upload_pick(
         }
         // Placed only once the whole body is read and found well formed.
         let (filled, name) = incoming.ok_or_else(|| {
-            ApiError::bad_request("missing_file", "send the file in a part named 'file'")
+            ApiError::new(Code::MissingFile, "send the file in a part named 'file'")
         })?;
         let (site, pick) = (state.site.clone(), claim.pick()?);
         // Host mode: the file is placed by the person's own worker (tools.md T-ID).

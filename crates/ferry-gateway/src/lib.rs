@@ -25,8 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::routing::{get, post};
+use ferry_codes::Code;
 use ferry_site::Site;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
@@ -217,8 +218,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(assets::serve)
         .method_not_allowed_fallback(|| async {
             ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+                Code::MethodNotAllowed,
                 "this route does not take that method",
             )
         })

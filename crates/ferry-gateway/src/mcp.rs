@@ -17,6 +17,7 @@ use axum::extract::{Extension, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use ferry_codes::Code;
 use ferry_tools::mcp::{McpPerson, McpServer};
 use futures_util::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -149,8 +150,7 @@ async fn harness_only(
 /// The answer to an `initialize` of a token that holds its most sessions.
 fn too_many_sessions() -> ApiError {
     ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "too_many_sessions",
+        Code::TooManySessions,
         format!(
             "this token already holds {MCP_SESSIONS_PER_TOKEN_MAX} open MCP sessions, the most \
              one token may hold; close sessions it no longer uses with DELETE /mcp (their \
@@ -317,7 +317,10 @@ mod tests {
     /// What rmcp itself answers to `request` for a session it never made.
     async fn rmcp_answer(method: &str) -> (StatusCode, http::HeaderMap, bytes::Bytes) {
         let server = McpServer::per_request(|_| {
-            Err(ferry_tools::ToolError::new("unknown_person", "no person"))
+            Err(ferry_tools::ToolError::new(
+                Code::UnknownPerson,
+                "no person",
+            ))
         });
         let service = StreamableHttpService::new(
             move || Ok(server.clone()),
@@ -428,7 +431,10 @@ mod tests {
         inner.session_config.keep_alive = Some(std::time::Duration::from_millis(300));
         let sessions = BoundSessions::new(inner, owners.clone(), 1);
         let server = McpServer::per_request(|_| {
-            Err(ferry_tools::ToolError::new("unknown_person", "no person"))
+            Err(ferry_tools::ToolError::new(
+                Code::UnknownPerson,
+                "no person",
+            ))
         });
         let service = StreamableHttpService::new(
             move || Ok(server.clone()),

@@ -7,6 +7,7 @@ use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use bytes::BytesMut;
+use ferry_codes::Code;
 use ferry_fs::AtomicWriter;
 use multer::{Constraints, Multipart, SizeLimit};
 use serde::Serialize;
@@ -46,8 +47,8 @@ pub async fn upload(
         match field.name() {
             Some("file") => {
                 if incoming.is_some() {
-                    return Err(ApiError::bad_request(
-                        "too_many_files",
+                    return Err(ApiError::new(
+                        Code::TooManyFiles,
                         "send exactly one part named 'file'",
                     ));
                 }
@@ -68,8 +69,8 @@ pub async fn upload(
             }
             Some("project") => {
                 if project.is_some() {
-                    return Err(ApiError::bad_request(
-                        "duplicate_field",
+                    return Err(ApiError::new(
+                        Code::DuplicateField,
                         "send the 'project' field once",
                     ));
                 }
@@ -80,8 +81,8 @@ pub async fn upload(
                 project = Some(value);
             }
             other => {
-                return Err(ApiError::bad_request(
-                    "unexpected_field",
+                return Err(ApiError::new(
+                    Code::UnexpectedField,
                     format!(
                         "unexpected form field {:?}: send only 'file' and, optionally, 'project'",
                         other.unwrap_or("")
@@ -94,9 +95,8 @@ pub async fn upload(
         filled,
         name,
         staged,
-    } = incoming.ok_or_else(|| {
-        ApiError::bad_request("missing_file", "send the file in a part named 'file'")
-    })?;
+    } = incoming
+        .ok_or_else(|| ApiError::new(Code::MissingFile, "send the file in a part named 'file'"))?;
     let target = name.clone();
     let written = state
         .in_workspace(&who.person, project.as_deref(), move |ws| {
@@ -144,8 +144,8 @@ pub(crate) fn open_multipart(
         .and_then(|v| v.to_str().ok())
         .and_then(|ct| multer::parse_boundary(ct).ok())
         .ok_or_else(|| {
-            ApiError::bad_request(
-                "bad_multipart",
+            ApiError::new(
+                Code::BadMultipart,
                 "send multipart/form-data with a boundary, with the file in a part named 'file'",
             )
         })?;
@@ -192,29 +192,28 @@ async fn read_text_field(field: &mut multer::Field<'_>) -> Result<String, ApiErr
     let mut value = BytesMut::new();
     while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
         if value.len() + chunk.len() > PROJECT_FIELD_MAX_BYTES {
-            return Err(ApiError::bad_request(
-                "field_too_large",
+            return Err(ApiError::new(
+                Code::FieldTooLarge,
                 format!("the 'project' field is longer than {PROJECT_FIELD_MAX_BYTES} bytes"),
             ));
         }
         value.extend_from_slice(&chunk);
     }
-    String::from_utf8(value.to_vec()).map_err(|_| {
-        ApiError::bad_request("bad_multipart", "the 'project' field is not UTF-8 text")
-    })
+    String::from_utf8(value.to_vec())
+        .map_err(|_| ApiError::new(Code::BadMultipart, "the 'project' field is not UTF-8 text"))
 }
 
 pub(crate) fn multipart_error(err: multer::Error) -> ApiError {
     match err {
         multer::Error::StreamReadFailed(inner) => match inner.downcast::<BodyError>() {
             Ok(body) => (*body).into(),
-            Err(other) => ApiError::bad_request("bad_body", other.to_string()),
+            Err(other) => ApiError::new(Code::BadBody, other.to_string()),
         },
         multer::Error::StreamSizeExceeded { limit } => {
             ApiError::too_large(limit.saturating_sub(MULTIPART_ALLOWANCE_BYTES))
         }
-        other => ApiError::bad_request(
-            "bad_multipart",
+        other => ApiError::new(
+            Code::BadMultipart,
             format!("the multipart body is malformed: {other}"),
         ),
     }

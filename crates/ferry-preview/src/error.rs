@@ -2,6 +2,8 @@
 
 use std::io;
 
+use ferry_codes::Code;
+
 use crate::wording::grouped;
 
 /// Why a file could not be previewed or rendered; each message is a sentence a model can act on.
@@ -54,17 +56,17 @@ pub enum PreviewError {
 }
 
 impl PreviewError {
-    /// A stable snake_case code for the error, for the `{"error":{"code":…}}` envelope.
-    pub fn code(&self) -> &'static str {
+    /// The code this failure is answered with, over HTTP and MCP alike.
+    pub fn code(&self) -> Code {
         match self {
-            Self::Io(_) => "io_error",
-            Self::TooLarge { .. } => "file_too_large",
-            Self::NotAnImage { .. } => "not_an_image",
-            Self::UnsupportedImageFormat { .. } => "unsupported_image_format",
-            Self::ImageTooLarge { .. } => "image_too_large",
-            Self::Damaged { .. } => "damaged_file",
-            Self::Encode(_) => "image_encode_failed",
-            Self::CannotFit { .. } => "image_cannot_fit",
+            Self::Io(_) => Code::IoError,
+            Self::TooLarge { .. } => Code::FileTooLarge,
+            Self::NotAnImage { .. } => Code::NotAnImage,
+            Self::UnsupportedImageFormat { .. } => Code::UnsupportedImageFormat,
+            Self::ImageTooLarge { .. } => Code::ImageTooLarge,
+            Self::Damaged { .. } => Code::DamagedFile,
+            Self::Encode(_) => Code::ImageEncodeFailed,
+            Self::CannotFit { .. } => Code::ImageCannotFit,
         }
     }
 

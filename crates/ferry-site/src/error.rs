@@ -1,6 +1,7 @@
+use ferry_codes::Code;
 use ferry_fs::FsError;
 
-/// Why a site operation failed; the gateway maps each to a status and a code.
+/// Why a site operation failed; [`SiteError::code`] says how it is answered.
 #[derive(Debug, thiserror::Error)]
 pub enum SiteError {
     #[error(
@@ -35,4 +36,26 @@ pub enum SiteError {
     Db(#[from] rusqlite::Error),
     #[error("site layout: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl SiteError {
+    /// The code this failure is answered with, over HTTP and MCP alike.
+    pub fn code(&self) -> Code {
+        match self {
+            SiteError::InvalidId { .. } => Code::InvalidId,
+            SiteError::UnknownPerson(_) => Code::UnknownPerson,
+            SiteError::UnknownProject(_) => Code::UnknownProject,
+            SiteError::AlreadyExists(_) => Code::Exists,
+            SiteError::ExtensionNotAllowed(_) => Code::ExtensionNotAllowed,
+            SiteError::ManagedBySystem | SiteError::Reserved(_) => Code::ManagedBySystem,
+            // The spec answers a path outside `public/` as one that does not exist.
+            SiteError::OutsidePublic => Code::NotFound,
+            SiteError::MoveIntoItself => Code::InvalidMove,
+            SiteError::Unsafe { .. } => Code::PathEscapes,
+            SiteError::UnknownToken(_) => Code::UnknownToken,
+            SiteError::Interaction(e) => e.code(),
+            SiteError::Fs(e) => e.code(),
+            SiteError::Db(_) | SiteError::Io(_) => Code::Internal,
+        }
+    }
 }

@@ -3,6 +3,8 @@
 //! way to ask, nothing is deleted (unless `[tools] delete_approval = "auto"`).
 
 use ferry_config::DeleteApproval;
+
+use ferry_codes::Code;
 use ferry_exec::ops::Kind;
 use ferry_site::{ApprovalOutcome, Site};
 use serde_json::json;
@@ -97,7 +99,7 @@ pub fn delete_question(tools: &Toolbox, args: &serde_json::Value) -> Result<Ques
     let info = tools.requester().stat(&args.path)?;
     if info.kind == Kind::Dir {
         return Err(ToolError::new(
-            "is_directory",
+            Code::IsDirectory,
             format!("{} is a folder; file_delete removes one file", info.path),
         ));
     }
@@ -146,7 +148,7 @@ pub(crate) fn file_delete(
             Approval::Approved => {}
             Approval::Denied => {
                 return Err(ToolError::new(
-                    "denied",
+                    Code::Denied,
                     format!(
                         "the person declined deleting {}; nothing was deleted",
                         question.path
@@ -155,7 +157,7 @@ pub(crate) fn file_delete(
             }
             Approval::NoChannel => {
                 return Err(ToolError::new(
-                    "no_approval_channel",
+                    Code::NoApprovalChannel,
                     format!(
                         "deleting needs the person's approval and there is no way to ask them \
                          (the client offers no elicitation and no web client is open); nothing \
@@ -166,7 +168,7 @@ pub(crate) fn file_delete(
             }
             Approval::Failed(why) => {
                 return Err(ToolError::new(
-                    "approval_failed",
+                    Code::ApprovalFailed,
                     format!("asking the person failed ({why}); nothing was deleted"),
                 ));
             }

@@ -1,6 +1,7 @@
 //! Typed arguments: a call whose JSON does not fit the schema gets a tool error that
 //! says what was wrong, never a transport failure.
 
+use ferry_codes::Code;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -16,7 +17,7 @@ pub(crate) fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, T
     };
     serde_json::from_value(args).map_err(|e| {
         ToolError::new(
-            "invalid_arguments",
+            Code::InvalidArguments,
             format!("the arguments do not fit {tool}'s input schema: {e}"),
         )
     })

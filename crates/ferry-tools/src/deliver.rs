@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use ferry_codes::Code;
 use ferry_exec::ops::Kind;
 use ferry_fs::Budget;
 use ferry_site::{Artifact, ArtifactKind, check_id};
@@ -23,7 +24,7 @@ pub(crate) fn file_deliver(
     let args: FileDeliver = args::parse("file_deliver", args)?;
     if args.paths.is_empty() || args.paths.len() > DELIVER_MAX_FILES {
         return Err(ToolError::new(
-            "invalid_arguments",
+            Code::InvalidArguments,
             format!(
                 "paths must name 1 to {DELIVER_MAX_FILES} files (got {})",
                 args.paths.len()
@@ -40,7 +41,7 @@ pub(crate) fn file_deliver(
             .any(|p| p.id == project)
         {
             return Err(ToolError::new(
-                "unknown_project",
+                Code::UnknownProject,
                 format!("there is no project `{project}` in this workspace"),
             ));
         }
@@ -54,7 +55,7 @@ pub(crate) fn file_deliver(
         let info = tools.requester().stat(path)?;
         if info.kind != Kind::File {
             return Err(ToolError::new(
-                "not_a_file",
+                Code::NotAFile,
                 format!(
                     "{} is not a regular file; deliver files, not folders",
                     info.path
@@ -78,9 +79,9 @@ pub(crate) fn file_deliver(
         // Room was taken for the size seen above: a file grown since is refused.
         let limit = size;
         let written = match tools.requester().deliver(path, &attachments_str, limit) {
-            Err(e) if e.code == "too_large" && limit < max_bytes => {
+            Err(e) if e.code == Code::TooLarge && limit < max_bytes => {
                 return Err(ToolError::new(
-                    "changed_meanwhile",
+                    Code::ChangedMeanwhile,
                     format!("{source} grew while it was delivered; deliver it again"),
                 ));
             }
@@ -131,7 +132,7 @@ pub(crate) fn file_deliver(
 
 fn too_large(path: &str, size: u64, max_bytes: u64) -> ToolError {
     ToolError::new(
-        "too_large",
+        Code::TooLarge,
         format!(
             "{path} is {size} bytes, over the {max_bytes} bytes one delivery may have \
              ([deliveries] max_bytes); nothing was delivered. Deliver a smaller file (compress \
@@ -190,7 +191,7 @@ pub fn sync_artifacts(tools: &Toolbox) -> Result<usize, ToolError> {
     while let Some((dir, depth)) = pending.pop() {
         let entries = match tools.requester().list(&dir) {
             Ok(entries) => entries,
-            Err(e) if e.code == "not_found" => continue,
+            Err(e) if e.code == Code::NotFound => continue,
             Err(e) => return Err(e.into()),
         };
         for entry in entries {

@@ -3,6 +3,7 @@
 //! wrapper, and page tokens bound to the folder they came from.
 
 use data_encoding::BASE32_NOPAD;
+use ferry_codes::Code;
 use ferry_exec::ops::{FileInfo, Kind};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -21,7 +22,7 @@ pub(crate) fn dir_list(tools: &Toolbox, args: serde_json::Value) -> Result<ToolO
     let max = match args.max_entries {
         Some(0) => {
             return Err(ToolError::new(
-                "invalid_arguments",
+                Code::InvalidArguments,
                 "maxEntries must be at least 1",
             ));
         }
@@ -31,7 +32,7 @@ pub(crate) fn dir_list(tools: &Toolbox, args: serde_json::Value) -> Result<ToolO
     let folder = tools.requester().stat(&args.path)?;
     if folder.kind != Kind::Dir {
         return Err(ToolError::new(
-            "not_a_directory",
+            Code::NotADirectory,
             format!(
                 "{} is not a folder; use file_read or file_preview",
                 folder.path
@@ -127,7 +128,7 @@ fn encode_token(folder: &str, last: &str) -> String {
 
 fn bad_token() -> ToolError {
     ToolError::new(
-        "bad_page_token",
+        Code::BadPageToken,
         "pageToken does not belong to this folder; pass back the nextPageToken of a \
          dir_list with the same path, or omit it to start over",
     )

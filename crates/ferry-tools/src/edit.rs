@@ -2,6 +2,7 @@
 
 use std::io::Read;
 
+use ferry_codes::Code;
 use ferry_exec::ops::{FileWrite, sha256_hex};
 use serde_json::json;
 
@@ -39,7 +40,7 @@ fn refuse_legacy_public(tools: &Toolbox, path: &str) -> Result<(), ToolError> {
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect();
     match ferry_site::legacy_public_target(&parts) {
-        Some(why) => Err(ToolError::new("legacy_folder", why)),
+        Some(why) => Err(ToolError::new(Code::LegacyFolder, why)),
         None => Ok(()),
     }
 }
@@ -51,7 +52,7 @@ pub(crate) fn file_write(
     let args: args::FileWrite = args::parse("file_write", args)?;
     if args.content.len() > TEXT_FILE_MAX_BYTES {
         return Err(ToolError::new(
-            "too_large",
+            Code::TooLarge,
             format!(
                 "content is {} bytes, over the {TEXT_FILE_MAX_BYTES}-byte limit; write the file \
                  in a command (terminal_run) or in smaller files",
@@ -82,14 +83,14 @@ struct Pending {
 pub(crate) fn file_edit(tools: &Toolbox, args: serde_json::Value) -> Result<ToolOutput, ToolError> {
     let args: FileEdit = args::parse("file_edit", args)?;
     if args.edits.is_empty() {
-        return Err(ToolError::new("invalid_arguments", "edits is empty"));
+        return Err(ToolError::new(Code::InvalidArguments, "edits is empty"));
     }
     let mut files: Vec<Pending> = Vec::new();
     for (index, edit) in args.edits.iter().enumerate() {
         let number = index + 1;
         if edit.old_text.is_empty() {
             return Err(ToolError::new(
-                "invalid_arguments",
+                Code::InvalidArguments,
                 format!("edit {number} ({}): oldText is empty", edit.path),
             ));
         }
@@ -108,7 +109,7 @@ pub(crate) fn file_edit(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
             1 => pending.text = pending.text.replacen(old.as_str(), &new, 1),
             0 => {
                 return Err(ToolError::new(
-                    "no_match",
+                    Code::NoMatch,
                     format!(
                         "edit {number} ({}): oldText was not found (0 matches); nothing was \
                          changed. Read the file again and copy the text exactly",
@@ -118,7 +119,7 @@ pub(crate) fn file_edit(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
             }
             n => {
                 return Err(ToolError::new(
-                    "ambiguous_match",
+                    Code::AmbiguousMatch,
                     format!(
                         "edit {number} ({}): oldText occurs {n} times; nothing was changed. \
                          Include surrounding lines so it occurs exactly once",
@@ -157,7 +158,7 @@ fn read_for_edit(
 ) -> Result<Pending, ToolError> {
     if size > TEXT_FILE_MAX_BYTES as u64 {
         return Err(ToolError::new(
-            "too_large",
+            Code::TooLarge,
             format!("{display} is {size} bytes; file_edit edits files up to 16 MiB"),
         ));
     }
@@ -168,7 +169,7 @@ fn read_for_edit(
     let before_sha256 = sha256_hex(&bytes);
     let text = String::from_utf8(bytes).map_err(|_| {
         ToolError::new(
-            "not_text",
+            Code::NotText,
             format!(
                 "{display} is not valid UTF-8 text; file_edit edits text only (use terminal_run \
                  for binary files)"

@@ -24,6 +24,7 @@ pub mod mcp;
 
 use std::sync::Arc;
 
+use ferry_codes::Code;
 use ferry_exec::{RequestError, Requester};
 use ferry_site::Site;
 use serde_json::Value;
@@ -89,14 +90,17 @@ impl ToolOutput {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ToolError {
-    pub code: String,
+    /// What failed.
+    pub code: Code,
+    /// A sentence the model can act on.
     pub message: String,
 }
 
 impl ToolError {
-    pub fn new(code: &str, message: impl Into<String>) -> ToolError {
+    /// A failure with `code` and `message`.
+    pub fn new(code: Code, message: impl Into<String>) -> ToolError {
         ToolError {
-            code: code.to_owned(),
+            code,
             message: message.into(),
         }
     }
@@ -113,16 +117,11 @@ impl From<RequestError> for ToolError {
 
 impl From<ferry_site::SiteError> for ToolError {
     fn from(e: ferry_site::SiteError) -> ToolError {
-        use ferry_site::SiteError as E;
-        let code = match e {
+        match e {
             // A file system error says the same through a tool as through the requester.
-            E::Fs(fs) => return RequestError::from(fs).into(),
-            E::InvalidId { .. } => "invalid_id",
-            E::UnknownPerson(_) => "unknown_person",
-            E::UnknownProject(_) => "unknown_project",
-            _ => "site_error",
-        };
-        ToolError::new(code, e.to_string())
+            ferry_site::SiteError::Fs(fs) => RequestError::from(fs).into(),
+            e => ToolError::new(e.code(), e.to_string()),
+        }
     }
 }
 
@@ -210,13 +209,13 @@ impl Toolbox {
     pub fn call(&self, name: &str, args: Value, approver: &dyn Approver) -> ToolOutput {
         let Some(spec) = self.enabled.iter().find(|t| t.name == name) else {
             return ToolOutput::error(&ToolError::new(
-                "unknown_tool",
+                Code::UnknownTool,
                 format!("there is no tool `{name}` here; tools/list shows the tools you have"),
             ));
         };
         if unicode::holds_not_unicode(&args) {
             return ToolOutput::error(&ToolError::new(
-                "invalid_unicode",
+                Code::InvalidUnicode,
                 "the arguments hold text that is not valid Unicode (a lone UTF-16 surrogate \
                  or bytes that are not UTF-8); nothing was done. Send the text as valid UTF-8",
             ));
@@ -240,7 +239,10 @@ impl Toolbox {
             "dir_list" => dir_list::dir_list(self, args),
             "skill_search" => skills::skill_search(self, args),
             "file_pick" => pick::file_pick(self, args),
-            _ => Err(ToolError::new("unknown_tool", format!("no tool `{name}`"))),
+            _ => Err(ToolError::new(
+                Code::UnknownTool,
+                format!("no tool `{name}`"),
+            )),
         };
         result.unwrap_or_else(|e| ToolOutput::error(&e))
     }

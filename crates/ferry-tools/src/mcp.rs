@@ -287,7 +287,8 @@ async fn run_blocking<T: Send + 'static>(
     Ok(tokio::task::block_in_place(work))
 }
 
-fn to_result(output: ToolOutput) -> Result<CallToolResult, McpError> {
+/// The MCP result of a tool's output, as `tools/call` answers it.
+pub fn to_result(output: ToolOutput) -> Result<CallToolResult, McpError> {
     // Built directly, not through a JSON value: a listing's structured content is large.
     let content = output
         .content

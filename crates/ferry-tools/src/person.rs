@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use ferry_codes::Code;
 use ferry_config::{Config, SandboxChoice, SiteMode};
 use ferry_exec::ops::{Executor, RunSettings, SandboxKind};
 use ferry_exec::worker::{Hello, WorkerPool, WorkerSpawn};
@@ -114,7 +115,7 @@ pub(crate) fn requester_for(
     site.require_person(person)?;
     let data = std::fs::canonicalize(site.path()).map_err(|e| {
         ToolError::new(
-            "site_unavailable",
+            Code::SiteUnavailable,
             format!("the data folder cannot be resolved: {e}"),
         )
     })?;
@@ -172,7 +173,7 @@ pub(crate) fn requester_for(
         SiteMode::Host => {
             let worker = worker.ok_or_else(|| {
                 ToolError::new(
-                    "host_mode_unavailable",
+                    Code::HostModeUnavailable,
                     "host mode needs the worker program to act as the person",
                 )
             })?;

@@ -2,6 +2,7 @@
 //! arrives through a signed, expiring upload link. The model gets only the temporary
 //! path in the workspace and its expiry: the person's local path never leaves them.
 
+use ferry_codes::Code;
 use ferry_site::PickOutcome;
 use serde_json::json;
 
@@ -15,7 +16,7 @@ pub(crate) fn file_pick(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
     let person = tools.person();
     if !site.web_channel_open(person)? {
         return Err(ToolError::new(
-            "no_pick_channel",
+            Code::NoPickChannel,
             "the person has no web client open, so they cannot be asked to pick a file; ask \
              them in your reply to upload it instead",
         ));
@@ -32,11 +33,11 @@ pub(crate) fn file_pick(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
             .with_structured(json!({"path": path, "expires": expires})))
         }
         PickOutcome::Cancelled => Err(ToolError::new(
-            "pick_cancelled",
+            Code::PickCancelled,
             "the person cancelled the request; no file was picked",
         )),
         PickOutcome::Expired => Err(ToolError::new(
-            "pick_expired",
+            Code::PickExpired,
             "the person did not pick a file in time; the request expired",
         )),
     }

@@ -6,6 +6,8 @@ use std::path::Path;
 
 use serde_json::json;
 
+use ferry_codes::Code;
+
 use crate::args::{self, FileRead, PathArg};
 use crate::{Content, ToolError, ToolOutput, Toolbox};
 use ferry_config::limits::FILE_READ_MAX_BYTES;
@@ -17,7 +19,7 @@ pub(crate) fn file_read(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
     let args: FileRead = args::parse("file_read", args)?;
     if args.start_line == Some(0) || args.line_count == Some(0) {
         return Err(ToolError::new(
-            "invalid_arguments",
+            Code::InvalidArguments,
             "startLine and lineCount start at 1",
         ));
     }
@@ -26,7 +28,7 @@ pub(crate) fn file_read(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
         args.start_line.is_some() || args.line_count.is_some() || args.line_offset.is_some();
     if !ranged && info.size > FILE_READ_MAX_BYTES {
         return Err(ToolError::new(
-            "too_large",
+            Code::TooLarge,
             format!(
                 "{} is {} bytes, over the 256 KiB a whole read returns; read a range \
                  (startLine, lineCount) or use file_preview",
@@ -70,7 +72,7 @@ fn check_text(reader: &mut BufReader<File>, path: &str) -> Result<(), ToolError>
     };
     if !text || head.contains(&0) {
         return Err(ToolError::new(
-            "not_text",
+            Code::NotText,
             format!(
                 "{path} is not UTF-8 text; use file_preview to see what it is (or image_read \
                  for an image)"
@@ -144,7 +146,7 @@ fn read_lines(reader: &mut impl BufRead, range: &Range, path: &str) -> Result<Li
     let first = range.first;
     let past_end = |lines: u64| {
         ToolError::new(
-            "past_end",
+            Code::PastEnd,
             format!("startLine {first} is past the end: {path} has {lines} lines"),
         )
     };
@@ -257,7 +259,7 @@ fn skip_into_line(
             return Err(past_end());
         }
         return Err(ToolError::new(
-            "invalid_arguments",
+            Code::InvalidArguments,
             format!(
                 "lineOffset {offset} is past the end of line {line}, which has {skipped} bytes"
             ),

@@ -1,5 +1,6 @@
 //! `skill_search`: finds a bundled skill (T-SKILL) and returns only its SKILL.md body.
 
+use ferry_codes::Code;
 use ferry_docs::skills::Skill;
 use ferry_site::SiteError;
 use serde_json::json;
@@ -23,14 +24,14 @@ pub(crate) fn skill_search(
         .collect();
     if words.is_empty() {
         return Err(ToolError::new(
-            "invalid_arguments",
+            Code::InvalidArguments,
             "query has no words to search for",
         ));
     }
     let set = tools.site().skills().map_err(|e| match e {
-        SiteError::Unsafe { .. } => ToolError::new("path_escapes", e.to_string()),
+        SiteError::Unsafe { .. } => ToolError::new(Code::PathEscapes, e.to_string()),
         e => ToolError::new(
-            "skills_unavailable",
+            Code::SkillsUnavailable,
             format!("the skills cannot be read: {e}"),
         ),
     })?;
@@ -61,7 +62,7 @@ pub(crate) fn skill_search(
                 .map(|s| format!("{} ({})", s.name, s.description))
                 .collect();
             Err(ToolError::new(
-                "no_skill",
+                Code::NoSkill,
                 if names.is_empty() {
                     "no skills are installed".to_owned()
                 } else {

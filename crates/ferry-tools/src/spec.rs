@@ -1,6 +1,7 @@
 //! What `tools/list` shows: each tool's name, description and input schema. Every
 //! schema has `additionalProperties: false` (T-MCP).
 
+use ferry_codes::Code;
 use serde_json::{Value, json};
 
 use crate::ToolError;
@@ -40,7 +41,7 @@ impl ToolSpec {
 fn check_bounds(tool: &str, schema: &Value, value: &Value, at: &str) -> Result<(), ToolError> {
     let refuse = |bound: &str, limit: &Value| {
         ToolError::new(
-            "invalid_arguments",
+            Code::InvalidArguments,
             format!(
                 "the arguments do not fit {tool}'s input schema: {at} must be {bound} {limit} \
                  (got {value}); nothing was done"

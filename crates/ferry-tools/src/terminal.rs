@@ -2,6 +2,8 @@
 
 use serde_json::json;
 
+use ferry_codes::Code;
+
 use crate::args::{self, TerminalRun};
 use crate::{ToolError, ToolOutput, Toolbox};
 use ferry_config::limits::COMMAND_MAX_BYTES;
@@ -12,11 +14,11 @@ pub(crate) fn terminal_run(
 ) -> Result<ToolOutput, ToolError> {
     let args: TerminalRun = args::parse("terminal_run", args)?;
     if args.command.trim().is_empty() {
-        return Err(ToolError::new("invalid_arguments", "command is empty"));
+        return Err(ToolError::new(Code::InvalidArguments, "command is empty"));
     }
     if args.command.len() > COMMAND_MAX_BYTES {
         return Err(ToolError::new(
-            "too_large",
+            Code::TooLarge,
             format!(
                 "the command is {} bytes, over {COMMAND_MAX_BYTES}; write a script with \
                  file_write and run that",

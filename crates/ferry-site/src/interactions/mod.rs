@@ -15,6 +15,7 @@ mod picks;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use ferry_codes::Code;
 use ferry_config::limits::INTERACTION_TEXT_MAX_BYTES;
 use rusqlite::params;
 
@@ -102,6 +103,23 @@ pub enum InteractionError {
         /// What is wrong with it.
         problem: String,
     },
+}
+
+impl InteractionError {
+    /// The code this failure is answered with.
+    pub fn code(&self) -> Code {
+        match self {
+            InteractionError::Unknown(_) => Code::UnknownInteraction,
+            InteractionError::AlreadyAnswered => Code::AlreadyAnswered,
+            InteractionError::UploadInProgress => Code::UploadInProgress,
+            InteractionError::Expired => Code::Expired,
+            InteractionError::LinkUsed => Code::LinkUsed,
+            InteractionError::LinkExpired => Code::LinkExpired,
+            InteractionError::LinkCancelled => Code::LinkCancelled,
+            InteractionError::BadSignature => Code::BadSignature,
+            InteractionError::InvalidText { .. } => Code::InvalidRequest,
+        }
+    }
 }
 
 /// One request the person has not answered yet.

@@ -1,9 +1,14 @@
-//! What `tools/list` shows: each tool's name, description and input schema. Every
-//! schema has `additionalProperties: false` (T-MCP).
+//! The one declaration of the tools: each tool's name, description and input schema as
+//! `tools/list` shows them, and the function a call runs. Every schema has
+//! `additionalProperties: false` (T-MCP).
 
 use serde_json::{Value, json};
 
-use crate::ToolError;
+use crate::{Approver, ToolError, ToolOutput, Toolbox};
+
+/// What a call runs: the toolbox, the checked arguments, and who answers a question to
+/// the person.
+type Run = fn(&Toolbox, Value, &dyn Approver) -> Result<ToolOutput, ToolError>;
 
 /// One tool as the model sees it.
 #[derive(Debug)]
@@ -17,6 +22,8 @@ pub struct ToolSpec {
     /// Hints for clients (MCP annotations).
     pub read_only: bool,
     pub destructive: bool,
+    /// The tool's body.
+    pub(crate) run: Run,
 }
 
 impl ToolSpec {
@@ -118,6 +125,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: true,
         destructive: false,
+        run: |tools, args, _| crate::read::file_read(tools, args),
     },
     ToolSpec {
         name: "file_write",
@@ -133,6 +141,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path", "content"],
         read_only: false,
         destructive: true,
+        run: |tools, args, _| crate::edit::file_write(tools, args),
     },
     ToolSpec {
         name: "file_edit",
@@ -160,6 +169,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["edits"],
         read_only: false,
         destructive: true,
+        run: |tools, args, _| crate::edit::file_edit(tools, args),
     },
     ToolSpec {
         name: "file_preview",
@@ -171,6 +181,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: true,
         destructive: false,
+        run: |tools, args, _| crate::read::file_preview(tools, args),
     },
     ToolSpec {
         name: "file_delete",
@@ -181,6 +192,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: false,
         destructive: true,
+        run: crate::approval::file_delete,
     },
     ToolSpec {
         name: "file_deliver",
@@ -198,6 +210,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["paths"],
         read_only: false,
         destructive: false,
+        run: |tools, args, _| crate::deliver::file_deliver(tools, args),
     },
     ToolSpec {
         name: "image_read",
@@ -207,6 +220,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: true,
         destructive: false,
+        run: |tools, args, _| crate::read::image_read(tools, args),
     },
     ToolSpec {
         name: "terminal_run",
@@ -224,6 +238,12 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["command"],
         read_only: false,
         destructive: true,
+        run: |tools, args, _| {
+            let ran = crate::terminal::terminal_run(tools, args);
+            // A command may have changed what the tools refuse to write.
+            tools.restore_documents();
+            ran
+        },
     },
     ToolSpec {
         name: "dir_list",
@@ -240,26 +260,29 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: true,
         destructive: false,
+        run: |tools, args, _| crate::dir_list::dir_list(tools, args),
     },
     ToolSpec {
         name: "skill_search",
         title: "Find a skill",
         description: "Finds a bundled skill by name and description and returns its SKILL.md; \
             the scripts and references beside it are in its folder, to read when needed.",
-        properties: || json!({"query": {"type": "string", "minLength": 1, "maxLength": 1024}}),
+        properties: || json!({"query": {"type": "string", "minLength": 1, "maxLength": crate::args::SHORT_TEXT_MAX_CHARS}}),
         required: &["query"],
         read_only: true,
         destructive: false,
+        run: |tools, args, _| crate::skills::skill_search(tools, args),
     },
     ToolSpec {
         name: "file_pick",
         title: "Ask the person for a file",
         description: "Asks the person to pick a file on their own computer. Returns a \
             temporary path in your workspace and when it expires.",
-        properties: || json!({"prompt": {"type": "string", "minLength": 1, "maxLength": 1024}}),
+        properties: || json!({"prompt": {"type": "string", "minLength": 1, "maxLength": crate::args::SHORT_TEXT_MAX_CHARS}}),
         required: &["prompt"],
         read_only: false,
         destructive: false,
+        run: |tools, args, _| crate::pick::file_pick(tools, args),
     },
 ];
 
@@ -269,6 +292,12 @@ mod tests {
 
     fn spec(name: &str) -> &'static ToolSpec {
         ALL.iter().find(|s| s.name == name).unwrap()
+    }
+
+    #[test]
+    fn the_config_names_exactly_the_declared_tools_in_their_order() {
+        let declared: Vec<&str> = ALL.iter().map(|spec| spec.name).collect();
+        assert_eq!(declared, ferry_site::TOOL_NAMES);
     }
 
     #[test]

@@ -26,7 +26,9 @@ static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 /// What a committed write produced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
+    /// Bytes written.
     pub size: u64,
+    /// SHA-256 of those bytes.
     pub sha256: [u8; 32],
 }
 

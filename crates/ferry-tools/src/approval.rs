@@ -17,6 +17,7 @@ pub const APPROVAL_WAIT: Duration = Duration::from_secs(120);
 /// A question for the person.
 #[derive(Clone, Debug)]
 pub struct Question {
+    /// The tool that asks.
     pub tool: &'static str,
     /// The absolute path the tool acts on, if approved (never shown to the person).
     pub path: String,
@@ -29,7 +30,9 @@ pub struct Question {
 /// The person's answer, or why there is none.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Approval {
+    /// The person said yes.
     Approved,
+    /// The person said no.
     Denied,
     /// No channel reaches the person.
     NoChannel,
@@ -39,6 +42,7 @@ pub enum Approval {
 
 /// Asks the person. Blocking.
 pub trait Approver: Send + Sync {
+    /// The person's answer to `question`, or why there is none.
     fn ask(&self, question: &Question) -> Approval;
 }
 

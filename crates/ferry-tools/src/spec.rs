@@ -10,17 +10,21 @@ use crate::{Approver, ToolError, ToolOutput, Toolbox};
 /// the person.
 type Run = fn(&Toolbox, Value, &dyn Approver) -> Result<ToolOutput, ToolError>;
 
-/// One tool as the model sees it.
+/// One tool: what the model sees of it, and what a call runs.
 #[derive(Debug)]
 pub struct ToolSpec {
+    /// The name a call gives, and `[tools] enabled` lists.
     pub name: &'static str,
+    /// A short human title.
     pub title: &'static str,
+    /// What the tool does, for the model.
     pub description: &'static str,
     /// Properties of the input object, and which are required.
     properties: fn() -> Value,
     required: &'static [&'static str],
-    /// Hints for clients (MCP annotations).
+    /// Hint for clients (MCP annotations): the tool changes nothing.
     pub read_only: bool,
+    /// Hint for clients (MCP annotations): the tool may remove or overwrite.
     pub destructive: bool,
     /// The tool's body.
     pub(crate) run: Run,

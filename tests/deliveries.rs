@@ -104,11 +104,19 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 // Naming (M-DELIVER, C-NAME)
 // ---------------------------------------------------------------------------------------
 
+/// A naming case: content, Content-Disposition, URL path, filename, the name it lands as.
+type NamingCase = (
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+);
+
 #[test]
 fn deliveries_are_named_by_filename_then_disposition_then_url() {
     let (server, harness) = start();
-    // (content, Content-Disposition, URL path, filename, the name it lands as)
-    let cases: [(&str, Option<&str>, &str, Option<&str>, &str); 5] = [
+    let cases: [NamingCase; 5] = [
         // An explicit filename wins over the disposition and the URL.
         (
             "explicit",
@@ -134,7 +142,13 @@ fn deliveries_are_named_by_filename_then_disposition_then_url() {
             "a_b.pdf",
         ),
         // Else the URL's last segment, without its query.
-        ("a,b\n1,2\n", None, "/files/report.csv?x=1", None, "report.csv"),
+        (
+            "a,b\n1,2\n",
+            None,
+            "/files/report.csv?x=1",
+            None,
+            "report.csv",
+        ),
         // An empty filename counts as none.
         ("x", None, "/files/report.csv", Some(""), "report.csv"),
     ];

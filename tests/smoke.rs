@@ -33,7 +33,10 @@ fn upload_list_download() {
 fn every_end_to_end_file_is_a_declared_test() {
     let manifest_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let manifest = std::fs::read_to_string(manifest_dir.join("Cargo.toml")).unwrap();
-    assert!(manifest.contains("autotests = false"), "the list is the manifest's");
+    assert!(
+        manifest.contains("autotests = false"),
+        "the list is the manifest's"
+    );
     // `name = "x"` followed by `path = "../../tests/x.rs"` in each `[[test]]` table.
     let mut declared = Vec::new();
     for table in manifest.split("[[test]]").skip(1) {
@@ -44,7 +47,11 @@ fn every_end_to_end_file_is_a_declared_test() {
                 .map(|v| v.trim().trim_matches('"').to_owned())
         };
         let (name, path) = (value("name").unwrap(), value("path").unwrap());
-        assert_eq!(path, format!("../../tests/{name}.rs"), "the test is named by its file");
+        assert_eq!(
+            path,
+            format!("../../tests/{name}.rs"),
+            "the test is named by its file"
+        );
         declared.push(name);
     }
     let mut files: Vec<String> = std::fs::read_dir(manifest_dir.join("../../tests"))

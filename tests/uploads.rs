@@ -649,7 +649,11 @@ fn hostile_names_land_under_their_safe_base_name() {
     let mut server = Server::start();
     // (name sent, name it lands as, paths that must not appear under the data folder)
     let cases: [(&str, &str, &[&str]); 3] = [
-        ("../../etc/passwd.txt", "passwd.txt", &["etc", "home/me/etc"]),
+        (
+            "../../etc/passwd.txt",
+            "passwd.txt",
+            &["etc", "home/me/etc"],
+        ),
         (
             r"C:\Users\a\Q2 report (final).pdf",
             "Q2_report_final_.pdf",

@@ -189,7 +189,10 @@ pub(crate) fn write_full_output(
             );
         }
     }
-    let path = reach.join(format!("{SAVED_PREFIX}{}{SAVED_SUFFIX}", ferry_fs::random_hex::<8>()));
+    let path = reach.join(format!(
+        "{SAVED_PREFIX}{}{SAVED_SUFFIX}",
+        ferry_fs::random_hex::<8>()
+    ));
     let written = create_private(&path).and_then(|mut out| {
         for stream in streams {
             notes.extend(stream.write_section(&mut out)?);

@@ -15,10 +15,10 @@ mod shown;
 
 pub use atomic::{AtomicWriter, TEMP_PREFIX, Written};
 pub use budget::Budget;
+pub use digest::{hex, sha256_hex, sha256_hex_of_reader};
 pub use dir::{
     Dir, Entry, EntryKind, Follow, Metadata, is_temporary, openat2_allowed, set_openat2_enabled,
 };
-pub use digest::{hex, sha256_hex, sha256_hex_of_reader};
 pub use error::FsError;
 pub use name::{NAME_MAX_BYTES, name_from_bytes, safe_name};
 pub use path::{PATH_MAX_BYTES, check_relative};

@@ -29,10 +29,16 @@ mod tests {
     fn spelled_as_promised_and_never_repeated() {
         let a = random_base32::<10>();
         assert_eq!(a.len(), 16);
-        assert!(a.bytes().all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b)));
+        assert!(
+            a.bytes()
+                .all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b))
+        );
         let h = random_hex::<8>();
         assert_eq!(h.len(), 16);
-        assert!(h.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert!(
+            h.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
         assert_ne!(random_base32::<10>(), a);
         assert_ne!(random_hex::<8>(), h);
     }

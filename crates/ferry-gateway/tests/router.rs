@@ -113,7 +113,12 @@ impl Answer {
         let error = self.body["error"].as_object().unwrap_or_else(|| {
             panic!("{what}: no error object in {}", self.body);
         });
-        assert_eq!(self.body.as_object().unwrap().len(), 1, "{what}: {}", self.body);
+        assert_eq!(
+            self.body.as_object().unwrap().len(),
+            1,
+            "{what}: {}",
+            self.body
+        );
         let mut keys: Vec<&str> = error.keys().map(String::as_str).collect();
         keys.sort();
         assert_eq!(keys, ["code", "message"], "{what}");
@@ -197,7 +202,11 @@ async fn a_member_token_cannot_act_as_the_harness() {
         let answer = app
             .send(Method::POST, "/v1/deliveries", auth, Some(body.clone()))
             .await;
-        answer.assert_error(StatusCode::UNAUTHORIZED, "unauthorized", &format!("{auth:?}"));
+        answer.assert_error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            &format!("{auth:?}"),
+        );
     }
 }
 
@@ -210,7 +219,12 @@ async fn the_right_tokens_are_let_in() {
             .await;
         assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
         let answer = app
-            .send(Method::GET, "/v1/files?project=q3", Auth::Bearer(token), None)
+            .send(
+                Method::GET,
+                "/v1/files?project=q3",
+                Auth::Bearer(token),
+                None,
+            )
             .await;
         assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
     }
@@ -270,11 +284,19 @@ async fn another_persons_project_is_not_found_and_left_alone() {
             assert_eq!(message, format!("there is no project \"{project}\""));
         }
     }
-    assert_eq!(std::fs::read_to_string(bob_public.join("a.txt")).unwrap(), "bob's");
+    assert_eq!(
+        std::fs::read_to_string(bob_public.join("a.txt")).unwrap(),
+        "bob's"
+    );
     assert!(!bob_public.join("planted").exists() && !bob_public.join("b.txt").exists());
     // Bob himself still reaches it.
     let answer = app
-        .send(Method::GET, "/v1/files?project=bq", Auth::Bearer(&app.bob), None)
+        .send(
+            Method::GET,
+            "/v1/files?project=bq",
+            Auth::Bearer(&app.bob),
+            None,
+        )
         .await;
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
 }
@@ -284,7 +306,13 @@ async fn a_clients_mistake_gets_a_4xx_in_the_one_error_shape() {
     let app = app();
     let ann = Auth::Bearer(&app.ann);
     let cases: Vec<(Method, &str, Option<Value>, StatusCode, &str)> = vec![
-        (Method::GET, "/v1/nothing-here", None, StatusCode::NOT_FOUND, "no_route"),
+        (
+            Method::GET,
+            "/v1/nothing-here",
+            None,
+            StatusCode::NOT_FOUND,
+            "no_route",
+        ),
         (
             Method::PUT,
             "/v1/files",
@@ -342,7 +370,11 @@ async fn a_clients_mistake_gets_a_4xx_in_the_one_error_shape() {
     // A body that is not JSON at all, and one not labelled as JSON.
     for (content_type, status, code) in [
         ("application/json", StatusCode::BAD_REQUEST, "bad_json"),
-        ("text/plain", StatusCode::UNSUPPORTED_MEDIA_TYPE, "bad_content_type"),
+        (
+            "text/plain",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "bad_content_type",
+        ),
     ] {
         let request = Request::post("/v1/files/mkdir")
             .header(header::AUTHORIZATION, format!("Bearer {}", app.ann))

@@ -83,10 +83,17 @@ impl Fixture {
 
 #[track_caller]
 fn code_of(out: &ToolOutput) -> String {
-    assert!(out.is_error, "expected a refusal, got {}", out.joined_text());
+    assert!(
+        out.is_error,
+        "expected a refusal, got {}",
+        out.joined_text()
+    );
     let error = &out.structured.as_ref().expect("structured error")["error"];
     let message = error["message"].as_str().unwrap();
-    assert!(!message.is_empty() && out.joined_text() == message, "{error}");
+    assert!(
+        !message.is_empty() && out.joined_text() == message,
+        "{error}"
+    );
     error["code"].as_str().unwrap().to_owned()
 }
 
@@ -99,7 +106,11 @@ fn the_declared_tools_are_listed_and_each_name_reaches_its_own_body() {
         // Arguments the tool's own parser refuses: the call arrived at that tool.
         let out = fixture.call(name, json!({"unexpected": true}));
         assert_eq!(code_of(&out), "invalid_arguments", "{name}");
-        assert!(out.joined_text().contains(name), "{name}: {}", out.joined_text());
+        assert!(
+            out.joined_text().contains(name),
+            "{name}: {}",
+            out.joined_text()
+        );
     }
 }
 
@@ -112,10 +123,7 @@ fn an_unknown_or_disabled_tool_is_refused() {
     assert_eq!(listed, ["file_read"]);
     std::fs::write(fixture.home().join("kept.txt"), "kept").unwrap();
     for name in ["file_write", "no_such_tool", "", "FILE_READ"] {
-        let code = fixture.refused(
-            name,
-            json!({"path": "kept.txt", "content": "overwritten"}),
-        );
+        let code = fixture.refused(name, json!({"path": "kept.txt", "content": "overwritten"}));
         assert_eq!(code, "unknown_tool", "{name:?}");
     }
     assert_eq!(
@@ -193,7 +201,10 @@ fn file_write_refuses_uploads_and_a_link_planted_to_leave_the_workspace() {
     );
     assert!(!outside.path().join("planted.txt").exists());
     // uploads/ is the old name of public/: nothing creates it again.
-    let code = fixture.refused("file_write", json!({"path": "uploads/x.txt", "content": "x"}));
+    let code = fixture.refused(
+        "file_write",
+        json!({"path": "uploads/x.txt", "content": "x"}),
+    );
     assert!(!code.is_empty());
     assert!(!fixture.home().join("uploads").exists());
 }
@@ -337,7 +348,10 @@ const NOBODY_BASE: &str = "FERRY_TOOLS_TEST_BASE";
 fn as_nobody(inner: &str) {
     use std::os::unix::process::CommandExt;
     let (uid, gid) = (65534, 65534);
-    let base = tempfile::Builder::new().prefix("ferry-tools-").tempdir().unwrap();
+    let base = tempfile::Builder::new()
+        .prefix("ferry-tools-")
+        .tempdir()
+        .unwrap();
     std::os::unix::fs::chown(base.path(), Some(uid), Some(gid)).unwrap();
     // A copy nobody can run: the target folder may lie below one only root can search.
     let exe = base.path().join("inner-test");
@@ -416,10 +430,22 @@ fn inner_terminal_run_answers_with_output_and_exit_code() {
     );
     assert_eq!(ran["timedOut"], true);
     fixture.ok("file_write", json!({"path": "work/a.txt", "content": "a"}));
-    let (_, ran) = fixture.ok("terminal_run", json!({"command": "pwd; cat a.txt", "cwd": "work"}));
-    assert!(ran["stdout"].as_str().unwrap().ends_with("/home/ann/work\na"), "{ran}");
+    let (_, ran) = fixture.ok(
+        "terminal_run",
+        json!({"command": "pwd; cat a.txt", "cwd": "work"}),
+    );
+    assert!(
+        ran["stdout"]
+            .as_str()
+            .unwrap()
+            .ends_with("/home/ann/work\na"),
+        "{ran}"
+    );
     assert_eq!(
-        fixture.refused("terminal_run", json!({"command": "true", "cwd": "../../.."})),
+        fixture.refused(
+            "terminal_run",
+            json!({"command": "true", "cwd": "../../.."})
+        ),
         "path_escapes"
     );
 }
@@ -432,7 +458,10 @@ fn dir_list_pages_through_a_folder() {
         std::fs::write(fixture.home().join(format!("many/f{i}.txt")), "x").unwrap();
     }
     let (first, _) = fixture.ok("dir_list", json!({"path": "many", "maxEntries": 2}));
-    assert!(first.contains("f0.txt") && first.contains("nextPageToken"), "{first}");
+    assert!(
+        first.contains("f0.txt") && first.contains("nextPageToken"),
+        "{first}"
+    );
     let token = first
         .lines()
         .find_map(|l| l.strip_prefix("nextPageToken: "))
@@ -443,7 +472,10 @@ fn dir_list_pages_through_a_folder() {
         "dir_list",
         json!({"path": "many", "maxEntries": 2, "pageToken": token}),
     );
-    assert!(second.contains("f2.txt") && !second.contains("f0.txt"), "{second}");
+    assert!(
+        second.contains("f2.txt") && !second.contains("f0.txt"),
+        "{second}"
+    );
     let code = fixture.refused(
         "dir_list",
         json!({"path": "many", "pageToken": "not-a-token"}),

@@ -104,92 +104,76 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 // Naming (M-DELIVER, C-NAME)
 // ---------------------------------------------------------------------------------------
 
-#[test]
-fn deliveries_explicit_filename_wins_over_disposition_and_url() {
-    let (server, harness) = start();
-    let peer = serving(Reply::ok("explicit").header(
-        "Content-Disposition",
-        "attachment; filename=\"from-cd.txt\"",
-    ));
-    let (status, body) = deliver(
-        &server,
-        Some(&harness),
-        json!({"url": peer.url("/files/from-url.txt"), "filename": "given.txt"}),
-    );
-    assert_delivered(
-        status,
-        &body,
-        &attachments(&server),
-        "given.txt",
-        b"explicit",
-    );
-    assert_eq!(tree(&attachments(&server)), vec!["given.txt"]);
-}
+/// A naming case: content, Content-Disposition, URL path, filename, the name it lands as.
+type NamingCase = (
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+);
 
 #[test]
-fn deliveries_extended_content_disposition_names_the_file() {
+fn deliveries_are_named_by_filename_then_disposition_then_url() {
     let (server, harness) = start();
-    let peer = serving(Reply::ok("relatório").header(
-        "Content-Disposition",
-        "attachment; filename*=UTF-8''relat%C3%B3rio.pdf",
-    ));
-    let (status, body) = deliver(
-        &server,
-        Some(&harness),
-        json!({"url": peer.url("/files/from-url.bin")}),
-    );
-    assert_delivered(
-        status,
-        &body,
-        &attachments(&server),
-        "relatório.pdf",
-        "relatório".as_bytes(),
-    );
-    assert_eq!(tree(&attachments(&server)), vec!["relatório.pdf"]);
-}
-
-#[test]
-fn deliveries_plain_content_disposition_names_the_file_made_safe() {
-    let (server, harness) = start();
-    let peer =
-        serving(Reply::ok("ab").header("Content-Disposition", "attachment; filename=\"a b.pdf\""));
-    let (status, body) = deliver(
-        &server,
-        Some(&harness),
-        json!({"url": peer.url("/files/from-url.bin")}),
-    );
-    assert_delivered(status, &body, &attachments(&server), "a_b.pdf", b"ab");
-    assert_eq!(tree(&attachments(&server)), vec!["a_b.pdf"]);
-}
-
-#[test]
-fn deliveries_url_last_segment_names_the_file() {
-    let (server, harness) = start();
-    let peer = serving(Reply::ok("a,b\n1,2\n"));
-    let (status, body) = deliver(
-        &server,
-        Some(&harness),
-        json!({"url": peer.url("/files/report.csv?x=1")}),
-    );
-    assert_delivered(
-        status,
-        &body,
-        &attachments(&server),
-        "report.csv",
-        b"a,b\n1,2\n",
-    );
-}
-
-#[test]
-fn deliveries_empty_filename_counts_as_absent() {
-    let (server, harness) = start();
-    let peer = serving(Reply::ok("x"));
-    let (status, body) = deliver(
-        &server,
-        Some(&harness),
-        json!({"url": peer.url("/files/report.csv"), "filename": ""}),
-    );
-    assert_delivered(status, &body, &attachments(&server), "report.csv", b"x");
+    let cases: [NamingCase; 5] = [
+        // An explicit filename wins over the disposition and the URL.
+        (
+            "explicit",
+            Some("attachment; filename=\"from-cd.txt\""),
+            "/files/from-url.txt",
+            Some("given.txt"),
+            "given.txt",
+        ),
+        // The extended disposition names the file.
+        (
+            "relatório",
+            Some("attachment; filename*=UTF-8''relat%C3%B3rio.pdf"),
+            "/files/from-url.bin",
+            None,
+            "relatório.pdf",
+        ),
+        // The plain disposition names it, made safe.
+        (
+            "ab",
+            Some("attachment; filename=\"a b.pdf\""),
+            "/files/from-url.bin",
+            None,
+            "a_b.pdf",
+        ),
+        // Else the URL's last segment, without its query.
+        (
+            "a,b\n1,2\n",
+            None,
+            "/files/report.csv?x=1",
+            None,
+            "report.csv",
+        ),
+        // An empty filename counts as none.
+        ("x", None, "/files/report.csv", Some(""), "report.csv"),
+    ];
+    for (content, disposition, url_path, filename, name) in cases {
+        let mut reply = Reply::ok(content);
+        if let Some(disposition) = disposition {
+            reply = reply.header("Content-Disposition", disposition);
+        }
+        let peer = serving(reply);
+        let mut request = json!({"url": peer.url(url_path)});
+        if let Some(filename) = filename {
+            request["filename"] = json!(filename);
+        }
+        let (status, body) = deliver(&server, Some(&harness), request);
+        assert_delivered(
+            status,
+            &body,
+            &attachments(&server),
+            name,
+            content.as_bytes(),
+        );
+        assert_eq!(tree(&attachments(&server)), vec![name], "{content:?}");
+        // Each case starts from empty attachments, as it did in a server of its own.
+        std::fs::remove_file(attachments(&server).join(name)).unwrap();
+    }
 }
 
 fn is_fallback_name(name: &str) -> bool {

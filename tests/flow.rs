@@ -830,3 +830,60 @@ fn the_same_failure_has_the_same_code_over_http_and_mcp() {
     }
     assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
 }
+
+/// A file's type is judged once (ferry-preview's detector): the download's
+/// `Content-Type` and `file_preview`'s `mediaType` agree, names that lie included.
+#[test]
+fn a_download_and_file_preview_name_the_same_type() {
+    let (server, harness) = gateway();
+    let public = server.data.join("home/me/public");
+    let png: &[u8] = &[
+        0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44,
+        0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F,
+        0x15, 0xC4, 0x89, 0x00, 0x00, 0x00, 0x0A, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00,
+        0x01, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49,
+        0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82,
+    ];
+    let files: [(&str, &[u8]); 9] = [
+        ("notes.txt", b"plain words\n"),
+        ("notes.png", b"plain text behind an image name\n"),
+        ("table.csv", b"a,b\n1,2\n"),
+        ("data.json", b"{\"a\": [1, 2]}"),
+        ("page.md", b"# Title\n"),
+        ("latin1.txt", b"caf\xe9\n"),
+        ("photo.txt", png),
+        ("doc.pdf", b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n"),
+        ("blob.bin", &[0, 1, 2, 3, 0, 0, 7, 255]),
+    ];
+    for (name, bytes) in files {
+        support::write_file(&public.join(name), bytes);
+        // As the server (nobody) would have written them.
+        std::os::unix::fs::chown(public.join(name), Some(65534), Some(65534)).unwrap();
+    }
+    std::os::unix::fs::chown(&public, Some(65534), Some(65534)).unwrap();
+    let steps = files
+        .iter()
+        .map(|(name, _)| call("file_preview", json!({"path": format!("public/{name}")})))
+        .collect();
+    let out = session(&server, &harness, None, steps);
+    let previews = out["results"].as_array().unwrap();
+    let http = support::client();
+    for ((name, _), preview) in files.iter().zip(previews) {
+        assert!(!is_error(preview), "{name}: {preview}");
+        let response = http
+            .get(server.url(&format!("/v1/files/content?path=public/{name}")))
+            .bearer_auth(&server.token)
+            .send()
+            .unwrap();
+        assert_eq!(response.status(), 200, "{name}");
+        let content_type = response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let essence = content_type.split(';').next().unwrap().trim();
+        assert_eq!(
+            preview["structuredContent"]["mediaType"], essence,
+            "{name}: the download says {content_type}"
+        );
+    }
+}

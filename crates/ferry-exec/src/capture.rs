@@ -189,7 +189,10 @@ pub(crate) fn write_full_output(
             );
         }
     }
-    let path = reach.join(format!("{SAVED_PREFIX}{}{SAVED_SUFFIX}", random_hex()));
+    let path = reach.join(format!(
+        "{SAVED_PREFIX}{}{SAVED_SUFFIX}",
+        ferry_fs::random_hex::<8>()
+    ));
     let written = create_private(&path).and_then(|mut out| {
         for stream in streams {
             notes.extend(stream.write_section(&mut out)?);
@@ -323,7 +326,7 @@ fn save(spool: &mut Spool, data: &[u8], max_bytes: u64) {
 
 /// A private, already-unlinked file: nothing is left behind if the run dies midway.
 fn open_spool(dir: &Path) -> io::Result<File> {
-    let path = dir.join(format!(".spool-{}", random_hex()));
+    let path = dir.join(format!(".spool-{}", ferry_fs::random_hex::<8>()));
     let file = create_private(&path)?;
     std::fs::remove_file(&path)?;
     Ok(file)
@@ -337,13 +340,6 @@ fn create_private(path: &Path) -> io::Result<File> {
         .mode(0o600)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path)
-}
-
-/// 16 lowercase hex digits from the OS random source.
-pub(crate) fn random_hex() -> String {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).expect("the OS random source is available");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `bytes` without a trailing, incomplete UTF-8 sequence.

@@ -12,7 +12,6 @@ use std::time::{Duration, UNIX_EPOCH};
 use ferry_codes::Code;
 use ferry_fs::{AtomicWriter, Dir, EntryKind, Follow, FsError, safe_name};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::scope::{Scope, Target};
 use crate::{Command, ExecError, Identity, Output, Policy, RequestError, Sandbox, Strongest};
@@ -299,7 +298,7 @@ impl Executor {
                     let (mut handle, _) = self.open(&file.path)?;
                     let mut old = Vec::new();
                     handle.read_to_end(&mut old)?;
-                    if &sha256_hex(&old) != expected {
+                    if &ferry_fs::sha256_hex(&old) != expected {
                         return Err(RequestError::new(
                             Code::ChangedMeanwhile,
                             format!(
@@ -691,11 +690,6 @@ fn unix_secs(t: std::time::SystemTime) -> i64 {
         Ok(d) => d.as_secs() as i64,
         Err(e) => -(e.duration().as_secs() as i64),
     }
-}
-
-/// The sha256 of `bytes`, in lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    data_encoding::HEXLOWER.encode(&Sha256::digest(bytes))
 }
 
 /// Bytes as base64 in JSON: a file's content crossing the worker's socket.

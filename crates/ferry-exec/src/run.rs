@@ -15,7 +15,7 @@ use rustix::fs::OFlags;
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, WaitId, WaitIdOptions};
 
-use crate::capture::{Capture, RUN_TMP_PREFIX, SaveTo, random_hex, sweep_dir, write_full_output};
+use crate::capture::{Capture, RUN_TMP_PREFIX, SaveTo, sweep_dir, write_full_output};
 use crate::landlock::Landlock;
 use crate::reaper::{Ending, REPORT_BYTES, Reaper, Report};
 use crate::sandbox::{Bwrap, Trees};
@@ -447,7 +447,7 @@ struct RunTmp {
 
 impl RunTmp {
     fn create(out: &OutputDir) -> io::Result<RunTmp> {
-        let name = format!("{RUN_TMP_PREFIX}{}", random_hex());
+        let name = format!("{RUN_TMP_PREFIX}{}", ferry_fs::random_hex::<8>());
         let reach = out.reach.join(&name);
         std::fs::DirBuilder::new().mode(0o700).create(&reach)?;
         Ok(RunTmp {

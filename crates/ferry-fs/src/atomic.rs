@@ -26,14 +26,16 @@ static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 /// What a committed write produced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
+    /// Bytes written.
     pub size: u64,
+    /// SHA-256 of those bytes.
     pub sha256: [u8; 32],
 }
 
 impl Written {
     /// The digest as lowercase hex.
     pub fn sha256_hex(&self) -> String {
-        data_encoding::HEXLOWER.encode(&self.sha256)
+        crate::hex(&self.sha256)
     }
 }
 
@@ -79,7 +81,7 @@ impl AtomicWriter {
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut attempts = 0;
         let (temp_name, fd) = loop {
-            let temp_name = format!("{TEMP_PREFIX}{}", random_suffix());
+            let temp_name = format!("{TEMP_PREFIX}{}", crate::random_base32::<10>());
             match rustix::fs::openat(
                 dir.fd(),
                 temp_name.as_str(),
@@ -336,15 +338,6 @@ fn check_target(dir: &Dir, name: &str) -> Result<(), FsError> {
         Err(rustix::io::Errno::NOENT) => Ok(()),
         Err(e) => Err(FsError::from_errno(e)),
     }
-}
-
-/// 16 base32 characters (80 random bits): unguessable temporaries.
-pub(crate) fn random_suffix() -> String {
-    let mut bytes = [0u8; 10];
-    getrandom::fill(&mut bytes).expect("the OS random source is available");
-    data_encoding::BASE32_NOPAD
-        .encode(&bytes)
-        .to_ascii_lowercase()
 }
 
 #[cfg(test)]

@@ -32,19 +32,28 @@ pub enum Follow {
 /// What kind of thing a directory entry is, seen without following links.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EntryKind {
+    /// A regular file.
     File,
+    /// A directory.
     Dir,
+    /// A symbolic link (never followed to tell its kind).
     Symlink,
+    /// Anything else: a socket, a FIFO, a device.
     Other,
 }
 
 /// Metadata of one entry, read with `AT_SYMLINK_NOFOLLOW`.
 #[derive(Clone, Debug)]
 pub struct Metadata {
+    /// What the entry is.
     pub kind: EntryKind,
+    /// Its length in bytes (apparent size).
     pub size: u64,
+    /// When its content last changed.
     pub mtime: SystemTime,
+    /// Its inode number.
     pub inode: u64,
+    /// Its permission bits and file type, as `st_mode`.
     pub mode: u32,
     /// The owner's uid.
     pub uid: u32,
@@ -55,7 +64,9 @@ pub struct Metadata {
 /// One entry of a directory listing.
 #[derive(Clone, Debug)]
 pub struct Entry {
+    /// The entry's name in its directory.
     pub name: String,
+    /// What `lstat` says of it.
     pub meta: Metadata,
 }
 

@@ -5,18 +5,22 @@
 
 mod atomic;
 mod budget;
+mod digest;
 mod dir;
 mod error;
 mod name;
 mod path;
+mod random;
 mod shown;
 
 pub use atomic::{AtomicWriter, TEMP_PREFIX, Written};
 pub use budget::Budget;
+pub use digest::{hex, sha256_hex, sha256_hex_of_reader};
 pub use dir::{
     Dir, Entry, EntryKind, Follow, Metadata, is_temporary, openat2_allowed, set_openat2_enabled,
 };
 pub use error::FsError;
 pub use name::{NAME_MAX_BYTES, name_from_bytes, safe_name};
 pub use path::{PATH_MAX_BYTES, check_relative};
+pub use random::{random_base32, random_hex};
 pub use shown::{is_hidden_or_spoofing, shown_name};

@@ -102,7 +102,7 @@ async fn fetch(
         .headers()
         .get(header::CONTENT_DISPOSITION)
         .map(|v| v.as_bytes().to_vec());
-    let id = random_hex();
+    let id = ferry_fs::random_hex::<8>();
     let name = choose_name(
         request.filename.as_deref(),
         disposition.as_deref(),
@@ -201,10 +201,4 @@ pub(crate) fn without_url(err: &reqwest::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-fn random_hex() -> String {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).expect("the OS random source is available");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

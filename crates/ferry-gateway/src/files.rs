@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use ferry_fs::FsError;
-use ferry_site::{Listing, SiteError};
+use ferry_site::Listing;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
@@ -122,7 +122,9 @@ pub async fn download(
         .in_workspace(&who.person, q.project.as_deref(), move |ws| {
             let download = ws.open_public_file(&path)?;
             let mut file = download.file;
-            let content_type = sniff(&mut file)?;
+            // The one sniffer, so the download and file_preview name the same type.
+            let content_type =
+                ferry_preview::content_type(&mut file, &download.name).map_err(FsError::Io)?;
             Ok((file, download.meta, download.name, content_type))
         })
         .await
@@ -198,18 +200,6 @@ pub async fn download(
         .header(header::CONTENT_LENGTH, count)
         .body(Body::from_stream(stream))
         .map_err(|e| ApiError::internal("response", e))
-}
-
-/// The media type read from the file's first bytes (not its name); the file is rewound.
-fn sniff(file: &mut std::fs::File) -> Result<String, SiteError> {
-    let format = file_format::FileFormat::from_reader(&mut *file).map_err(FsError::Io)?;
-    file.seek(SeekFrom::Start(0)).map_err(FsError::Io)?;
-    let media_type = format.media_type();
-    Ok(if media_type.starts_with("text/") {
-        format!("{media_type}; charset=utf-8")
-    } else {
-        media_type.to_owned()
-    })
 }
 
 /// `attachment; filename*=UTF-8''<percent-encoded name>`, with an ASCII fallback.

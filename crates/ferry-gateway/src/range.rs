@@ -1,8 +1,6 @@
 //! Conditional and range requests for downloads (M-GET): `Range`, `ETag`,
 //! `If-None-Match` and `If-Range` (RFC 9110 §13 and §14).
 
-use std::fmt::Write as _;
-
 use sha2::{Digest, Sha256};
 
 /// What to answer to a `Range` header for a representation of a known length.
@@ -119,13 +117,7 @@ pub fn etag_for(len: u64, mtime_nanos: i128, inode: u64) -> String {
     hasher.update(mtime_nanos.to_le_bytes());
     hasher.update(inode.to_le_bytes());
     let digest = hasher.finalize();
-    let mut etag = String::with_capacity(34);
-    etag.push('"');
-    for byte in &digest[..16] {
-        let _ = write!(etag, "{byte:02x}");
-    }
-    etag.push('"');
-    etag
+    format!("\"{}\"", ferry_fs::hex(&digest[..16]))
 }
 
 /// Whether `If-None-Match` matches `etag`, so a `GET` should answer `304`.

@@ -44,6 +44,8 @@ pub(crate) struct Detected {
     /// Human name of the format, e.g. "Portable Network Graphics".
     pub format_name: String,
     pub kind: Kind,
+    /// The content was sniffed as UTF-8 text (not only named as text).
+    pub utf8_text: bool,
 }
 
 /// Media type of Office Open XML word-processing documents.
@@ -66,10 +68,12 @@ pub(crate) fn detect<R: Read + Seek>(reader: &mut R, name: &str) -> io::Result<D
         format.name().to_owned()
     };
 
+    let sniffed_text = format == FileFormat::PlainText;
     let by_content = |kind| Detected {
         media_type: detected_type.clone(),
         format_name: format_name.clone(),
         kind,
+        utf8_text: sniffed_text,
     };
     if format == FileFormat::Empty || head.is_empty() {
         return Ok(by_content(Kind::Empty));
@@ -88,6 +92,7 @@ pub(crate) fn detect<R: Read + Seek>(reader: &mut R, name: &str) -> io::Result<D
             media_type,
             format_name,
             kind: Kind::Zip,
+            utf8_text: false,
         });
     }
     let kind = match detected_type.as_str() {
@@ -106,7 +111,6 @@ pub(crate) fn detect<R: Read + Seek>(reader: &mut R, name: &str) -> io::Result<D
         return Ok(by_content(kind));
     }
 
-    let sniffed_text = format == FileFormat::PlainText;
     // The sniffer only accepts valid UTF-8 without control characters; text in
     // another encoding, or with a stray escape code, still deserves a text
     // preview when its name says text and it holds no NUL byte.
@@ -119,6 +123,7 @@ pub(crate) fn detect<R: Read + Seek>(reader: &mut R, name: &str) -> io::Result<D
             media_type,
             format_name: format_name.clone(),
             kind,
+            utf8_text: sniffed_text,
         });
     }
     if is_textual(&detected_type) {

@@ -20,29 +20,43 @@ pub enum PreviewError {
         grouped(*limit)
     )]
     TooLarge {
+        /// What the file would have been opened for ("image decoding", …).
         purpose: &'static str,
+        /// The file's size in bytes.
         size: u64,
+        /// The most bytes allowed for that purpose.
         limit: u64,
     },
 
     /// `image_read` was asked for something that is not an image.
     #[error("not an image (detected {detected}); use file_preview")]
-    NotAnImage { detected: String },
+    NotAnImage {
+        /// The media type the content was found to be.
+        detected: String,
+    },
 
     /// An image in a format this crate does not decode.
     #[error(
         "{media_type} images cannot be decoded here (PNG, JPEG, GIF and WebP can); use file_preview for its type and size"
     )]
-    UnsupportedImageFormat { media_type: String },
+    UnsupportedImageFormat {
+        /// The image's media type.
+        media_type: String,
+    },
 
     /// The image declares more pixels, or needs more memory, than allowed.
     #[error("the image is too large to decode: {detail}")]
-    ImageTooLarge { detail: String },
+    ImageTooLarge {
+        /// Which limit, and by how much.
+        detail: String,
+    },
 
     /// The content does not parse as the format it claims to be.
     #[error("the {format} data could not be read; the file may be damaged or truncated ({reason})")]
     Damaged {
+        /// The format the content claimed ("PDF", "zip", …).
         format: &'static str,
+        /// What the parser said.
         reason: String,
     },
 
@@ -52,7 +66,10 @@ pub enum PreviewError {
 
     /// Even the smallest rendering tried is over the byte budget.
     #[error("the image could not be made to fit in {limit_bytes} bytes")]
-    CannotFit { limit_bytes: usize },
+    CannotFit {
+        /// The byte budget of the rendering.
+        limit_bytes: usize,
+    },
 }
 
 impl PreviewError {

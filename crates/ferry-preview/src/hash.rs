@@ -2,24 +2,10 @@
 
 use std::io::{self, Read, Seek};
 
-use sha2::{Digest, Sha256};
-
-use crate::limits::HASH_READ_CHUNK_BYTES;
-
 /// Hex SHA-256 of everything `reader` holds, read from its start.
-pub fn sha256_hex<R: Read + Seek>(reader: &mut R) -> io::Result<String> {
+pub(crate) fn sha256_hex<R: Read + Seek>(reader: &mut R) -> io::Result<String> {
     reader.rewind()?;
-    let mut hasher = Sha256::new();
-    let mut chunk = vec![0u8; HASH_READ_CHUNK_BYTES];
-    loop {
-        match reader.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => hasher.update(&chunk[..n]),
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(format!("{:x}", hasher.finalize()))
+    ferry_fs::sha256_hex_of_reader(reader)
 }
 
 #[cfg(test)]

@@ -27,7 +27,6 @@ use std::io::{BufReader, Read, Seek};
 
 pub use budget::TRUNCATION_NOTE;
 pub use error::PreviewError;
-pub use hash::sha256_hex;
 pub use limits::{
     IMAGE_INPUT_MAX_BYTES, IMAGE_PIXELS_MAX, MODEL_IMAGE_MAX_BYTES, MODEL_IMAGE_MAX_SIDE_PIXELS,
     PREVIEW_TEXT_MAX_BYTES, THUMBNAIL_MAX_SIDE_PIXELS,
@@ -51,6 +50,19 @@ pub struct Preview {
     pub text: String,
     /// A small rendering, for images this crate can decode.
     pub image: Option<ModelImage>,
+}
+
+/// The media type of `reader`'s content, the one `file_preview` reports and a download's
+/// `Content-Type` carries: judged by content, by `name` only for text subtypes. Text that
+/// is valid UTF-8 says so with `; charset=utf-8`. The reader is left at its start.
+pub fn content_type<R: Read + Seek>(reader: &mut R, name: &str) -> std::io::Result<String> {
+    let detected = detect::detect(reader, name)?;
+    reader.rewind()?;
+    Ok(if detected.utf8_text {
+        format!("{}; charset=utf-8", detected.media_type)
+    } else {
+        detected.media_type
+    })
 }
 
 /// Describes `file` (named `name`, `size` bytes long) for a model.

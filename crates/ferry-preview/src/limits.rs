@@ -16,9 +16,6 @@ pub const TEXT_SCAN_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// Head bytes inspected next to the content sniffer (zip magic, NUL bytes).
 pub(crate) const DETECT_HEAD_MAX_BYTES: u64 = 8192;
 
-/// Read buffer while hashing; large enough that syscalls do not dominate.
-pub(crate) const HASH_READ_CHUNK_BYTES: usize = 256 * 1024;
-
 /// Rows shown after a CSV header row.
 pub const CSV_ROWS_SHOWN_MAX: usize = 20;
 

@@ -91,13 +91,9 @@ impl Site {
         purpose: &str,
     ) -> Result<String, SiteError> {
         self.require_person(person)?;
-        let mut random = [0u8; TOKEN_RANDOM_BYTES];
-        getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
         let token = format!(
             "{TOKEN_TAG}{}",
-            data_encoding::BASE32_NOPAD
-                .encode(&random)
-                .to_ascii_lowercase()
+            ferry_fs::random_base32::<TOKEN_RANDOM_BYTES>()
         );
         self.db.conn().execute(
             "INSERT INTO tokens (prefix, hash, person, kind, created, purpose)

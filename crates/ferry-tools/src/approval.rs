@@ -16,6 +16,7 @@ use ferry_config::limits::APPROVAL_WAIT;
 /// A question for the person.
 #[derive(Clone, Debug)]
 pub struct Question {
+    /// The tool that asks.
     pub tool: &'static str,
     /// The absolute path the tool acts on, if approved (never shown to the person).
     pub path: String,
@@ -28,7 +29,9 @@ pub struct Question {
 /// The person's answer, or why there is none.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Approval {
+    /// The person said yes.
     Approved,
+    /// The person said no.
     Denied,
     /// No channel reaches the person.
     NoChannel,
@@ -38,6 +41,7 @@ pub enum Approval {
 
 /// Asks the person. Blocking.
 pub trait Approver: Send + Sync {
+    /// The person's answer to `question`, or why there is none.
     fn ask(&self, question: &Question) -> Approval;
 }
 

@@ -23,6 +23,25 @@ pub(crate) fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, T
     })
 }
 
+/// The most characters of a prompt or a query, as their schemas say.
+pub(crate) const SHORT_TEXT_MAX_CHARS: usize = 1024;
+
+/// Refuses `value` (the argument `field` of `tool`) unless it holds 1 to
+/// [`SHORT_TEXT_MAX_CHARS`] characters, counted as JSON Schema counts them.
+pub(crate) fn check_short_text(tool: &str, field: &str, value: &str) -> Result<(), ToolError> {
+    let chars = value.chars().count();
+    if (1..=SHORT_TEXT_MAX_CHARS).contains(&chars) {
+        return Ok(());
+    }
+    Err(ToolError::new(
+        Code::InvalidArguments,
+        format!(
+            "the arguments do not fit {tool}'s input schema: {field} must hold 1 to \
+             {SHORT_TEXT_MAX_CHARS} characters (got {chars}); nothing was done"
+        ),
+    ))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct PathArg {

@@ -221,7 +221,7 @@ pub fn sync_artifacts(tools: &Toolbox) -> Result<usize, ToolError> {
                         continue;
                     }
                     let (mut file, info) = tools.requester().open(&path)?;
-                    let sha256 = ferry_preview::sha256_hex(&mut file).map_err(io_error)?;
+                    let sha256 = ferry_fs::sha256_hex_of_reader(&mut file).map_err(io_error)?;
                     let (task, slug) = task_and_slug(tools, &info.path);
                     let new = tools.site().record_artifact(
                         tools.person(),

@@ -3,7 +3,8 @@
 use std::io::Read;
 
 use ferry_codes::Code;
-use ferry_exec::ops::{FileWrite, sha256_hex};
+use ferry_exec::ops::FileWrite;
+use ferry_fs::sha256_hex;
 use serde_json::json;
 
 use crate::args::{self, FileEdit};

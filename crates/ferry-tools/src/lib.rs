@@ -223,27 +223,7 @@ impl Toolbox {
         if let Err(e) = spec.check_bounds(&args) {
             return ToolOutput::error(&e);
         }
-        let result = match name {
-            "file_read" => read::file_read(self, args),
-            "file_write" => edit::file_write(self, args),
-            "file_edit" => edit::file_edit(self, args),
-            "file_preview" => read::file_preview(self, args),
-            "image_read" => read::image_read(self, args),
-            "file_delete" => approval::file_delete(self, args, approver),
-            "file_deliver" => deliver::file_deliver(self, args),
-            "terminal_run" => {
-                let ran = terminal::terminal_run(self, args);
-                self.restore_documents();
-                ran
-            }
-            "dir_list" => dir_list::dir_list(self, args),
-            "skill_search" => skills::skill_search(self, args),
-            "file_pick" => pick::file_pick(self, args),
-            _ => Err(ToolError::new(
-                Code::UnknownTool,
-                format!("no tool `{name}`"),
-            )),
-        };
+        let result = (spec.run)(self, args, approver);
         result.unwrap_or_else(|e| ToolOutput::error(&e))
     }
 

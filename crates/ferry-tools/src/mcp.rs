@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use data_encoding::{BASE64, HEXLOWER};
+use data_encoding::BASE64;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
     ErrorData as McpError, Implementation, InitializeResult, InputRequest, InputRequiredResult,
@@ -18,7 +18,6 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{Peer, ServerHandler};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::approval::{Answered, FirstChannel, WebApprover, delete_question};
 use crate::{Approval, Approver, Content, Question, ToolError, ToolOutput, Toolbox};
@@ -262,7 +261,8 @@ fn approval_of(result: &Value) -> Approval {
 
 /// Binds an answer to the call it was asked for: a retry must repeat the same arguments.
 fn request_state(args: &Value) -> String {
-    HEXLOWER.encode(&Sha256::digest(args.to_string().as_bytes())[..16])
+    // The first 128 bits are plenty to tell two argument sets apart.
+    ferry_fs::sha256_hex(args.to_string().as_bytes())[..32].to_owned()
 }
 
 fn input_required(question: &Question, state: String) -> Result<CallToolResponse, McpError> {

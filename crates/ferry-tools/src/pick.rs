@@ -12,6 +12,7 @@ use ferry_config::limits::PICK_WAIT;
 
 pub(crate) fn file_pick(tools: &Toolbox, args: serde_json::Value) -> Result<ToolOutput, ToolError> {
     let args: Prompt = args::parse("file_pick", args)?;
+    args::check_short_text("file_pick", "prompt", &args.prompt)?;
     let site = tools.site();
     let person = tools.person();
     if !site.web_channel_open(person)? {

@@ -16,6 +16,7 @@ pub(crate) fn skill_search(
     args: serde_json::Value,
 ) -> Result<ToolOutput, ToolError> {
     let args: Query = args::parse("skill_search", args)?;
+    args::check_short_text("skill_search", "query", &args.query)?;
     let words: Vec<String> = args
         .query
         .split(|c: char| !c.is_alphanumeric())

@@ -1,23 +1,34 @@
-//! What `tools/list` shows: each tool's name, description and input schema. Every
-//! schema has `additionalProperties: false` (T-MCP).
+//! The one declaration of the tools: each tool's name, description and input schema as
+//! `tools/list` shows them, and the function a call runs. Every schema has
+//! `additionalProperties: false` (T-MCP).
 
 use ferry_codes::Code;
 use serde_json::{Value, json};
 
-use crate::ToolError;
+use crate::{Approver, ToolError, ToolOutput, Toolbox};
 
-/// One tool as the model sees it.
+/// What a call runs: the toolbox, the checked arguments, and who answers a question to
+/// the person.
+type Run = fn(&Toolbox, Value, &dyn Approver) -> Result<ToolOutput, ToolError>;
+
+/// One tool: what the model sees of it, and what a call runs.
 #[derive(Debug)]
 pub struct ToolSpec {
+    /// The name a call gives, and `[tools] enabled` lists.
     pub name: &'static str,
+    /// A short human title.
     pub title: &'static str,
+    /// What the tool does, for the model.
     pub description: &'static str,
     /// Properties of the input object, and which are required.
     properties: fn() -> Value,
     required: &'static [&'static str],
-    /// Hints for clients (MCP annotations).
+    /// Hint for clients (MCP annotations): the tool changes nothing.
     pub read_only: bool,
+    /// Hint for clients (MCP annotations): the tool may remove or overwrite.
     pub destructive: bool,
+    /// The tool's body.
+    pub(crate) run: Run,
 }
 
 impl ToolSpec {
@@ -119,6 +130,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: true,
         destructive: false,
+        run: |tools, args, _| crate::read::file_read(tools, args),
     },
     ToolSpec {
         name: "file_write",
@@ -134,6 +146,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path", "content"],
         read_only: false,
         destructive: true,
+        run: |tools, args, _| crate::edit::file_write(tools, args),
     },
     ToolSpec {
         name: "file_edit",
@@ -161,6 +174,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["edits"],
         read_only: false,
         destructive: true,
+        run: |tools, args, _| crate::edit::file_edit(tools, args),
     },
     ToolSpec {
         name: "file_preview",
@@ -172,6 +186,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: true,
         destructive: false,
+        run: |tools, args, _| crate::read::file_preview(tools, args),
     },
     ToolSpec {
         name: "file_delete",
@@ -182,6 +197,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: false,
         destructive: true,
+        run: crate::approval::file_delete,
     },
     ToolSpec {
         name: "file_deliver",
@@ -199,6 +215,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["paths"],
         read_only: false,
         destructive: false,
+        run: |tools, args, _| crate::deliver::file_deliver(tools, args),
     },
     ToolSpec {
         name: "image_read",
@@ -208,6 +225,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: true,
         destructive: false,
+        run: |tools, args, _| crate::read::image_read(tools, args),
     },
     ToolSpec {
         name: "terminal_run",
@@ -225,6 +243,12 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["command"],
         read_only: false,
         destructive: true,
+        run: |tools, args, _| {
+            let ran = crate::terminal::terminal_run(tools, args);
+            // A command may have changed what the tools refuse to write.
+            tools.restore_documents();
+            ran
+        },
     },
     ToolSpec {
         name: "dir_list",
@@ -241,26 +265,29 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: true,
         destructive: false,
+        run: |tools, args, _| crate::dir_list::dir_list(tools, args),
     },
     ToolSpec {
         name: "skill_search",
         title: "Find a skill",
         description: "Finds a bundled skill by name and description and returns its SKILL.md; \
             the scripts and references beside it are in its folder, to read when needed.",
-        properties: || json!({"query": {"type": "string", "minLength": 1, "maxLength": 1024}}),
+        properties: || json!({"query": {"type": "string", "minLength": 1, "maxLength": crate::args::SHORT_TEXT_MAX_CHARS}}),
         required: &["query"],
         read_only: true,
         destructive: false,
+        run: |tools, args, _| crate::skills::skill_search(tools, args),
     },
     ToolSpec {
         name: "file_pick",
         title: "Ask the person for a file",
         description: "Asks the person to pick a file on their own computer. Returns a \
             temporary path in your workspace and when it expires.",
-        properties: || json!({"prompt": {"type": "string", "minLength": 1, "maxLength": 1024}}),
+        properties: || json!({"prompt": {"type": "string", "minLength": 1, "maxLength": crate::args::SHORT_TEXT_MAX_CHARS}}),
         required: &["prompt"],
         read_only: false,
         destructive: false,
+        run: |tools, args, _| crate::pick::file_pick(tools, args),
     },
 ];
 
@@ -270,6 +297,12 @@ mod tests {
 
     fn spec(name: &str) -> &'static ToolSpec {
         ALL.iter().find(|s| s.name == name).unwrap()
+    }
+
+    #[test]
+    fn the_config_names_exactly_the_declared_tools_in_their_order() {
+        let declared: Vec<&str> = ALL.iter().map(|spec| spec.name).collect();
+        assert_eq!(declared, ferry_config::TOOL_NAMES);
     }
 
     #[test]

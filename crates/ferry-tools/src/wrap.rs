@@ -3,7 +3,8 @@
 
 /// Fences `content` with a random id; marker look-alikes inside are neutralized.
 pub(crate) fn wrap(source: &str, content: &str) -> String {
-    let id = random_id();
+    // Only the fence's unpredictability depends on this.
+    let id = ferry_fs::random_hex::<8>();
     format!(
         "<<<EXTERNAL_CONTENT id=\"{id}\" source=\"{source}\">>>\n{}\n<<<END_EXTERNAL_CONTENT id=\"{id}\">>>",
         sanitize(content)
@@ -79,13 +80,6 @@ fn canonical(c: char) -> char {
         'Ａ'..='Ｚ' | 'ａ'..='ｚ' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
         _ => c,
     }
-}
-
-fn random_id() -> String {
-    let mut bytes = [0u8; 8];
-    // Only the fence's unpredictability depends on this; a failure still fences.
-    let _ = getrandom::fill(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

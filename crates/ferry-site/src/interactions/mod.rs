@@ -237,13 +237,9 @@ pub fn is_interaction_id(id: &str) -> bool {
 }
 
 fn new_id(prefix: &str) -> Result<String, SiteError> {
-    let mut random = [0u8; ID_RANDOM_BYTES];
-    getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
     Ok(format!(
         "{prefix}{}",
-        data_encoding::BASE32_NOPAD
-            .encode(&random)
-            .to_ascii_lowercase()
+        ferry_fs::random_base32::<ID_RANDOM_BYTES>()
     ))
 }
 

@@ -5,14 +5,17 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use ferry_fs::{AtomicWriter, Dir, EntryKind, Follow, FsError, safe_name};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use crate::info::{FileInfo, Kind, WrittenFile};
+use crate::info::{info_from, info_of};
+use crate::member::{MemberAction, MemberReply};
 use crate::scope::{Scope, Target};
 use crate::{Command, ExecError, Identity, Output, Policy, RequestError, Sandbox, Strongest};
 
@@ -56,6 +59,11 @@ pub enum Op {
     /// The apparent size of every file beneath the folders `paths` (missing ones count 0;
     /// links are not followed).
     CountBytes { paths: Vec<String> },
+    /// An operation of the member API on a workspace's (or a project's) `public/`.
+    Member {
+        project: Option<String>,
+        action: MemberAction,
+    },
     /// Runs a command behind the guardrail (T-GUARD).
     Run {
         command: String,
@@ -95,36 +103,7 @@ pub enum Reply {
     Counted {
         bytes: u64,
     },
-}
-
-/// Metadata of one file or folder.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct FileInfo {
-    /// The absolute path (for a listing entry: its name).
-    pub path: String,
-    pub kind: Kind,
-    pub size: u64,
-    /// Seconds since the epoch.
-    pub mtime: i64,
-    /// Permission bits.
-    pub mode: u32,
-}
-
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    File,
-    Dir,
-    Symlink,
-    Other,
-}
-
-/// A file that was written: where, how big, its sha256 (hex).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct WrittenFile {
-    pub path: String,
-    pub size: u64,
-    pub sha256: String,
+    Member(MemberReply),
 }
 
 /// How commands run for this person.
@@ -230,6 +209,16 @@ impl Executor {
                 let ttl = Duration::from_secs(self.run.output_ttl_secs);
                 crate::sweep_saved_output(&self.run.full_output_dir, ttl)?;
                 Reply::Done
+            }
+            Op::Member { project, action } => {
+                let (reply, file) = crate::member::perform(
+                    self.scope.base(),
+                    self.scope.home(),
+                    self.owner,
+                    project.as_deref(),
+                    action,
+                )?;
+                return Ok((Reply::Member(reply), file));
             }
             Op::Run {
                 command,
@@ -647,48 +636,6 @@ fn non_empty(rel: &str) -> Result<&str, RequestError> {
         Err(FsError::IsDirectory.into())
     } else {
         Ok(rel)
-    }
-}
-
-/// What a confined handle read of `path`.
-fn info_from(path: String, meta: &ferry_fs::Metadata) -> FileInfo {
-    FileInfo {
-        path,
-        kind: match meta.kind {
-            EntryKind::File => Kind::File,
-            EntryKind::Dir => Kind::Dir,
-            EntryKind::Symlink => Kind::Symlink,
-            _ => Kind::Other,
-        },
-        size: meta.size,
-        mtime: unix_secs(meta.mtime),
-        mode: meta.mode & 0o7777,
-    }
-}
-
-fn info_of(path: &Path, meta: &std::fs::Metadata) -> FileInfo {
-    let ft = meta.file_type();
-    FileInfo {
-        path: path.display().to_string(),
-        kind: if ft.is_file() {
-            Kind::File
-        } else if ft.is_dir() {
-            Kind::Dir
-        } else if ft.is_symlink() {
-            Kind::Symlink
-        } else {
-            Kind::Other
-        },
-        size: meta.len(),
-        mtime: meta.mtime(),
-        mode: meta.permissions().mode() & 0o7777,
-    }
-}
-
-fn unix_secs(t: std::time::SystemTime) -> i64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs() as i64,
-        Err(e) => -(e.duration().as_secs() as i64),
     }
 }
 

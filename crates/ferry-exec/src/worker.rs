@@ -116,6 +116,27 @@ pub struct WorkerSpawn {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub hello: Hello,
+    /// The person's POSIX account, which must exist for the helper to drop to it.
+    pub account: String,
+}
+
+impl WorkerSpawn {
+    /// Refuses, naming the fix, when the person's POSIX account is gone (removed by hand):
+    /// the helper would refuse to start the worker.
+    fn require_account(&self) -> Result<(), RequestError> {
+        match crate::account::exists(&self.account) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(RequestError::new(
+                "account_missing",
+                format!(
+                    "the POSIX account {} of the person {} does not exist; run \
+                     `ferry site init --mode host` to make it again",
+                    self.account, self.person
+                ),
+            )),
+            Err(e) => Err(worker_failed(e)),
+        }
+    }
 }
 
 /// Live workers for one person, reused across calls.
@@ -126,9 +147,11 @@ pub struct WorkerPool {
 }
 
 #[derive(Debug)]
-struct Worker {
+pub(crate) struct Worker {
     stream: UnixStream,
     child: Child,
+    /// False once a call failed on the socket: the worker is not used again.
+    healthy: bool,
 }
 
 impl WorkerPool {
@@ -141,21 +164,35 @@ impl WorkerPool {
 
     /// Performs `op` in an idle worker, or a new one.
     pub fn execute(&self, op: &Op) -> Result<(Reply, Option<File>), RequestError> {
-        let frame =
-            serde_json::to_vec(op).map_err(|e| RequestError::new("bad_request", e.to_string()))?;
+        let mut worker = self.take()?;
+        let result = worker.perform(op);
+        if result.as_ref().is_ok_and(|_| worker.healthy) {
+            self.give_back(worker);
+        }
+        result
+    }
+
+    /// An idle worker, or a new one, for the caller alone until [`WorkerPool::give_back`].
+    pub(crate) fn take(&self) -> Result<Worker, RequestError> {
         let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut worker = match pooled {
-            Some(worker) => worker,
-            None => self.start().map_err(worker_failed)?,
-        };
-        let result = worker.call(&frame).map_err(worker_failed);
-        if result.is_ok() {
-            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-            if idle.len() < IDLE_WORKERS_MAX {
-                idle.push(worker);
+        match pooled {
+            Some(worker) => Ok(worker),
+            None => {
+                self.spawn.require_account()?;
+                self.start().map_err(worker_failed)
             }
         }
-        result?
+    }
+
+    /// Keeps a worker that answered well for the next call.
+    pub(crate) fn give_back(&self, worker: Worker) {
+        if !worker.healthy {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < IDLE_WORKERS_MAX {
+            idle.push(worker);
+        }
     }
 
     fn start(&self) -> io::Result<Worker> {
@@ -177,11 +214,31 @@ impl WorkerPool {
         Ok(Worker {
             stream: ours,
             child,
+            healthy: true,
         })
     }
 }
 
 impl Worker {
+    /// Performs `op`; a failure of the socket (the worker died) is `worker_failed`, and
+    /// the worker is not used again.
+    pub(crate) fn perform(&mut self, op: &Op) -> Result<(Reply, Option<File>), RequestError> {
+        let frame =
+            serde_json::to_vec(op).map_err(|e| RequestError::new("bad_request", e.to_string()))?;
+        match self.call(&frame) {
+            Ok(answer) => answer,
+            Err(e) => {
+                self.healthy = false;
+                Err(worker_failed(e))
+            }
+        }
+    }
+
+    /// Whether the socket has not failed yet.
+    pub(crate) fn is_healthy(&self) -> bool {
+        self.healthy
+    }
+
     fn call(&mut self, frame: &[u8]) -> io::Result<Result<(Reply, Option<File>), RequestError>> {
         send_frame(&self.stream, frame, None)?;
         let (bytes, fd) = recv_frame(&mut self.stream)?

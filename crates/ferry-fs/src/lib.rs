@@ -10,8 +10,12 @@ mod error;
 mod name;
 mod path;
 mod shown;
+mod sink;
 
-pub use atomic::{AtomicWriter, TEMP_PREFIX, Written};
+pub use atomic::{
+    AtomicWriter, FileId, TEMP_PREFIX, check_placeable, create_temporary, place_temporary,
+    remove_temporary,
+};
 pub use budget::Budget;
 pub use dir::{
     Dir, Entry, EntryKind, Follow, Metadata, is_temporary, openat2_allowed, set_openat2_enabled,
@@ -20,3 +24,4 @@ pub use error::FsError;
 pub use name::{NAME_MAX_BYTES, name_from_bytes, safe_name};
 pub use path::{PATH_MAX_BYTES, check_relative};
 pub use shown::{is_hidden_or_spoofing, shown_name};
+pub use sink::{ByteSink, Written};

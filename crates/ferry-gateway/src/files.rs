@@ -7,6 +7,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
+use ferry_exec::member::{MemberAction, MemberReply};
 use ferry_fs::FsError;
 use ferry_site::{Listing, SiteError};
 use serde::Deserialize;
@@ -17,7 +18,7 @@ use tokio_util::io::ReaderStream;
 use crate::auth::Member;
 use crate::extract::{JsonBody, QueryParams};
 use crate::range::{RangeRequest, etag_for, if_none_match_hits, if_range_allows, parse_range};
-use crate::{ApiError, AppState};
+use crate::{ApiError, AppState, blocking};
 
 /// Bytes read per chunk of a download.
 const DOWNLOAD_CHUNK_BYTES: usize = 64 * 1024;
@@ -55,10 +56,13 @@ pub async fn list(
     Member(who): Member,
     QueryParams(q): QueryParams<ProjectQuery>,
 ) -> Result<Json<Listing>, ApiError> {
-    let listing = state
-        .in_workspace(&who.person, q.project.as_deref(), |ws| ws.list())
-        .await?;
-    Ok(Json(listing))
+    match state
+        .member(&who.person, q.project.as_deref(), MemberAction::List)
+        .await?
+    {
+        (MemberReply::Listing(listing), _) => Ok(Json(listing)),
+        _ => Err(out_of_turn()),
+    }
 }
 
 pub async fn mkdir(
@@ -67,9 +71,15 @@ pub async fn mkdir(
     JsonBody(body): JsonBody<MkdirBody>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let project = body.project.as_deref();
-    let path = state
-        .in_workspace(&who.person, project, move |ws| ws.mkdir(&body.path))
-        .await?;
+    let path = moved_to(
+        state
+            .member(
+                &who.person,
+                project,
+                MemberAction::Mkdir { path: body.path },
+            )
+            .await?,
+    )?;
     state
         .events
         .publish(&who.person, project, vec![path.clone()]);
@@ -84,9 +94,11 @@ pub async fn move_entry(
     let (from, to) = (body.from, body.to);
     let project = body.project.as_deref();
     let moved_from = from.clone();
-    let path = state
-        .in_workspace(&who.person, project, move |ws| ws.move_entry(&from, &to))
-        .await?;
+    let path = moved_to(
+        state
+            .member(&who.person, project, MemberAction::Move { from, to })
+            .await?,
+    )?;
     state
         .events
         .publish(&who.person, project, vec![moved_from, path.clone()]);
@@ -98,12 +110,18 @@ pub async fn delete(
     Member(who): Member,
     QueryParams(q): QueryParams<PathQuery>,
 ) -> Result<StatusCode, ApiError> {
+    let (deleting, person, project) = (state.clone(), who.person.clone(), q.project.clone());
     let path = q.path.clone();
-    state
-        .in_workspace(&who.person, q.project.as_deref(), move |ws| {
-            ws.delete(&path)
-        })
-        .await?;
+    blocking(move || {
+        let deleted =
+            deleting.member_now(&person, project.as_deref(), MemberAction::Delete { path });
+        // Even a delete that failed halfway may have freed room.
+        if let Ok(workspace) = deleting.site.workspace(&person, project.as_deref()) {
+            workspace.usage_changed();
+        }
+        deleted
+    })
+    .await?;
     state
         .events
         .publish(&who.person, q.project.as_deref(), vec![q.path]);
@@ -117,21 +135,25 @@ pub async fn download(
     QueryParams(q): QueryParams<PathQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let path = q.path;
     let opened = state
-        .in_workspace(&who.person, q.project.as_deref(), move |ws| {
-            let download = ws.open_public_file(&path)?;
-            let mut file = download.file;
-            let content_type = sniff(&mut file)?;
-            Ok((file, download.meta, download.name, content_type))
-        })
+        .member(
+            &who.person,
+            q.project.as_deref(),
+            MemberAction::Open { path: q.path },
+        )
         .await
         .map_err(|e| match e.code {
             // Whatever lies outside public/ does not exist for the member.
             "path_escapes" => ApiError::not_found(),
             _ => e,
         })?;
-    let (file, meta, name, content_type) = opened;
+    let (meta, mut file) = match opened {
+        (MemberReply::Opened(meta), Some(file)) => (meta, file),
+        _ => return Err(out_of_turn()),
+    };
+    let content_type = blocking(move || sniff(&mut file).map(|t| (t, file))).await?;
+    let (content_type, file) = content_type;
+    let name = meta.name.clone();
     let len = meta.size;
     let mtime_nanos = meta
         .mtime
@@ -198,6 +220,18 @@ pub async fn download(
         .header(header::CONTENT_LENGTH, count)
         .body(Body::from_stream(stream))
         .map_err(|e| ApiError::internal("response", e))
+}
+
+/// The `public/…` path a mkdir or a move answered.
+fn moved_to(reply: (MemberReply, Option<std::fs::File>)) -> Result<String, ApiError> {
+    match reply {
+        (MemberReply::Path { path }, _) => Ok(path),
+        _ => Err(out_of_turn()),
+    }
+}
+
+fn out_of_turn() -> ApiError {
+    ApiError::internal("member", "an answer out of turn")
 }
 
 /// The media type read from the file's first bytes (not its name); the file is rewound.

@@ -15,6 +15,7 @@ pub mod host;
 mod ids;
 mod interactions;
 mod migrate;
+mod public;
 mod shown;
 mod site;
 pub mod skills;
@@ -42,12 +43,13 @@ pub use interactions::{
 pub use migrate::{
     LEGACY_PUBLIC_DIR_NAME, PUBLIC_DIR_NAME, legacy_public_target, migrate_legacy_public,
 };
+pub use public::{
+    ATTACHMENTS_DIR_NAME, AttachmentsState, Download, LIST_MAX_DEPTH, LIST_MAX_ENTRIES, Listing,
+    Node, NodeKind, PublicFolder, PublicPath, PublicPlace, attachments_changed,
+};
 pub use shown::{delivery_notice, person_relative};
-pub use site::{DEFAULT_PERSON, MEMORY_DIR, Project, SERVICE_DIR, Site};
+pub use site::{DEFAULT_PERSON, MEMORY_DIR, Project, SERVICE_DIR, Site, project_folder_error};
 pub use time::rfc3339;
 pub use tokens::{Principal, TokenKind};
 pub use usage::{Counter, QuotaClaim, TERMINAL_OUTPUT_DIR, USAGE_RECOUNT_AFTER};
-pub use workspace::{
-    ATTACHMENTS_DIR_NAME, AttachmentsState, Download, LIST_MAX_DEPTH, LIST_MAX_ENTRIES, Listing,
-    Node, NodeKind, PublicPath, Workspace, attachments_changed,
-};
+pub use workspace::{Workspace, container_rel, open_container};

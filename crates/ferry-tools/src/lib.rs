@@ -139,7 +139,7 @@ pub struct Toolbox {
     site: Arc<Site>,
     person: String,
     paths: PersonPaths,
-    requester: Requester,
+    requester: Arc<Requester>,
     enabled: Vec<&'static ToolSpec>,
 }
 
@@ -157,7 +157,7 @@ impl Toolbox {
             person: person.to_owned(),
             site,
             paths,
-            requester,
+            requester: Arc::new(requester),
             enabled,
         };
         toolbox.restore_documents();
@@ -194,6 +194,11 @@ impl Toolbox {
 
     pub fn requester(&self) -> &Requester {
         &self.requester
+    }
+
+    /// The requester, shared: for work that outlives one call (an upload's staging).
+    pub fn shared_requester(&self) -> Arc<Requester> {
+        self.requester.clone()
     }
 
     /// The enabled tools, in a stable order.

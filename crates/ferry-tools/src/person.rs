@@ -192,6 +192,7 @@ pub(crate) fn requester_for(
                     trees,
                     run,
                 },
+                account: ferry_site::host::person_user(person),
             }))
         }
     };

@@ -1,0 +1,133 @@
+//! A new file of the member API, on its way into a workspace's `public/`: the person
+//! makes the hidden temporary (so the person owns it), the caller writes the bytes into
+//! its descriptor through a [`ByteSink`] (limit, quota, sha256, writeback, fsync), and
+//! the same person places it. The bytes never cross the worker's socket, and memory is
+//! flat in the size of the file.
+
+use std::sync::Arc;
+
+use ferry_fs::{ByteSink, FileId, Written};
+use ferry_site::PublicPlace;
+
+use crate::member::{MemberAction, MemberReply, StagedFile};
+use crate::ops::{Op, Reply};
+use crate::{Lease, RequestError, Requester};
+
+/// A temporary being filled; dropped unplaced, it is removed.
+#[derive(Debug)]
+pub struct Staging {
+    lease: Lease,
+    sink: ByteSink,
+    staged: StagedFile,
+    placed: bool,
+}
+
+impl Staging {
+    /// Makes a temporary in `place` of the workspace (or `project`) of the requester's
+    /// person, with a worker leased for the staging's whole life; with `name`, a target
+    /// that could not be placed is refused first.
+    pub fn start(
+        requester: Arc<Requester>,
+        project: Option<&str>,
+        place: PublicPlace,
+        name: Option<&str>,
+    ) -> Result<Staging, RequestError> {
+        let mut lease = Lease::new(requester);
+        let op = Op::Member {
+            project: project.map(str::to_owned),
+            action: MemberAction::Stage {
+                place,
+                name: name.map(str::to_owned),
+            },
+        };
+        let (temp, file) = match lease.execute(op)? {
+            (Reply::Member(MemberReply::Staged { temp }), Some(file)) => (temp, file),
+            _ => return Err(out_of_turn()),
+        };
+        let id = FileId::of(&file)?;
+        let staged = StagedFile {
+            project: project.map(str::to_owned),
+            place,
+            temp,
+            dev: id.dev,
+            ino: id.ino,
+        };
+        Ok(Staging {
+            lease,
+            sink: ByteSink::new(file),
+            staged,
+            placed: false,
+        })
+    }
+
+    /// Where the bytes go.
+    pub fn sink(&mut self) -> &mut ByteSink {
+        &mut self.sink
+    }
+
+    /// Flushes the bytes and has the person place the file at `name` in `place` of the
+    /// workspace (or `project`): a link planted at the target meanwhile is refused, and
+    /// so is a temporary that is no longer the file written.
+    pub fn commit(
+        mut self,
+        project: Option<&str>,
+        place: PublicPlace,
+        name: &str,
+    ) -> Result<Written, RequestError> {
+        let written = self.sink.finish()?;
+        let op = Op::Member {
+            project: project.map(str::to_owned),
+            action: MemberAction::Commit {
+                staged: self.staged.clone(),
+                place,
+                name: name.to_owned(),
+            },
+        };
+        match self.lease.execute(op)? {
+            (Reply::Member(MemberReply::Done), _) => {}
+            _ => return Err(out_of_turn()),
+        }
+        self.placed = true;
+        self.sink.settle();
+        Ok(written)
+    }
+}
+
+impl AsMut<ByteSink> for Staging {
+    fn as_mut(&mut self) -> &mut ByteSink {
+        &mut self.sink
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if self.placed {
+            return;
+        }
+        let discard = || Op::Member {
+            project: self.staged.project.clone(),
+            action: MemberAction::Discard {
+                staged: self.staged.clone(),
+            },
+        };
+        // A worker that died meanwhile is replaced by a fresh one for the second try.
+        if let Err(first) = self.lease.execute(discard())
+            && let Err(e) = self.lease.execute(discard())
+        {
+            report_left_behind(&first, &e, &self.staged.temp);
+        }
+    }
+}
+
+/// Nothing more can be done here about a temporary that could not be removed (listings
+/// hide it); the operator hears of it.
+fn report_left_behind(first: &RequestError, second: &RequestError, temp: &str) {
+    eprintln!("ferry: a staged temporary ({temp}) could not be removed: {first}; again: {second}");
+}
+
+fn out_of_turn() -> RequestError {
+    RequestError::new(
+        "worker_failed",
+        "the process acting as the person answered out of turn",
+    )
+}

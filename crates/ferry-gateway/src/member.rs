@@ -1,0 +1,103 @@
+//! How the member API acts in a workspace: the site checks the person and the project,
+//! then the person's requester does the work (ferry-exec `member.rs`), in process in
+//! local and container mode and in the person's own worker in host mode. One body for
+//! every mode.
+
+use std::fs::File;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use ferry_exec::member::{MemberAction, MemberReply};
+use ferry_exec::ops::{Op, Reply};
+use ferry_exec::{RequestError, Requester};
+use ferry_site::AttachmentsState;
+
+use crate::{ApiError, AppState, blocking};
+
+impl AppState {
+    /// Runs `action` in the workspace (or `project`) of `person`, on this thread, which
+    /// may block: the workspace is checked first, then the person acts.
+    pub(crate) fn member_now(
+        &self,
+        person: &str,
+        project: Option<&str>,
+        action: MemberAction,
+    ) -> Result<(MemberReply, Option<File>), ApiError> {
+        let requester = self.member_requester(person, project)?;
+        let op = Op::Member {
+            project: project.map(str::to_owned),
+            action,
+        };
+        match requester.execute(op).map_err(request_error)? {
+            (Reply::Member(reply), file) => Ok((reply, file)),
+            _ => Err(ApiError::internal("member", "an answer out of turn")),
+        }
+    }
+
+    /// [`AppState::member_now`] on a blocking thread.
+    pub(crate) async fn member(
+        &self,
+        person: &str,
+        project: Option<&str>,
+        action: MemberAction,
+    ) -> Result<(MemberReply, Option<File>), ApiError> {
+        let (state, person, project) =
+            (self.clone(), person.to_owned(), project.map(str::to_owned));
+        blocking(move || state.member_now(&person, project.as_deref(), action)).await
+    }
+
+    /// The files directly in the `public/attachments/` of `person`'s workspace or `project`.
+    pub(crate) fn attachments_now(
+        &self,
+        person: &str,
+        project: Option<&str>,
+    ) -> Result<AttachmentsState, ApiError> {
+        let action = MemberAction::Attachments { unchanged: None };
+        match self.member_now(person, project, action)? {
+            (MemberReply::Attachments { files, .. }, _) => Ok(files.unwrap_or_default()),
+            _ => Err(ApiError::internal("member", "an answer out of turn")),
+        }
+    }
+
+    /// The requester of `person`, once the person and `project` are known to the site.
+    pub(crate) fn member_requester(
+        &self,
+        person: &str,
+        project: Option<&str>,
+    ) -> Result<Arc<Requester>, ApiError> {
+        self.site.workspace(person, project)?;
+        let toolbox = self.toolbox(person).map_err(ApiError::from_tool)?;
+        Ok(toolbox.shared_requester())
+    }
+}
+
+/// A member action's failure as the API answers it: the code the action chose, with the
+/// status the spec gives that code.
+pub(crate) fn request_error(e: RequestError) -> ApiError {
+    use StatusCode as S;
+    let (status, code) = match e.code.as_str() {
+        "invalid_id" => (S::BAD_REQUEST, "invalid_id"),
+        "not_found" => (S::NOT_FOUND, "not_found"),
+        "unknown_project" => (S::NOT_FOUND, "unknown_project"),
+        "exists" => (S::CONFLICT, "exists"),
+        "not_empty" => (S::CONFLICT, "not_empty"),
+        "managed_by_system" => (S::FORBIDDEN, "managed_by_system"),
+        "invalid_move" => (S::BAD_REQUEST, "invalid_move"),
+        "path_escapes" => (S::BAD_REQUEST, "path_escapes"),
+        "extension_not_allowed" => (S::BAD_REQUEST, "extension_not_allowed"),
+        "bad_path" | "invalid_path" => (S::BAD_REQUEST, "bad_path"),
+        "unsafe_name" => (S::BAD_REQUEST, "unsafe_name"),
+        "is_directory" => (S::BAD_REQUEST, "is_directory"),
+        "not_a_directory" => (S::BAD_REQUEST, "not_a_directory"),
+        "not_a_file" | "not_regular" => (S::BAD_REQUEST, "not_a_file"),
+        "too_large" => (S::PAYLOAD_TOO_LARGE, "too_large"),
+        "quota_exceeded" => (S::INSUFFICIENT_STORAGE, "quota_exceeded"),
+        "permission_denied" => (S::FORBIDDEN, "permission_denied"),
+        // The person's own process failed or ended: the member is not at fault.
+        "worker_failed" => (S::BAD_GATEWAY, "worker_failed"),
+        // Only the operator can fix it, and the message says how.
+        "account_missing" => (S::SERVICE_UNAVAILABLE, "account_missing"),
+        _ => return ApiError::internal("member", e),
+    };
+    ApiError::new(status, code, e.message)
+}

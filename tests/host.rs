@@ -225,7 +225,10 @@ fn host_mode_member_api() {
     host_api::a_linked_public_is_refused(&gateway, &member, &other);
     host_api::a_killed_worker_fails_clearly(&gateway, &member);
 
-    // A person whose POSIX user was removed by hand.
+    // A person whose POSIX user was removed by hand: `userdel` refuses while the person
+    // has processes (an idle worker), so they are killed first, as an operator would.
+    host_api::kill_processes_of(USER_MC);
+    std::thread::sleep(std::time::Duration::from_millis(200));
     let userdel = std::process::Command::new(host_support::tool_path("userdel"))
         .arg(USER_MC)
         .output()

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::sync::Arc;
 
 use crate::ops::{Op, Reply};
-use crate::worker::Worker;
+use crate::worker::{Failure, Worker};
 use crate::{RequestError, Requester};
 
 /// A requester with, in host mode, one worker kept aside for this caller.
@@ -30,17 +30,18 @@ impl Lease {
     pub fn execute(&mut self, op: Op) -> Result<(Reply, Option<File>), RequestError> {
         match &*self.requester {
             Requester::InProcess(executor) => executor.execute(op),
-            Requester::Worker(pool) => {
-                let mut worker = match self.worker.take() {
-                    Some(worker) => worker,
-                    None => pool.take()?,
-                };
-                let result = worker.perform(&op);
-                if worker.is_healthy() {
-                    self.worker = Some(worker);
+            Requester::Worker(pool) => match &mut self.worker {
+                // Once the lease has been used, its worker alone answers: one that died
+                // meanwhile fails the call (and the next call starts a fresh one).
+                Some(worker) => {
+                    let result = worker.perform(&op);
+                    if !worker.is_healthy() {
+                        self.worker = None;
+                    }
+                    result.map_err(Failure::into_request_error)
                 }
-                result
-            }
+                None => pool.perform_first(&mut self.worker, &op),
+            },
         }
     }
 }

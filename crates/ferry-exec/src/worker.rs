@@ -164,24 +164,50 @@ impl WorkerPool {
 
     /// Performs `op` in an idle worker, or a new one.
     pub fn execute(&self, op: &Op) -> Result<(Reply, Option<File>), RequestError> {
-        let mut worker = self.take()?;
-        let result = worker.perform(op);
-        if result.as_ref().is_ok_and(|_| worker.healthy) {
+        let mut worker = None;
+        let result = self.perform_first(&mut worker, op);
+        if let Some(worker) = worker
+            && result.is_ok()
+        {
             self.give_back(worker);
         }
         result
     }
 
-    /// An idle worker, or a new one, for the caller alone until [`WorkerPool::give_back`].
-    pub(crate) fn take(&self) -> Result<Worker, RequestError> {
+    /// Performs `op` as the first call of `slot`'s worker, taken now: an idle one that
+    /// died while it waited (the request could not even be sent) is replaced by a fresh
+    /// worker, once. Any later failure is the caller's to hear.
+    pub(crate) fn perform_first(
+        &self,
+        slot: &mut Option<Worker>,
+        op: &Op,
+    ) -> Result<(Reply, Option<File>), RequestError> {
+        let (mut worker, was_idle) = self.take()?;
+        let mut result = worker.perform(op);
+        if was_idle && matches!(result, Err(Failure::Unsent(_))) {
+            worker = self.start_checked()?;
+            result = worker.perform(op);
+        }
+        if worker.healthy {
+            *slot = Some(worker);
+        }
+        result.map_err(Failure::into_request_error)
+    }
+
+    /// An idle worker (and `true`), or a new one, for the caller alone until
+    /// [`WorkerPool::give_back`].
+    fn take(&self) -> Result<(Worker, bool), RequestError> {
         let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         match pooled {
-            Some(worker) => Ok(worker),
-            None => {
-                self.spawn.require_account()?;
-                self.start().map_err(worker_failed)
-            }
+            Some(worker) => Ok((worker, true)),
+            None => Ok((self.start_checked()?, false)),
         }
+    }
+
+    /// A new worker, once the person's account is known to exist.
+    fn start_checked(&self) -> Result<Worker, RequestError> {
+        self.spawn.require_account()?;
+        self.start().map_err(worker_failed)
     }
 
     /// Keeps a worker that answered well for the next call.
@@ -220,16 +246,21 @@ impl WorkerPool {
 }
 
 impl Worker {
-    /// Performs `op`; a failure of the socket (the worker died) is `worker_failed`, and
-    /// the worker is not used again.
-    pub(crate) fn perform(&mut self, op: &Op) -> Result<(Reply, Option<File>), RequestError> {
-        let frame =
-            serde_json::to_vec(op).map_err(|e| RequestError::new("bad_request", e.to_string()))?;
-        match self.call(&frame) {
-            Ok(answer) => answer,
+    /// Performs `op`; after a failure of the socket (the worker died) the worker is not
+    /// used again.
+    pub(crate) fn perform(&mut self, op: &Op) -> Result<(Reply, Option<File>), Failure> {
+        let frame = serde_json::to_vec(op)
+            .map_err(|e| Failure::Refused(RequestError::new("bad_request", e.to_string())))?;
+        if let Err(e) = send_frame(&self.stream, &frame, None) {
+            self.healthy = false;
+            return Err(Failure::Unsent(e));
+        }
+        match self.answer() {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(refused)) => Err(Failure::Refused(refused)),
             Err(e) => {
                 self.healthy = false;
-                Err(worker_failed(e))
+                Err(Failure::Lost(e))
             }
         }
     }
@@ -239,8 +270,7 @@ impl Worker {
         self.healthy
     }
 
-    fn call(&mut self, frame: &[u8]) -> io::Result<Result<(Reply, Option<File>), RequestError>> {
-        send_frame(&self.stream, frame, None)?;
+    fn answer(&mut self) -> io::Result<Result<(Reply, Option<File>), RequestError>> {
         let (bytes, fd) = recv_frame(&mut self.stream)?
             .ok_or_else(|| eof("the worker ended (was the helper refused? see its message)"))?;
         let answer: Answer = serde_json::from_slice(&bytes).map_err(io::Error::other)?;
@@ -256,6 +286,26 @@ impl Drop for Worker {
         // Closing the socket ends the worker's loop; reap it so no zombie is left.
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
         let _ = self.child.wait();
+    }
+}
+
+/// Why a call to a worker failed.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The request could not be sent: the worker was gone before it.
+    Unsent(io::Error),
+    /// The worker went away before it answered.
+    Lost(io::Error),
+    /// The worker answered with a refusal.
+    Refused(RequestError),
+}
+
+impl Failure {
+    pub(crate) fn into_request_error(self) -> RequestError {
+        match self {
+            Failure::Unsent(e) | Failure::Lost(e) => worker_failed(e),
+            Failure::Refused(e) => e,
+        }
     }
 }
 

@@ -129,17 +129,17 @@ async fn fetch(
         name.clone(),
     );
     let staging = blocking(move || {
-        let workspace = starting.site.workspace(&who, project.as_deref())?;
-        let requester = starting.member_requester(&who, project.as_deref())?;
+        let toolbox = starting.member_toolbox(&who, project.as_deref())?;
         let mut staging = Staging::start(
-            requester,
+            toolbox.shared_requester(),
             project.as_deref(),
             PublicPlace::Attachments,
             Some(&target),
         )
         .map_err(request_error)?;
         staging.sink().set_limit(max_bytes);
-        staging.sink().set_budget(Some(workspace.quota()?));
+        let quota = toolbox.quota_claim().map_err(ApiError::from_tool)?;
+        staging.sink().set_budget(Some(Box::new(quota)));
         Ok::<_, ApiError>(staging)
     })
     .await?;

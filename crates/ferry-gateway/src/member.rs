@@ -7,9 +7,9 @@ use std::fs::File;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
+use ferry_exec::RequestError;
 use ferry_exec::member::{MemberAction, MemberReply};
 use ferry_exec::ops::{Op, Reply};
-use ferry_exec::{RequestError, Requester};
 use ferry_site::AttachmentsState;
 
 use crate::{ApiError, AppState, blocking};
@@ -23,7 +23,7 @@ impl AppState {
         project: Option<&str>,
         action: MemberAction,
     ) -> Result<(MemberReply, Option<File>), ApiError> {
-        let requester = self.member_requester(person, project)?;
+        let requester = self.member_toolbox(person, project)?.shared_requester();
         let op = Op::Member {
             project: project.map(str::to_owned),
             action,
@@ -59,15 +59,15 @@ impl AppState {
         }
     }
 
-    /// The requester of `person`, once the person and `project` are known to the site.
-    pub(crate) fn member_requester(
+    /// The tools of `person` (their requester, their quota), once the person and
+    /// `project` are known to the site.
+    pub(crate) fn member_toolbox(
         &self,
         person: &str,
         project: Option<&str>,
-    ) -> Result<Arc<Requester>, ApiError> {
+    ) -> Result<Arc<ferry_tools::Toolbox>, ApiError> {
         self.site.workspace(person, project)?;
-        let toolbox = self.toolbox(person).map_err(ApiError::from_tool)?;
-        Ok(toolbox.shared_requester())
+        self.toolbox(person).map_err(ApiError::from_tool)
     }
 }
 

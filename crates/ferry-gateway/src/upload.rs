@@ -166,11 +166,17 @@ async fn start_upload(
         let name = workspace.upload_name(&raw_name)?;
         // Staged in the main workspace until the project is known: no target to check yet.
         let check = project.as_ref().map(|_| name.as_str());
-        let requester = state.member_requester(&person, project.as_deref())?;
-        let mut staging = Staging::start(requester, project.as_deref(), PublicPlace::Public, check)
-            .map_err(request_error)?;
+        let toolbox = state.member_toolbox(&person, project.as_deref())?;
+        let mut staging = Staging::start(
+            toolbox.shared_requester(),
+            project.as_deref(),
+            PublicPlace::Public,
+            check,
+        )
+        .map_err(request_error)?;
         staging.sink().set_limit(workspace.max_upload_bytes());
-        staging.sink().set_budget(Some(workspace.quota()?));
+        let quota = toolbox.quota_claim().map_err(ApiError::from_tool)?;
+        staging.sink().set_budget(Some(Box::new(quota)));
         Ok::<_, ApiError>((staging, name))
     })
     .await

@@ -94,7 +94,7 @@ pub struct Listing {
     pub root: String,
     pub project: Option<String>,
     pub entries: Vec<Node>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
 }
 
@@ -105,7 +105,7 @@ pub struct Node {
     pub path: String,
     #[serde(rename = "type")]
     pub kind: NodeKind,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub managed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,

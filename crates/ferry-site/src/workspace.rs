@@ -65,11 +65,6 @@ impl Workspace<'_> {
         PublicFolder::open(&container, self.owner)
     }
 
-    /// The person's quota, for one writer (every project of theirs shares it).
-    pub fn quota(&self) -> Result<Box<dyn ferry_fs::Budget>, SiteError> {
-        Ok(Box::new(self.site.quota_claim(&self.person)?))
-    }
-
     /// The most bytes one upload may have.
     pub fn max_upload_bytes(&self) -> u64 {
         self.site.config().media.max_upload_bytes

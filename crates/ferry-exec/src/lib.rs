@@ -60,6 +60,8 @@ mod run;
 mod sandbox;
 mod scope;
 mod seccomp;
+mod settings;
+mod staged_at;
 mod staging;
 pub mod worker;
 

@@ -13,10 +13,12 @@ use ferry_fs::{AtomicWriter, Dir, EntryKind, Follow, FsError, safe_name};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use crate::info::{FileInfo, Kind, WrittenFile};
+use crate::info::base64_bytes;
+pub use crate::info::{FileInfo, FileWrite, Kind, WrittenFile};
 use crate::info::{info_from, info_of};
 use crate::member::{MemberAction, MemberReply};
 use crate::scope::{Scope, Target};
+pub use crate::settings::{RunSettings, SandboxKind};
 use crate::{Command, ExecError, Identity, Output, Policy, RequestError, Sandbox, Strongest};
 
 /// One operation, as the person.
@@ -64,22 +66,25 @@ pub enum Op {
         project: Option<String>,
         action: MemberAction,
     },
+    /// Makes a hidden temporary where `path` will be written, as the person (its folders
+    /// made); its descriptor, open for writing, travels beside the reply. The caller
+    /// fills it, then [`Op::PlaceAt`] places it (staged_at.rs).
+    StageAt { path: String },
+    /// Places the temporary `temp`, still the file `dev`/`ino`, at `path`.
+    PlaceAt {
+        path: String,
+        temp: String,
+        dev: u64,
+        ino: u64,
+    },
+    /// Removes the temporary `temp` made for `path`.
+    DiscardAt { path: String, temp: String },
     /// Runs a command behind the guardrail (T-GUARD).
     Run {
         command: String,
         cwd: Option<String>,
         timeout_secs: Option<u64>,
     },
-}
-
-/// One file of [`Op::WriteAll`].
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct FileWrite {
-    pub path: String,
-    #[serde(with = "base64_bytes")]
-    pub data: Vec<u8>,
-    /// The sha256 (hex) the file had when it was read; a change since refuses the write.
-    pub expect_sha256: Option<String>,
 }
 
 /// What an operation returns.
@@ -104,47 +109,10 @@ pub enum Reply {
         bytes: u64,
     },
     Member(MemberReply),
-}
-
-/// How commands run for this person.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RunSettings {
-    /// The `USER` and `LOGNAME` commands see.
-    pub user: String,
-    /// Where over-cap output is saved; the model reads it back with `file_read`.
-    pub full_output_dir: PathBuf,
-    pub sandbox: SandboxKind,
-    /// Share the network with a sandboxed command.
-    pub network: bool,
-    /// Seconds saved output is kept.
-    pub output_ttl_secs: u64,
-    /// Bytes of saved output the person may keep in all.
-    pub output_max_bytes: u64,
-}
-
-/// Which sandbox, if any (T-GUARD `[exec] sandbox`).
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum SandboxKind {
-    /// The strongest that works where the command runs ([`crate::strongest`]); with
-    /// none, commands are refused.
-    #[default]
-    Auto,
-    None,
-    Bwrap,
-    Landlock,
-}
-
-impl SandboxKind {
-    /// The name `[exec] sandbox` gives it.
-    pub fn name(self) -> &'static str {
-        match self {
-            SandboxKind::Auto => "auto",
-            SandboxKind::None => "none",
-            SandboxKind::Bwrap => "bwrap",
-            SandboxKind::Landlock => "landlock",
-        }
-    }
+    /// For [`Op::StageAt`]; the descriptor travels beside it.
+    StagedAt {
+        temp: String,
+    },
 }
 
 /// Performs [`Op`]s for one person.
@@ -219,6 +187,23 @@ impl Executor {
                     action,
                 )?;
                 return Ok((Reply::Member(reply), file));
+            }
+            Op::StageAt { path } => {
+                let (temp, file) = self.stage_at(&path)?;
+                return Ok((Reply::StagedAt { temp }, Some(file)));
+            }
+            Op::PlaceAt {
+                path,
+                temp,
+                dev,
+                ino,
+            } => {
+                self.place_at(&path, &temp, ferry_fs::FileId { dev, ino })?;
+                Reply::Done
+            }
+            Op::DiscardAt { path, temp } => {
+                self.discard_at(&path, &temp)?;
+                Reply::Done
             }
             Op::Run {
                 command,
@@ -527,6 +512,22 @@ impl Executor {
 
     /// A hidden temporary beside `path`, ready for bytes; the previous file's mode is kept.
     fn stage(&self, path: &str, create_parents: bool) -> Result<Staged, RequestError> {
+        let target = self.target_of(path, create_parents)?;
+        let mut writer = AtomicWriter::create(&target.dir, &target.name)?.owner(self.owner);
+        writer.set_mode(target.mode)?;
+        Ok(Staged {
+            writer,
+            path: target.display,
+        })
+    }
+
+    /// Where a write of `path` lands: the folder (its parents made when asked), the name,
+    /// and the mode the file will have (the previous file's, else the default).
+    pub(crate) fn target_of(
+        &self,
+        path: &str,
+        create_parents: bool,
+    ) -> Result<WriteTarget, RequestError> {
         let display = self.scope.absolute(path)?;
         self.scope.check_unlocked(path)?;
         let (dir, name) = match self.scope.resolve(path)? {
@@ -575,12 +576,17 @@ impl Executor {
             Err(FsError::NotFound) => NEW_FILE_MODE,
             Err(e) => return Err(e.into()),
         };
-        let mut writer = AtomicWriter::create(&dir, &name)?.owner(self.owner);
-        writer.set_mode(mode)?;
-        Ok(Staged {
-            writer,
-            path: display,
+        Ok(WriteTarget {
+            dir,
+            name,
+            mode,
+            display,
         })
+    }
+
+    /// The owner given to what is created (container mode: the agent's ids).
+    pub(crate) fn owner(&self) -> Option<(u32, u32)> {
+        self.owner
     }
 
     /// Creates `rel` and its parents beneath `dir`, giving new folders to the owner.
@@ -606,6 +612,14 @@ impl Executor {
 struct Staged {
     writer: AtomicWriter,
     path: PathBuf,
+}
+
+/// Where a write lands: see [`Executor::target_of`].
+pub(crate) struct WriteTarget {
+    pub(crate) dir: Dir,
+    pub(crate) name: String,
+    pub(crate) mode: u32,
+    pub(crate) display: PathBuf,
 }
 
 impl Staged {
@@ -642,21 +656,4 @@ fn non_empty(rel: &str) -> Result<&str, RequestError> {
 /// The sha256 of `bytes`, in lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     data_encoding::HEXLOWER.encode(&Sha256::digest(bytes))
-}
-
-/// Bytes as base64 in JSON: a file's content crossing the worker's socket.
-mod base64_bytes {
-    use data_encoding::BASE64;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&BASE64.encode(bytes))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        BASE64
-            .decode(text.as_bytes())
-            .map_err(serde::de::Error::custom)
-    }
 }

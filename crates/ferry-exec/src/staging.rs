@@ -1,8 +1,9 @@
-//! A new file of the member API, on its way into a workspace's `public/`: the person
-//! makes the hidden temporary (so the person owns it), the caller writes the bytes into
-//! its descriptor through a [`ByteSink`] (limit, quota, sha256, writeback, fsync), and
-//! the same person places it. The bytes never cross the worker's socket, and memory is
-//! flat in the size of the file.
+//! A new file on its way into the person's folders without its bytes crossing the
+//! worker's socket: the person makes the hidden temporary (so the person owns it), the
+//! caller writes the bytes into its descriptor through a [`ByteSink`] (limit, quota,
+//! sha256, writeback, fsync), and the same worker places it. Memory is flat in the size
+//! of the file. Two kinds of place: a workspace's `public/` by the member rules
+//! (member.rs), or a path the person's tools may write (staged_at.rs).
 
 use std::sync::Arc;
 
@@ -18,8 +19,19 @@ use crate::{Lease, RequestError, Requester};
 pub struct Staging {
     lease: Lease,
     sink: ByteSink,
-    staged: StagedFile,
+    spot: Spot,
     placed: bool,
+}
+
+/// Where the temporary lies.
+#[derive(Debug)]
+enum Spot {
+    Member(StagedFile),
+    At {
+        path: String,
+        temp: String,
+        id: FileId,
+    },
 }
 
 impl Staging {
@@ -45,19 +57,42 @@ impl Staging {
             _ => return Err(out_of_turn()),
         };
         let id = FileId::of(&file)?;
-        let staged = StagedFile {
+        let spot = Spot::Member(StagedFile {
             project: project.map(str::to_owned),
             place,
             temp,
             dev: id.dev,
             ino: id.ino,
+        });
+        Ok(Staging::new(lease, file, spot))
+    }
+
+    /// Makes a temporary where `path` (a path the person's tools may write) will be.
+    pub fn start_at(requester: Arc<Requester>, path: &str) -> Result<Staging, RequestError> {
+        let mut lease = Lease::new(requester);
+        let op = Op::StageAt {
+            path: path.to_owned(),
         };
-        Ok(Staging {
+        let (temp, file) = match lease.execute(op)? {
+            (Reply::StagedAt { temp }, Some(file)) => (temp, file),
+            _ => return Err(out_of_turn()),
+        };
+        let id = FileId::of(&file)?;
+        let spot = Spot::At {
+            path: path.to_owned(),
+            temp,
+            id,
+        };
+        Ok(Staging::new(lease, file, spot))
+    }
+
+    fn new(lease: Lease, file: std::fs::File, spot: Spot) -> Staging {
+        Staging {
             lease,
             sink: ByteSink::new(file),
-            staged,
+            spot,
             placed: false,
-        })
+        }
     }
 
     /// Where the bytes go.
@@ -69,27 +104,69 @@ impl Staging {
     /// workspace (or `project`): a link planted at the target meanwhile is refused, and
     /// so is a temporary that is no longer the file written.
     pub fn commit(
-        mut self,
+        self,
         project: Option<&str>,
         place: PublicPlace,
         name: &str,
     ) -> Result<Written, RequestError> {
-        let written = self.sink.finish()?;
+        let Spot::Member(staged) = &self.spot else {
+            return Err(RequestError::new(
+                "bad_request",
+                "a file staged at a path is placed at that path",
+            ));
+        };
         let op = Op::Member {
             project: project.map(str::to_owned),
             action: MemberAction::Commit {
-                staged: self.staged.clone(),
+                staged: staged.clone(),
                 place,
                 name: name.to_owned(),
             },
         };
-        match self.lease.execute(op)? {
-            (Reply::Member(MemberReply::Done), _) => {}
-            _ => return Err(out_of_turn()),
+        self.place(op, Reply::Member(MemberReply::Done))
+    }
+
+    /// Flushes the bytes and has the person place the file at the path it was staged for.
+    pub fn commit_at(self) -> Result<Written, RequestError> {
+        let Spot::At { path, temp, id } = &self.spot else {
+            return Err(RequestError::new(
+                "bad_request",
+                "a file staged in public/ is placed by the member rules",
+            ));
+        };
+        let op = Op::PlaceAt {
+            path: path.clone(),
+            temp: temp.clone(),
+            dev: id.dev,
+            ino: id.ino,
+        };
+        self.place(op, Reply::Done)
+    }
+
+    fn place(mut self, op: Op, expected: Reply) -> Result<Written, RequestError> {
+        let written = self.sink.finish()?;
+        let (reply, _) = self.lease.execute(op)?;
+        if std::mem::discriminant(&reply) != std::mem::discriminant(&expected) {
+            return Err(out_of_turn());
         }
         self.placed = true;
         self.sink.settle();
         Ok(written)
+    }
+
+    fn discard_op(&self) -> Op {
+        match &self.spot {
+            Spot::Member(staged) => Op::Member {
+                project: staged.project.clone(),
+                action: MemberAction::Discard {
+                    staged: staged.clone(),
+                },
+            },
+            Spot::At { path, temp, .. } => Op::DiscardAt {
+                path: path.clone(),
+                temp: temp.clone(),
+            },
+        }
     }
 }
 
@@ -104,25 +181,15 @@ impl Drop for Staging {
         if self.placed {
             return;
         }
-        let discard = || Op::Member {
-            project: self.staged.project.clone(),
-            action: MemberAction::Discard {
-                staged: self.staged.clone(),
-            },
-        };
         // A worker that died meanwhile is replaced by a fresh one for the second try.
-        if let Err(first) = self.lease.execute(discard())
-            && let Err(e) = self.lease.execute(discard())
+        if let Err(first) = self.lease.execute(self.discard_op())
+            && let Err(again) = self.lease.execute(self.discard_op())
         {
-            report_left_behind(&first, &e, &self.staged.temp);
+            // Nothing more can be done here (listings hide the temporary); the operator
+            // hears of it.
+            eprintln!("ferry: a staged temporary could not be removed: {first}; again: {again}");
         }
     }
-}
-
-/// Nothing more can be done here about a temporary that could not be removed (listings
-/// hide it); the operator hears of it.
-fn report_left_behind(first: &RequestError, second: &RequestError, temp: &str) {
-    eprintln!("ferry: a staged temporary ({temp}) could not be removed: {first}; again: {second}");
 }
 
 fn out_of_turn() -> RequestError {

@@ -83,8 +83,8 @@ before(async () => {
   fs.chmodSync(tmp, 0o755);
   fs.copyFileSync(FERRY_BIN, path.join(tmp, 'ferry'));
   fs.chmodSync(path.join(tmp, 'ferry'), 0o755);
-  fs.mkdirSync(path.join(tmp, 'lib'));
-  fs.copyFileSync(path.join(path.dirname(FERRY_BIN), 'ferry-posix-helper'), path.join(tmp, 'lib', 'ferry-posix-helper'));
+  // `site init` installs the helper found beside the binary at --helper-path.
+  fs.copyFileSync(path.join(path.dirname(FERRY_BIN), 'ferry-posix-helper'), path.join(tmp, 'ferry-posix-helper'));
   data = path.join(tmp, 'site');
   fs.mkdirSync(data);
   token = lastLine(ferry('person', 'add', PERSON));

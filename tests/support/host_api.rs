@@ -401,7 +401,7 @@ pub fn planted_links_give_nothing(gw: &HostGateway, site: &MemberSite, other_hom
     );
 
     // Downloads, uploads, moves and mkdir through each link are refused.
-    let cases: Vec<(&str, Box<dyn Fn() -> u16>)> = vec![
+    let cases: Vec<(&str, Attempt)> = vec![
         (
             "download shadow",
             Box::new(|| gw.download(token, "public/shadow.txt", None).0),
@@ -473,6 +473,9 @@ pub fn planted_links_give_nothing(gw: &HostGateway, site: &MemberSite, other_hom
         let _ = std::fs::remove_file(public.join(name));
     }
 }
+
+/// One request through a planted link: its status.
+type Attempt<'a> = Box<dyn Fn() -> u16 + 'a>;
 
 /// A `public/` that is itself a link is refused as `path_escapes`, not followed.
 pub fn a_linked_public_is_refused(gw: &HostGateway, site: &MemberSite, other_home: &Path) {

@@ -204,7 +204,14 @@ fn host_mode_member_api() {
     let ferry = site.data.parent().unwrap().join("ferry-served");
     std::fs::copy(support::ferry_bin(), &ferry).unwrap();
     let log = site.data.parent().unwrap().join("gateway.log");
-    let gateway = host_api::HostGateway::start(&ferry, &site.data, &log);
+    let agent = host_api::start_agent(site.path("home/hma/public/attachments"), USER_MA);
+    let upstream = agent.url("/v1/chat/completions");
+    let gateway = host_api::HostGateway::start(
+        &ferry,
+        &site.data,
+        &log,
+        &[("FERRY_AGENT__UPSTREAM", &upstream)],
+    );
     let sh = |person: &str, script: &str| site.sh(person, script);
     let member = host_api::MemberSite {
         data: &site.data,
@@ -221,6 +228,7 @@ fn host_mode_member_api() {
 
     host_api::every_route_acts_as_the_person(&gateway, &member);
     host_api::events_come_through_the_worker(&gateway, &member);
+    host_api::chat_notices_come_through_the_worker(&gateway, &member);
     host_api::planted_links_give_nothing(&gateway, &member, &other);
     host_api::a_linked_public_is_refused(&gateway, &member, &other);
     host_api::a_killed_worker_fails_clearly(&gateway, &member);

@@ -24,7 +24,7 @@ pub struct HostGateway {
 impl HostGateway {
     /// Starts `ferry serve` as `ferry` (the binary at `ferry`, which that user can run) on
     /// `data`, logging to `log`.
-    pub fn start(ferry: &Path, data: &Path, log: &Path) -> HostGateway {
+    pub fn start(ferry: &Path, data: &Path, log: &Path, env: &[(&str, &str)]) -> HostGateway {
         let stderr = std::fs::File::create(log).unwrap();
         let mut child = Command::new(tool_path("setpriv"))
             .args(["--reuid=ferry", "--regid=ferry", "--init-groups", "--"])
@@ -35,6 +35,7 @@ impl HostGateway {
             .args(["--listen", "127.0.0.1:0"])
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
+            .envs(env.iter().copied())
             .current_dir("/")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -354,6 +355,56 @@ pub fn events_come_through_the_worker(gw: &HostGateway, site: &MemberSite) {
             break;
         }
     }
+}
+
+/// A fake upstream agent that, while it answers, writes a file into the person's
+/// `public/attachments/` as the person (as an agent's tool would), then answers one
+/// JSON completion.
+pub fn start_agent(attachments: PathBuf, user: &'static str) -> support::Peer {
+    support::Peer::start(move |_| {
+        let file = attachments.join("from-chat.txt");
+        let made = run_as(
+            user,
+            Path::new("/bin/sh"),
+            &["-c", &format!("echo reply > {}", file.display())],
+        );
+        assert!(made.status.success());
+        let body = json!({
+            "id": "chatcmpl-host",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Done."}, "finish_reason": "stop"}],
+        });
+        support::Reply::ok(body.to_string()).header("Content-Type", "application/json")
+    })
+}
+
+/// Chat in host mode: the attachments are checked as the person, and the file the agent
+/// wrote during the turn is announced after it (the before and after states are read by
+/// the person's worker).
+pub fn chat_notices_come_through_the_worker(gw: &HostGateway, site: &MemberSite) {
+    let (status, body) = gw.upload(site.token, "context.txt", b"context", None);
+    assert_eq!(status, 201, "{body}");
+    let reply = client()
+        .post(gw.url("/v1/chat"))
+        .bearer_auth(site.token)
+        .json(&json!({"message": "Make me a file.", "attachments": ["public/context.txt"]}))
+        .send()
+        .unwrap();
+    assert_eq!(reply.status().as_u16(), 200);
+    let text = reply.text().unwrap();
+    assert!(
+        text.contains("📎 from-chat.txt — public/attachments/from-chat.txt"),
+        "{text}"
+    );
+    // An attachment the member cannot see is refused before the agent is asked.
+    let refused = client()
+        .post(gw.url("/v1/chat"))
+        .bearer_auth(site.token)
+        .json(&json!({"message": "x", "attachments": ["public/missing.txt"]}))
+        .send()
+        .unwrap();
+    let (status, body) = json_answer(refused);
+    assert_error(status, &body, 404, "not_found");
 }
 
 /// The person's agent plants links in `public/`: to another person's home, to

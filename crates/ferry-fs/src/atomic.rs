@@ -438,4 +438,56 @@ mod tests {
         writer.commit().unwrap();
         assert_eq!(room.0.lock().unwrap().2, "committed");
     }
+
+    #[test]
+    fn a_temporary_filled_elsewhere_is_placed_only_while_it_is_the_same_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient(tmp.path()).unwrap();
+        let (temp, file) = create_temporary(&dir).unwrap();
+        let id = FileId::of(&file).unwrap();
+        let mut sink = ByteSink::new(file);
+        sink.write(b"filled by the other side").unwrap();
+        let written = sink.finish().unwrap();
+        assert_eq!(written.size, 24);
+
+        // Swapped for another file meanwhile: refused, and nothing is placed.
+        let (other, other_file) = create_temporary(&dir).unwrap();
+        drop(other_file);
+        std::fs::rename(tmp.path().join(&other), tmp.path().join(&temp)).unwrap();
+        assert!(matches!(
+            place_temporary(&dir, &temp, &dir, "out.txt", id, 0o600, None),
+            Err(FsError::PathEscapes)
+        ));
+        assert!(!tmp.path().join("out.txt").exists());
+        remove_temporary(&dir, &temp).unwrap();
+
+        // A link planted at the target is refused, not replaced.
+        let (temp, file) = create_temporary(&dir).unwrap();
+        let id = FileId::of(&file).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", tmp.path().join("linked.txt")).unwrap();
+        assert!(matches!(
+            place_temporary(&dir, &temp, &dir, "linked.txt", id, 0o600, None),
+            Err(FsError::PathEscapes)
+        ));
+        // The same file at a plain name is placed, with the mode asked for.
+        place_temporary(&dir, &temp, &dir, "placed.txt", id, 0o640, None).unwrap();
+        let meta = std::fs::metadata(tmp.path().join("placed.txt")).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o640);
+        assert!(!tmp.path().join(&temp).exists());
+    }
+
+    #[test]
+    fn only_a_temporary_is_placed_or_removed_by_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient(tmp.path()).unwrap();
+        std::fs::write(tmp.path().join("keep.txt"), b"keep").unwrap();
+        let id = FileId { dev: 0, ino: 0 };
+        for name in ["keep.txt", "../x", "a/b", ""] {
+            assert!(remove_temporary(&dir, name).is_err(), "{name:?}");
+            assert!(place_temporary(&dir, name, &dir, "t", id, 0o600, None).is_err());
+        }
+        assert!(tmp.path().join("keep.txt").exists());
+        // One already gone is fine.
+        remove_temporary(&dir, &format!("{TEMP_PREFIX}gone")).unwrap();
+    }
 }

@@ -36,8 +36,10 @@ use crate::scope::{Access, Scope, Tree};
 
 /// The largest frame either side accepts: a file's content in a write, base64-encoded.
 pub const FRAME_MAX_BYTES: usize = 128 * 1024 * 1024;
-/// Idle workers kept per person; more calls at once spawn more, which then end.
-const IDLE_WORKERS_MAX: usize = 4;
+/// Idle workers kept per person; more calls at once spawn more, which then end. Every
+/// upload holds one for its whole life, so a burst of small uploads needs many at once:
+/// below this many, a burst would start a process per request.
+const IDLE_WORKERS_MAX: usize = 32;
 
 /// The first frame: who the worker works for.
 #[derive(Clone, Debug, Serialize, Deserialize)]

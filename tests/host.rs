@@ -7,6 +7,8 @@
 //! and a guard that removes every user and group it made, even when a step fails. It must
 //! run as root (CI does); it fails, never skips, when it is not or a tool is missing.
 
+#[path = "support/host_api.rs"]
+mod host_api;
 #[path = "support/host.rs"]
 mod host_support;
 mod support;
@@ -116,8 +118,13 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// The tests of this file share the service user `ferry` and the group `fy_shared`, which
+/// each makes and removes if they were missing: one at a time.
+static MACHINE_ACCOUNTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn host_mode_end_to_end() {
+    let _accounts = MACHINE_ACCOUNTS.lock().unwrap_or_else(|e| e.into_inner());
     require_root_and_tools();
     let helper_built = build_helper();
     let mut guard = AccountsGuard::new(
@@ -154,6 +161,95 @@ fn host_mode_end_to_end() {
         assert!(group(user).is_none(), "group {user} is left");
     }
     assert!(group(CIRCLE_GROUP).is_none(), "{CIRCLE_GROUP} is left");
+}
+
+const MA: &str = "hma";
+const MB: &str = "hmb";
+const MC: &str = "hmc";
+const USER_MA: &str = "fy_person_hma";
+const USER_MB: &str = "fy_person_hmb";
+const USER_MC: &str = "fy_person_hmc";
+
+/// The member API with the gateway running as `ferry` (persons `hma`, `hmb`, `hmc`).
+#[test]
+fn host_mode_member_api() {
+    let _accounts = MACHINE_ACCOUNTS.lock().unwrap_or_else(|e| e.into_inner());
+    require_root_and_tools();
+    build_helper();
+    let mut guard = AccountsGuard::new(
+        &[USER_MA, USER_MB, USER_MC],
+        &[USER_MA, USER_MB, USER_MC],
+        &["ferry", "fy_shared"],
+    );
+    let site = new_site();
+    for person in [MA, MB, MC] {
+        site.ferry_ok(&["person", "add", person]);
+    }
+    site.init();
+    let token = |person: &str, kind: &str| {
+        site.ferry_ok(&["token", "create", person, "--kind", kind])
+            .trim()
+            .lines()
+            .last()
+            .unwrap()
+            .to_owned()
+    };
+    let (token_a, harness_a, token_b, token_c) = (
+        token(MA, "person"),
+        token(MA, "harness"),
+        token(MB, "person"),
+        token(MC, "person"),
+    );
+    // A copy of the binary the service user can execute, wherever the build tree is.
+    let ferry = site.data.parent().unwrap().join("ferry-served");
+    std::fs::copy(support::ferry_bin(), &ferry).unwrap();
+    let log = site.data.parent().unwrap().join("gateway.log");
+    let agent = host_api::start_agent(site.path("home/hma/public/attachments"), USER_MA);
+    let upstream = agent.url("/v1/chat/completions");
+    let gateway = host_api::HostGateway::start(
+        &ferry,
+        &site.data,
+        &log,
+        &[("FERRY_AGENT__UPSTREAM", &upstream)],
+    );
+    let sh = |person: &str, script: &str| site.sh(person, script);
+    let member = host_api::MemberSite {
+        data: &site.data,
+        person: MA,
+        user: USER_MA,
+        token: &token_a,
+        harness: &harness_a,
+        sh: &sh,
+    };
+    let other = site.path("home/hmb");
+    // B has a file of their own, which A must not reach through any link.
+    let (status, body) = gateway.upload(&token_b, "b.txt", b"b's own", None);
+    assert_eq!(status, 201, "{body}");
+
+    host_api::every_route_acts_as_the_person(&gateway, &member);
+    host_api::events_come_through_the_worker(&gateway, &member);
+    host_api::chat_notices_come_through_the_worker(&gateway, &member);
+    host_api::planted_links_give_nothing(&gateway, &member, &other);
+    host_api::a_linked_public_is_refused(&gateway, &member, &other);
+    host_api::a_killed_worker_fails_clearly(&gateway, &member);
+
+    // A person whose POSIX user was removed by hand: `userdel` refuses while the person
+    // has processes (an idle worker), so they are killed first, as an operator would.
+    host_api::kill_processes_of(USER_MC);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let userdel = std::process::Command::new(host_support::tool_path("userdel"))
+        .arg(USER_MC)
+        .output()
+        .unwrap();
+    assert!(userdel.status.success(), "{}", stderr(&userdel));
+    host_api::a_removed_account_names_the_fix(&gateway, &token_c);
+
+    drop(gateway);
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!log.contains("panicked"), "{log}");
+    drop(site);
+    let left = guard.remove_all();
+    assert!(left.is_empty(), "could not remove: {left:?}");
 }
 
 fn accounts_are_made(site: &Site) {

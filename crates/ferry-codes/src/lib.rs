@@ -209,8 +209,11 @@ codes! {
     ExecIo = "exec_io" => 500,
     /// The process watching the command was stopped or killed.
     Unwatched = "unwatched" => 500,
-    /// The process acting as the person failed.
-    WorkerFailed = "worker_failed" => 500,
+    /// The process acting as the person failed or ended (the client is not at fault, and
+    /// the sentence names no file of the server).
+    WorkerFailed = "worker_failed" => 502,
+    /// The person's POSIX account is missing (host mode); `ferry site init` makes it.
+    AccountMissing = "account_missing" => 503,
 
     // ---------------------------------------------------- approvals, picks, interactions
     /// The owner denied the request.

@@ -43,10 +43,14 @@
 //! namespace hides it). Then the runner gives up on the run with
 //! [`ExecError::Unwatched`] rather than claim everything ended.
 
+mod account;
 mod capture;
 mod error;
 mod fds;
+mod info;
 mod landlock;
+mod lease;
+pub mod member;
 pub mod ops;
 mod probe;
 mod reaper;
@@ -56,6 +60,9 @@ mod run;
 mod sandbox;
 mod scope;
 mod seccomp;
+mod settings;
+mod staged_at;
+mod staging;
 pub mod worker;
 
 use std::path::PathBuf;
@@ -68,11 +75,13 @@ use ferry_config::limits::{
 
 pub use capture::sweep_saved_output;
 pub use error::ExecError;
+pub use lease::Lease;
 pub use probe::{AUTO_LANDLOCK_MIN_ABI, Strongest, Unavailable, in_force, probe, strongest};
 pub use request_error::RequestError;
 pub use requester::Requester;
 pub use run::{effective_timeout, run};
 pub use scope::{Access, Scope, Tree};
+pub use staging::Staging;
 
 /// The umask of every command, and of host mode's worker: what they create gets the
 /// modes the file tools give (0644 files, 0755 folders), whatever the service's umask

@@ -5,15 +5,20 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use ferry_codes::Code;
 use ferry_fs::{AtomicWriter, Dir, EntryKind, Follow, FsError, safe_name};
 use serde::{Deserialize, Serialize};
 
+use crate::info::base64_bytes;
+pub use crate::info::{FileInfo, FileWrite, Kind, WrittenFile};
+use crate::info::{info_from, info_of};
+use crate::member::{MemberAction, MemberReply};
 use crate::scope::{Scope, Target};
+pub use crate::settings::{RunSettings, SandboxKind};
 use crate::{Command, ExecError, Identity, Output, Policy, RequestError, Sandbox, Strongest};
 
 /// One operation, as the person.
@@ -56,22 +61,30 @@ pub enum Op {
     /// The apparent size of every file beneath the folders `paths` (missing ones count 0;
     /// links are not followed).
     CountBytes { paths: Vec<String> },
+    /// An operation of the member API on a workspace's (or a project's) `public/`.
+    Member {
+        project: Option<String>,
+        action: MemberAction,
+    },
+    /// Makes a hidden temporary where `path` will be written, as the person (its folders
+    /// made); its descriptor, open for writing, travels beside the reply. The caller
+    /// fills it, then [`Op::PlaceAt`] places it (staged_at.rs).
+    StageAt { path: String },
+    /// Places the temporary `temp`, still the file `dev`/`ino`, at `path`.
+    PlaceAt {
+        path: String,
+        temp: String,
+        dev: u64,
+        ino: u64,
+    },
+    /// Removes the temporary `temp` made for `path`.
+    DiscardAt { path: String, temp: String },
     /// Runs a command behind the guardrail (T-GUARD).
     Run {
         command: String,
         cwd: Option<String>,
         timeout_secs: Option<u64>,
     },
-}
-
-/// One file of [`Op::WriteAll`].
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct FileWrite {
-    pub path: String,
-    #[serde(with = "base64_bytes")]
-    pub data: Vec<u8>,
-    /// The sha256 (hex) the file had when it was read; a change since refuses the write.
-    pub expect_sha256: Option<String>,
 }
 
 /// What an operation returns.
@@ -95,77 +108,11 @@ pub enum Reply {
     Counted {
         bytes: u64,
     },
-}
-
-/// Metadata of one file or folder.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct FileInfo {
-    /// The absolute path (for a listing entry: its name).
-    pub path: String,
-    pub kind: Kind,
-    pub size: u64,
-    /// Seconds since the epoch.
-    pub mtime: i64,
-    /// Permission bits.
-    pub mode: u32,
-}
-
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    File,
-    Dir,
-    Symlink,
-    Other,
-}
-
-/// A file that was written: where, how big, its sha256 (hex).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct WrittenFile {
-    pub path: String,
-    pub size: u64,
-    pub sha256: String,
-}
-
-/// How commands run for this person.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RunSettings {
-    /// The `USER` and `LOGNAME` commands see.
-    pub user: String,
-    /// Where over-cap output is saved; the model reads it back with `file_read`.
-    pub full_output_dir: PathBuf,
-    pub sandbox: SandboxKind,
-    /// Share the network with a sandboxed command.
-    pub network: bool,
-    /// Seconds saved output is kept.
-    pub output_ttl_secs: u64,
-    /// Bytes of saved output the person may keep in all.
-    pub output_max_bytes: u64,
-}
-
-/// Which sandbox, if any (T-GUARD `[exec] sandbox`).
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum SandboxKind {
-    /// The strongest that works where the command runs ([`crate::strongest`]); with
-    /// none, commands are refused.
-    #[default]
-    Auto,
-    None,
-    Bwrap,
-    Landlock,
-}
-
-impl SandboxKind {
-    /// The name `[exec] sandbox` gives it.
-    pub fn name(self) -> &'static str {
-        match self {
-            SandboxKind::Auto => "auto",
-            SandboxKind::None => "none",
-            SandboxKind::Bwrap => "bwrap",
-            SandboxKind::Landlock => "landlock",
-        }
-    }
+    Member(MemberReply),
+    /// For [`Op::StageAt`]; the descriptor travels beside it.
+    StagedAt {
+        temp: String,
+    },
 }
 
 /// Performs [`Op`]s for one person.
@@ -229,6 +176,33 @@ impl Executor {
             Op::SweepOutput => {
                 let ttl = Duration::from_secs(self.run.output_ttl_secs);
                 crate::sweep_saved_output(&self.run.full_output_dir, ttl)?;
+                Reply::Done
+            }
+            Op::Member { project, action } => {
+                let (reply, file) = crate::member::perform(
+                    self.scope.base(),
+                    self.scope.home(),
+                    self.owner,
+                    project.as_deref(),
+                    action,
+                )?;
+                return Ok((Reply::Member(reply), file));
+            }
+            Op::StageAt { path } => {
+                let (temp, file) = self.stage_at(&path)?;
+                return Ok((Reply::StagedAt { temp }, Some(file)));
+            }
+            Op::PlaceAt {
+                path,
+                temp,
+                dev,
+                ino,
+            } => {
+                self.place_at(&path, &temp, ferry_fs::FileId { dev, ino })?;
+                Reply::Done
+            }
+            Op::DiscardAt { path, temp } => {
+                self.discard_at(&path, &temp)?;
                 Reply::Done
             }
             Op::Run {
@@ -538,6 +512,22 @@ impl Executor {
 
     /// A hidden temporary beside `path`, ready for bytes; the previous file's mode is kept.
     fn stage(&self, path: &str, create_parents: bool) -> Result<Staged, RequestError> {
+        let target = self.target_of(path, create_parents)?;
+        let mut writer = AtomicWriter::create(&target.dir, &target.name)?.owner(self.owner);
+        writer.set_mode(target.mode)?;
+        Ok(Staged {
+            writer,
+            path: target.display,
+        })
+    }
+
+    /// Where a write of `path` lands: the folder (its parents made when asked), the name,
+    /// and the mode the file will have (the previous file's, else the default).
+    pub(crate) fn target_of(
+        &self,
+        path: &str,
+        create_parents: bool,
+    ) -> Result<WriteTarget, RequestError> {
         let display = self.scope.absolute(path)?;
         self.scope.check_unlocked(path)?;
         let (dir, name) = match self.scope.resolve(path)? {
@@ -586,12 +576,17 @@ impl Executor {
             Err(FsError::NotFound) => NEW_FILE_MODE,
             Err(e) => return Err(e.into()),
         };
-        let mut writer = AtomicWriter::create(&dir, &name)?.owner(self.owner);
-        writer.set_mode(mode)?;
-        Ok(Staged {
-            writer,
-            path: display,
+        Ok(WriteTarget {
+            dir,
+            name,
+            mode,
+            display,
         })
+    }
+
+    /// The owner given to what is created (container mode: the agent's ids).
+    pub(crate) fn owner(&self) -> Option<(u32, u32)> {
+        self.owner
     }
 
     /// Creates `rel` and its parents beneath `dir`, giving new folders to the owner.
@@ -617,6 +612,14 @@ impl Executor {
 struct Staged {
     writer: AtomicWriter,
     path: PathBuf,
+}
+
+/// Where a write lands: see [`Executor::target_of`].
+pub(crate) struct WriteTarget {
+    pub(crate) dir: Dir,
+    pub(crate) name: String,
+    pub(crate) mode: u32,
+    pub(crate) display: PathBuf,
 }
 
 impl Staged {
@@ -647,64 +650,5 @@ fn non_empty(rel: &str) -> Result<&str, RequestError> {
         Err(FsError::IsDirectory.into())
     } else {
         Ok(rel)
-    }
-}
-
-/// What a confined handle read of `path`.
-fn info_from(path: String, meta: &ferry_fs::Metadata) -> FileInfo {
-    FileInfo {
-        path,
-        kind: match meta.kind {
-            EntryKind::File => Kind::File,
-            EntryKind::Dir => Kind::Dir,
-            EntryKind::Symlink => Kind::Symlink,
-            _ => Kind::Other,
-        },
-        size: meta.size,
-        mtime: unix_secs(meta.mtime),
-        mode: meta.mode & 0o7777,
-    }
-}
-
-fn info_of(path: &Path, meta: &std::fs::Metadata) -> FileInfo {
-    let ft = meta.file_type();
-    FileInfo {
-        path: path.display().to_string(),
-        kind: if ft.is_file() {
-            Kind::File
-        } else if ft.is_dir() {
-            Kind::Dir
-        } else if ft.is_symlink() {
-            Kind::Symlink
-        } else {
-            Kind::Other
-        },
-        size: meta.len(),
-        mtime: meta.mtime(),
-        mode: meta.permissions().mode() & 0o7777,
-    }
-}
-
-fn unix_secs(t: std::time::SystemTime) -> i64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs() as i64,
-        Err(e) => -(e.duration().as_secs() as i64),
-    }
-}
-
-/// Bytes as base64 in JSON: a file's content crossing the worker's socket.
-mod base64_bytes {
-    use data_encoding::BASE64;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&BASE64.encode(bytes))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        BASE64
-            .decode(text.as_bytes())
-            .map_err(serde::de::Error::custom)
     }
 }

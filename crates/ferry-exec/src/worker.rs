@@ -37,8 +37,10 @@ use crate::scope::{Access, Scope, Tree};
 
 /// The largest frame either side accepts: a file's content in a write, base64-encoded.
 pub const FRAME_MAX_BYTES: usize = 128 * 1024 * 1024;
-/// Idle workers kept per person; more calls at once spawn more, which then end.
-const IDLE_WORKERS_MAX: usize = 4;
+/// Idle workers kept per person; more calls at once spawn more, which then end. Every
+/// upload holds one for its whole life, so a burst of small uploads needs many at once:
+/// below this many, a burst would start a process per request.
+const IDLE_WORKERS_MAX: usize = 32;
 
 /// The first frame: who the worker works for.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -117,6 +119,27 @@ pub struct WorkerSpawn {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub hello: Hello,
+    /// The person's POSIX account, which must exist for the helper to drop to it.
+    pub account: String,
+}
+
+impl WorkerSpawn {
+    /// Refuses, naming the fix, when the person's POSIX account is gone (removed by hand):
+    /// the helper would refuse to start the worker.
+    fn require_account(&self) -> Result<(), RequestError> {
+        match crate::account::exists(&self.account) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(RequestError::new(
+                Code::AccountMissing,
+                format!(
+                    "the POSIX account {} of the person {} does not exist; run \
+                     `ferry site init --mode host` to make it again",
+                    self.account, self.person
+                ),
+            )),
+            Err(e) => Err(worker_failed(e)),
+        }
+    }
 }
 
 /// Live workers for one person, reused across calls.
@@ -127,9 +150,11 @@ pub struct WorkerPool {
 }
 
 #[derive(Debug)]
-struct Worker {
+pub(crate) struct Worker {
     stream: UnixStream,
     child: Child,
+    /// False once a call failed on the socket: the worker is not used again.
+    healthy: bool,
 }
 
 impl WorkerPool {
@@ -142,21 +167,61 @@ impl WorkerPool {
 
     /// Performs `op` in an idle worker, or a new one.
     pub fn execute(&self, op: &Op) -> Result<(Reply, Option<File>), RequestError> {
-        let frame = serde_json::to_vec(op)
-            .map_err(|e| RequestError::new(Code::BadRequest, e.to_string()))?;
-        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut worker = match pooled {
-            Some(worker) => worker,
-            None => self.start().map_err(worker_failed)?,
-        };
-        let result = worker.call(&frame).map_err(worker_failed);
-        if result.is_ok() {
-            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-            if idle.len() < IDLE_WORKERS_MAX {
-                idle.push(worker);
-            }
+        let mut worker = None;
+        let result = self.perform_first(&mut worker, op);
+        if let Some(worker) = worker
+            && result.is_ok()
+        {
+            self.give_back(worker);
         }
-        result?
+        result
+    }
+
+    /// Performs `op` as the first call of `slot`'s worker, taken now: an idle one that
+    /// died while it waited (the request could not even be sent) is replaced by a fresh
+    /// worker, once. Any later failure is the caller's to hear.
+    pub(crate) fn perform_first(
+        &self,
+        slot: &mut Option<Worker>,
+        op: &Op,
+    ) -> Result<(Reply, Option<File>), RequestError> {
+        let (mut worker, was_idle) = self.take()?;
+        let mut result = worker.perform(op);
+        if was_idle && matches!(result, Err(Failure::Unsent(_))) {
+            worker = self.start_checked()?;
+            result = worker.perform(op);
+        }
+        if worker.healthy {
+            *slot = Some(worker);
+        }
+        result.map_err(Failure::into_request_error)
+    }
+
+    /// An idle worker (and `true`), or a new one, for the caller alone until
+    /// [`WorkerPool::give_back`].
+    fn take(&self) -> Result<(Worker, bool), RequestError> {
+        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match pooled {
+            Some(worker) => Ok((worker, true)),
+            None => Ok((self.start_checked()?, false)),
+        }
+    }
+
+    /// A new worker, once the person's account is known to exist.
+    fn start_checked(&self) -> Result<Worker, RequestError> {
+        self.spawn.require_account()?;
+        self.start().map_err(worker_failed)
+    }
+
+    /// Keeps a worker that answered well for the next call.
+    pub(crate) fn give_back(&self, worker: Worker) {
+        if !worker.healthy {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < IDLE_WORKERS_MAX {
+            idle.push(worker);
+        }
     }
 
     fn start(&self) -> io::Result<Worker> {
@@ -178,13 +243,37 @@ impl WorkerPool {
         Ok(Worker {
             stream: ours,
             child,
+            healthy: true,
         })
     }
 }
 
 impl Worker {
-    fn call(&mut self, frame: &[u8]) -> io::Result<Result<(Reply, Option<File>), RequestError>> {
-        send_frame(&self.stream, frame, None)?;
+    /// Performs `op`; after a failure of the socket (the worker died) the worker is not
+    /// used again.
+    pub(crate) fn perform(&mut self, op: &Op) -> Result<(Reply, Option<File>), Failure> {
+        let frame = serde_json::to_vec(op)
+            .map_err(|e| Failure::Refused(RequestError::new(Code::BadRequest, e.to_string())))?;
+        if let Err(e) = send_frame(&self.stream, &frame, None) {
+            self.healthy = false;
+            return Err(Failure::Unsent(e));
+        }
+        match self.answer() {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(refused)) => Err(Failure::Refused(refused)),
+            Err(e) => {
+                self.healthy = false;
+                Err(Failure::Lost(e))
+            }
+        }
+    }
+
+    /// Whether the socket has not failed yet.
+    pub(crate) fn is_healthy(&self) -> bool {
+        self.healthy
+    }
+
+    fn answer(&mut self) -> io::Result<Result<(Reply, Option<File>), RequestError>> {
         let (bytes, fd) = recv_frame(&mut self.stream)?
             .ok_or_else(|| eof("the worker ended (was the helper refused? see its message)"))?;
         let answer: Answer = serde_json::from_slice(&bytes).map_err(io::Error::other)?;
@@ -200,6 +289,26 @@ impl Drop for Worker {
         // Closing the socket ends the worker's loop; reap it so no zombie is left.
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
         let _ = self.child.wait();
+    }
+}
+
+/// Why a call to a worker failed.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The request could not be sent: the worker was gone before it.
+    Unsent(io::Error),
+    /// The worker went away before it answered.
+    Lost(io::Error),
+    /// The worker answered with a refusal.
+    Refused(RequestError),
+}
+
+impl Failure {
+    pub(crate) fn into_request_error(self) -> RequestError {
+        match self {
+            Failure::Unsent(e) | Failure::Lost(e) => worker_failed(e),
+            Failure::Refused(e) => e,
+        }
     }
 }
 

@@ -1,43 +1,22 @@
 //! Atomic writes (spec core C-ATOMIC): a hidden temporary in the target's directory,
 //! fsynced, then renamed over the target. Dropping an uncommitted writer removes it.
+//!
+//! The bytes go through a [`ByteSink`]. The temporary's two ends are also offered on
+//! their own ([`create_temporary`], [`place_temporary`], [`remove_temporary`]) for when
+//! one process makes and places the temporary and another fills it through a passed
+//! descriptor.
 
 use std::fs::File;
-use std::io::{Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::MetadataExt;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-use rustix::io::Errno;
-use sha2::{Digest, Sha256};
 
 use crate::dir::{Dir, fchown};
+use crate::sink::{ByteSink, Written};
 use crate::{Budget, FsError};
 
 /// Every temporary's name starts with this; listings hide such names.
 pub const TEMP_PREFIX: &str = ".ferry-tmp-";
-
-/// Bytes written between two requests to start writing back to disk, so that the fsync
-/// at commit finds little left to flush instead of the whole file.
-const WRITEBACK_STEP_BYTES: u64 = 8 * 1024 * 1024;
-/// Bytes read from a source at a time by [`AtomicWriter::copy_sparse`].
-const COPY_CHUNK_BYTES: usize = 256 * 1024;
-/// Zeros hashed at a time for a hole.
-static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
-
-/// What a committed write produced.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Written {
-    /// Bytes written.
-    pub size: u64,
-    /// SHA-256 of those bytes.
-    pub sha256: [u8; 32],
-}
-
-impl Written {
-    /// The digest as lowercase hex.
-    pub fn sha256_hex(&self) -> String {
-        crate::hex(&self.sha256)
-    }
-}
 
 /// A file being written; it appears at its name only on [`AtomicWriter::commit`].
 #[derive(Debug)]
@@ -47,15 +26,7 @@ pub struct AtomicWriter {
     /// Where the file appears on commit; `None` means beside the temporary.
     target_dir: Option<Dir>,
     target: String,
-    file: File,
-    hasher: Sha256,
-    size: u64,
-    /// Bytes already handed to writeback.
-    written_back: u64,
-    max_bytes: Option<u64>,
-    budget: Option<Box<dyn Budget>>,
-    /// A hole was left at the end, so the length must be set at commit.
-    ends_in_hole: bool,
+    sink: ByteSink,
     owner: Option<(u32, u32)>,
     committed: bool,
 }
@@ -76,35 +47,13 @@ impl AtomicWriter {
     /// Starts writing a file whose place is not known yet: a hidden temporary in `dir`
     /// that [`AtomicWriter::retarget`] must place before [`AtomicWriter::commit`].
     pub fn create_unplaced(dir: &Dir) -> Result<AtomicWriter, FsError> {
-        let dir = dir.try_clone()?;
-        let flags =
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let mut attempts = 0;
-        let (temp_name, fd) = loop {
-            let temp_name = format!("{TEMP_PREFIX}{}", crate::random_base32::<10>());
-            match rustix::fs::openat(
-                dir.fd(),
-                temp_name.as_str(),
-                flags,
-                Mode::from_raw_mode(0o600),
-            ) {
-                Ok(fd) => break (temp_name, fd),
-                Err(rustix::io::Errno::EXIST) if attempts < 8 => attempts += 1,
-                Err(e) => return Err(FsError::from_errno(e)),
-            }
-        };
+        let (temp_name, file) = create_temporary(dir)?;
         Ok(AtomicWriter {
-            dir,
+            dir: dir.try_clone()?,
             temp_name,
             target_dir: None,
             target: String::new(),
-            file: File::from(fd),
-            hasher: Sha256::new(),
-            size: 0,
-            written_back: 0,
-            max_bytes: None,
-            budget: None,
-            ends_in_hole: false,
+            sink: ByteSink::new(file),
             owner: None,
             committed: false,
         })
@@ -118,13 +67,13 @@ impl AtomicWriter {
 
     /// Takes room from `budget` before every byte written (holes included).
     pub fn budget(mut self, budget: Option<Box<dyn Budget>>) -> Self {
-        self.budget = budget;
+        self.sink.set_budget(budget);
         self
     }
 
     /// Sets the limit of [`AtomicWriter::limit`] on a writer already made.
     pub fn set_limit(&mut self, max_bytes: u64) {
-        self.max_bytes = Some(max_bytes);
+        self.sink.set_limit(max_bytes);
     }
 
     /// Gives the file to `uid:gid` (by descriptor) before it appears.
@@ -135,7 +84,7 @@ impl AtomicWriter {
 
     /// Sets the permission bits the file will have (0600 until then).
     pub fn set_mode(&mut self, mode: u32) -> Result<(), FsError> {
-        rustix::fs::fchmod(&self.file, Mode::from_raw_mode(mode)).map_err(FsError::from_errno)
+        rustix::fs::fchmod(self.sink.file(), Mode::from_raw_mode(mode)).map_err(FsError::from_errno)
     }
 
     /// Makes the file appear as `name` in `dir` instead, which must be on the same file
@@ -148,116 +97,43 @@ impl AtomicWriter {
         Ok(())
     }
 
+    /// The bytes' side of this writer.
+    pub fn sink(&mut self) -> &mut ByteSink {
+        &mut self.sink
+    }
+
     /// Bytes accepted so far.
     pub fn size(&self) -> u64 {
-        self.size
+        self.sink.size()
     }
 
     /// Refuses, as [`AtomicWriter::write`] would, a file of `total` bytes.
     pub fn check_room(&self, total: u64) -> Result<(), FsError> {
-        match self.max_bytes {
-            Some(max) if self.size + total > max => Err(FsError::TooLarge(max)),
-            _ => Ok(()),
-        }
+        self.sink.check_room(total)
     }
 
     /// Appends bytes; past the limit nothing more is written and the caller should drop
     /// the writer (which removes the temporary).
     pub fn write(&mut self, bytes: &[u8]) -> Result<(), FsError> {
-        self.take(bytes.len() as u64)?;
-        self.file.write_all(bytes).map_err(FsError::Io)?;
-        self.hasher.update(bytes);
-        self.size += bytes.len() as u64;
-        self.ends_in_hole = false;
-        if self.size - self.written_back >= WRITEBACK_STEP_BYTES {
-            start_writeback(&self.file, self.written_back, self.size - self.written_back);
-            self.written_back = self.size;
-        }
-        Ok(())
+        self.sink.write(bytes)
     }
 
-    /// Appends `len` zero bytes as a hole: they count (against the limit, the budget and
-    /// in the digest) but take no disk space.
+    /// Appends `len` zero bytes as a hole (see [`ByteSink::write_hole`]).
     pub fn write_hole(&mut self, len: u64) -> Result<(), FsError> {
-        if len == 0 {
-            return Ok(());
-        }
-        self.take(len)?;
-        let offset = i64::try_from(len).map_err(|_| FsError::TooLarge(i64::MAX as u64))?;
-        self.file
-            .seek(SeekFrom::Current(offset))
-            .map_err(FsError::Io)?;
-        let mut left = len;
-        while left > 0 {
-            let n = left.min(ZEROS.len() as u64) as usize;
-            self.hasher.update(&ZEROS[..n]);
-            left -= n as u64;
-        }
-        self.size += len;
-        self.written_back = self.size;
-        self.ends_in_hole = true;
-        Ok(())
+        self.sink.write_hole(len)
     }
 
-    /// Appends the whole of `source` as it is now, copying only its data and leaving its
-    /// holes as holes (`SEEK_DATA`/`SEEK_HOLE`), so a sparse file stays sparse. The
-    /// limit and the budget count its apparent size, and refuse before anything is
-    /// copied when that alone is over them.
+    /// Appends the whole of `source`, holes kept (see [`ByteSink::copy_sparse`]).
     pub fn copy_sparse(&mut self, source: &File) -> Result<(), FsError> {
-        let len = source.metadata().map_err(FsError::Io)?.len();
-        self.check_room(len)?;
-        let mut buf = vec![0u8; COPY_CHUNK_BYTES];
-        let mut pos = 0u64;
-        while pos < len {
-            let data = match rustix::fs::seek(source, rustix::fs::SeekFrom::Data(pos)) {
-                Ok(data) => data.min(len),
-                // Nothing but a hole from `pos` to the end.
-                Err(Errno::NXIO) => len,
-                Err(e) => return Err(FsError::Io(e.into())),
-            };
-            self.write_hole(data - pos)?;
-            pos = data;
-            if pos >= len {
-                break;
-            }
-            let hole = match rustix::fs::seek(source, rustix::fs::SeekFrom::Hole(pos)) {
-                Ok(hole) => hole.min(len),
-                Err(e) => return Err(FsError::Io(e.into())),
-            };
-            while pos < hole {
-                let want = ((hole - pos) as usize).min(buf.len());
-                let n = source.read_at(&mut buf[..want], pos).map_err(FsError::Io)?;
-                if n == 0 {
-                    return Err(FsError::Io(std::io::Error::other(
-                        "the file shrank while it was copied",
-                    )));
-                }
-                self.write(&buf[..n])?;
-                pos += n as u64;
-            }
-        }
-        Ok(())
-    }
-
-    /// Room for `bytes` more: within the limit, and taken from the budget.
-    fn take(&mut self, bytes: u64) -> Result<(), FsError> {
-        self.check_room(bytes)?;
-        if let Some(budget) = &self.budget {
-            budget.take(bytes)?;
-        }
-        Ok(())
+        self.sink.copy_sparse(source)
     }
 
     /// Flushes the bytes to disk and renames the temporary over the target.
     pub fn commit(mut self) -> Result<Written, FsError> {
         if let Some((uid, gid)) = self.owner {
-            fchown(std::os::fd::AsFd::as_fd(&self.file), uid, gid)?;
+            fchown(std::os::fd::AsFd::as_fd(self.sink.file()), uid, gid)?;
         }
-        if self.ends_in_hole {
-            // Seeking past the end wrote nothing: the length makes the trailing hole.
-            self.file.set_len(self.size).map_err(FsError::Io)?;
-        }
-        self.file.sync_all().map_err(FsError::Io)?;
+        let written = self.sink.finish()?;
         if self.target.is_empty() {
             return Err(FsError::EmptyPath);
         }
@@ -267,19 +143,20 @@ impl AtomicWriter {
         self.dir
             .rename_to(&self.temp_name, target_dir, &self.target, true)?;
         self.committed = true;
-        if let Some(budget) = &self.budget {
-            budget.commit();
-        }
-        Ok(Written {
-            size: self.size,
-            sha256: self.hasher.clone().finalize().into(),
-        })
+        self.sink.settle();
+        Ok(written)
     }
 }
 
-impl Write for AtomicWriter {
+impl AsMut<ByteSink> for AtomicWriter {
+    fn as_mut(&mut self) -> &mut ByteSink {
+        &mut self.sink
+    }
+}
+
+impl std::io::Write for AtomicWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        AtomicWriter::write(self, buf).map_err(std::io::Error::other)?;
+        self.sink.write(buf).map_err(std::io::Error::other)?;
         Ok(buf.len())
     }
 
@@ -292,25 +169,102 @@ impl Drop for AtomicWriter {
     fn drop(&mut self) {
         if !self.committed {
             let _ = rustix::fs::unlinkat(self.dir.fd(), self.temp_name.as_str(), AtFlags::empty());
-            if let Some(budget) = &self.budget {
-                budget.release();
-            }
         }
     }
 }
 
-/// Asks the kernel to start writing a range back now (it does not wait for it).
-fn start_writeback(file: &File, offset: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: plain syscall on a descriptor we own; a failure only loses the head start.
-    unsafe {
-        libc::sync_file_range(
-            file.as_raw_fd(),
-            offset as i64,
-            len as i64,
-            libc::SYNC_FILE_RANGE_WRITE,
-        );
+/// Makes a hidden temporary (0600) in `dir`: its name and the file, open for writing.
+pub fn create_temporary(dir: &Dir) -> Result<(String, File), FsError> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut attempts = 0;
+    loop {
+        let temp_name = format!("{TEMP_PREFIX}{}", crate::random_base32::<10>());
+        match rustix::fs::openat(
+            dir.fd(),
+            temp_name.as_str(),
+            flags,
+            Mode::from_raw_mode(0o600),
+        ) {
+            Ok(fd) => return Ok((temp_name, File::from(fd))),
+            Err(rustix::io::Errno::EXIST) if attempts < 8 => attempts += 1,
+            Err(e) => return Err(FsError::from_errno(e)),
+        }
     }
+}
+
+/// Which file a temporary must still be: the device and inode of its descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl FileId {
+    /// The id of an open file.
+    pub fn of(file: &File) -> Result<FileId, FsError> {
+        let meta = file.metadata().map_err(FsError::Io)?;
+        Ok(FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+}
+
+/// Places the temporary `temp_name` of `dir`, which another process filled and fsynced,
+/// at `target` in `target_dir`: only while it is still the regular file `expect` (a name
+/// swapped meanwhile is refused), with `mode` and `owner`; a link or a folder at the
+/// target is refused as [`AtomicWriter::commit`] refuses it.
+pub fn place_temporary(
+    dir: &Dir,
+    temp_name: &str,
+    target_dir: &Dir,
+    target: &str,
+    expect: FileId,
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> Result<(), FsError> {
+    check_temporary_name(temp_name)?;
+    check_name(target)?;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = File::from(
+        rustix::fs::openat(dir.fd(), temp_name, flags, Mode::empty())
+            .map_err(FsError::from_errno)?,
+    );
+    let meta = file.metadata().map_err(FsError::Io)?;
+    if !meta.is_file() || meta.dev() != expect.dev || meta.ino() != expect.ino {
+        return Err(FsError::PathEscapes);
+    }
+    rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(FsError::from_errno)?;
+    if let Some((uid, gid)) = owner {
+        fchown(std::os::fd::AsFd::as_fd(&file), uid, gid)?;
+    }
+    check_target(target_dir, target)?;
+    dir.rename_to(temp_name, target_dir, target, true)
+}
+
+/// Refuses early, before any byte is written, a target that could not be placed: a name
+/// that is not one plain component, a link, a folder or anything but a regular file.
+pub fn check_placeable(dir: &Dir, name: &str) -> Result<(), FsError> {
+    check_name(name)?;
+    check_target(dir, name)
+}
+
+/// Removes the temporary `temp_name` of `dir`; one already gone is fine.
+pub fn remove_temporary(dir: &Dir, temp_name: &str) -> Result<(), FsError> {
+    check_temporary_name(temp_name)?;
+    match rustix::fs::unlinkat(dir.fd(), temp_name, AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(e) => Err(FsError::from_errno(e)),
+    }
+}
+
+/// Only a temporary's own name may be placed or removed by name.
+fn check_temporary_name(name: &str) -> Result<(), FsError> {
+    check_name(name)?;
+    if !name.starts_with(TEMP_PREFIX) {
+        return Err(FsError::UnsafeName(name.to_owned()));
+    }
+    Ok(())
 }
 
 /// A target is one plain component.
@@ -342,8 +296,10 @@ fn check_target(dir: &Dir, name: &str) -> Result<(), FsError> {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::FileExt;
     use std::sync::Mutex;
+
+    use sha2::{Digest, Sha256};
 
     use super::*;
 
@@ -472,5 +428,57 @@ mod tests {
         writer.write(b"0123456789").unwrap();
         writer.commit().unwrap();
         assert_eq!(room.0.lock().unwrap().2, "committed");
+    }
+
+    #[test]
+    fn a_temporary_filled_elsewhere_is_placed_only_while_it_is_the_same_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient(tmp.path()).unwrap();
+        let (temp, file) = create_temporary(&dir).unwrap();
+        let id = FileId::of(&file).unwrap();
+        let mut sink = ByteSink::new(file);
+        sink.write(b"filled by the other side").unwrap();
+        let written = sink.finish().unwrap();
+        assert_eq!(written.size, 24);
+
+        // Swapped for another file meanwhile: refused, and nothing is placed.
+        let (other, other_file) = create_temporary(&dir).unwrap();
+        drop(other_file);
+        std::fs::rename(tmp.path().join(&other), tmp.path().join(&temp)).unwrap();
+        assert!(matches!(
+            place_temporary(&dir, &temp, &dir, "out.txt", id, 0o600, None),
+            Err(FsError::PathEscapes)
+        ));
+        assert!(!tmp.path().join("out.txt").exists());
+        remove_temporary(&dir, &temp).unwrap();
+
+        // A link planted at the target is refused, not replaced.
+        let (temp, file) = create_temporary(&dir).unwrap();
+        let id = FileId::of(&file).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", tmp.path().join("linked.txt")).unwrap();
+        assert!(matches!(
+            place_temporary(&dir, &temp, &dir, "linked.txt", id, 0o600, None),
+            Err(FsError::PathEscapes)
+        ));
+        // The same file at a plain name is placed, with the mode asked for.
+        place_temporary(&dir, &temp, &dir, "placed.txt", id, 0o640, None).unwrap();
+        let meta = std::fs::metadata(tmp.path().join("placed.txt")).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o640);
+        assert!(!tmp.path().join(&temp).exists());
+    }
+
+    #[test]
+    fn only_a_temporary_is_placed_or_removed_by_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient(tmp.path()).unwrap();
+        std::fs::write(tmp.path().join("keep.txt"), b"keep").unwrap();
+        let id = FileId { dev: 0, ino: 0 };
+        for name in ["keep.txt", "../x", "a/b", ""] {
+            assert!(remove_temporary(&dir, name).is_err(), "{name:?}");
+            assert!(place_temporary(&dir, name, &dir, "t", id, 0o600, None).is_err());
+        }
+        assert!(tmp.path().join("keep.txt").exists());
+        // One already gone is fine.
+        remove_temporary(&dir, &format!("{TEMP_PREFIX}gone")).unwrap();
     }
 }

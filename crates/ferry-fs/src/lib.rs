@@ -12,8 +12,12 @@ mod name;
 mod path;
 mod random;
 mod shown;
+mod sink;
 
-pub use atomic::{AtomicWriter, TEMP_PREFIX, Written};
+pub use atomic::{
+    AtomicWriter, FileId, TEMP_PREFIX, check_placeable, create_temporary, place_temporary,
+    remove_temporary,
+};
 pub use budget::Budget;
 pub use digest::{hex, sha256_hex, sha256_hex_of_reader};
 pub use dir::{
@@ -24,3 +28,4 @@ pub use name::{NAME_MAX_BYTES, name_from_bytes, safe_name};
 pub use path::{PATH_MAX_BYTES, check_relative};
 pub use random::{random_base32, random_hex};
 pub use shown::{is_hidden_or_spoofing, shown_name};
+pub use sink::{ByteSink, Written};

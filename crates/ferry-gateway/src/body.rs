@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
 use ferry_codes::Code;
-use ferry_fs::{AtomicWriter, FsError};
+use ferry_fs::{ByteSink, FsError};
 use futures_util::{Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
@@ -92,42 +92,42 @@ pub fn paced(
 /// writer thread through a queue this deep, so memory stays flat whatever the file's size.
 pub const SINK_MEMORY_BYTES: usize = 256 * 1024;
 
-/// Takes a body's chunks for an [`AtomicWriter`] without ever holding more than
-/// [`SINK_MEMORY_BYTES`] of them.
-pub struct Sink {
-    state: SinkState,
+/// Takes a body's chunks for a writer's [`ByteSink`] (an atomic writer, or a staged
+/// upload) without ever holding more than [`SINK_MEMORY_BYTES`] of them.
+pub struct Sink<W> {
+    state: SinkState<W>,
 }
 
-enum SinkState {
+enum SinkState<W> {
     Buffering {
-        writer: Box<AtomicWriter>,
+        writer: Box<W>,
         pending: BytesMut,
     },
     Streaming {
         tx: mpsc::UnboundedSender<(Bytes, OwnedSemaphorePermit)>,
         budget: Arc<Semaphore>,
-        task: JoinHandle<Result<AtomicWriter, FsError>>,
+        task: JoinHandle<Result<W, FsError>>,
     },
     Failed(FsError),
 }
 
 /// What a [`Sink`] took, not yet on disk in full: [`Filled::complete`] writes the rest.
-pub struct Filled {
-    writer: AtomicWriter,
+pub struct Filled<W> {
+    writer: W,
     pending: BytesMut,
 }
 
-impl Filled {
+impl<W: AsMut<ByteSink>> Filled<W> {
     /// Writes what is still in memory (blocking) and hands back the writer, uncommitted.
-    pub fn complete(self) -> Result<AtomicWriter, FsError> {
+    pub fn complete(self) -> Result<W, FsError> {
         let mut writer = self.writer;
-        writer.write(&self.pending)?;
+        writer.as_mut().write(&self.pending)?;
         Ok(writer)
     }
 }
 
-impl Sink {
-    pub fn new(writer: AtomicWriter) -> Sink {
+impl<W: AsMut<ByteSink> + Send + 'static> Sink<W> {
+    pub fn new(writer: W) -> Sink<W> {
         Sink {
             state: SinkState::Buffering {
                 writer: Box::new(writer),
@@ -141,7 +141,7 @@ impl Sink {
     pub async fn send(&mut self, chunk: Bytes) -> bool {
         if let SinkState::Buffering { writer, pending } = &mut self.state {
             let total = (pending.len() + chunk.len()) as u64;
-            if let Err(e) = writer.check_room(total) {
+            if let Err(e) = (**writer).as_mut().check_room(total) {
                 self.state = SinkState::Failed(e);
                 return false;
             }
@@ -174,10 +174,10 @@ impl Sink {
         let budget = Arc::new(Semaphore::new(SINK_MEMORY_BYTES));
         let task = tokio::task::spawn_blocking(move || {
             let mut writer = *writer;
-            writer.write(&pending)?;
+            writer.as_mut().write(&pending)?;
             drop(pending);
             while let Some((chunk, _permit)) = rx.blocking_recv() {
-                writer.write(&chunk)?;
+                writer.as_mut().write(&chunk)?;
             }
             Ok(writer)
         });
@@ -185,7 +185,7 @@ impl Sink {
     }
 
     /// Waits for the writer thread, if one runs, and returns what is left to complete.
-    pub async fn finish(self) -> Result<Filled, ApiError> {
+    pub async fn finish(self) -> Result<Filled<W>, ApiError> {
         let site_error = |e: FsError| ApiError::from(ferry_site::SiteError::from(e));
         match self.state {
             SinkState::Buffering { writer, pending } => Ok(Filled {

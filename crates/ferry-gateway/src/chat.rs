@@ -22,7 +22,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use ferry_codes::Code;
 use ferry_config::limits::{CHAT_PAGE_DEFAULT_MESSAGES, CHAT_PAGE_MAX_MESSAGES};
-use ferry_site::{ChatMessage, ChatRole, PublicPath, SiteError, rfc3339};
+use ferry_exec::member::MemberAction;
+use ferry_site::{ChatMessage, ChatRole, PublicPath, rfc3339};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -180,27 +181,32 @@ pub async fn chat(
     let site = state.site.clone();
     let (model, max_context) = (agent.model.clone(), agent.max_context_bytes);
     let (message, attachments) = (request.message, request.attachments);
-    let (body, before) = state
-        .in_workspace(&who.person, request.project.as_deref(), move |workspace| {
-            // Attachments must name files the member can see: their own public/ only.
-            let attachments = attachments
-                .iter()
-                .map(|path| {
-                    let parsed = PublicPath::parse(path)?;
-                    workspace.open_public_file(&parsed.display())?;
-                    Ok(parsed.display())
-                })
-                .collect::<Result<Vec<_>, SiteError>>()?;
-            let (person, project) = (workspace.person(), workspace.project());
-            let history = site.chat_context(person, project, max_context, |m| {
-                UpstreamMessage::saved(m).bytes()
-            })?;
-            let body = upstream_body(&model, &history, &message, &attachments);
-            let before = workspace.attachments_state()?;
-            site.append_chat(person, project, ChatRole::User, &message, &attachments)?;
-            Ok((body, before))
-        })
-        .await?;
+    let (acting, person, project) = (state.clone(), who.person.clone(), request.project.clone());
+    let (body, before) = blocking(move || {
+        let project = project.as_deref();
+        site.workspace(&person, project)?;
+        // Attachments must name files the member can see: their own public/ only,
+        // opened as the person.
+        let attachments = attachments
+            .iter()
+            .map(|path| {
+                let parsed = PublicPath::parse(path)?;
+                let open = MemberAction::Open {
+                    path: parsed.display(),
+                };
+                acting.member_now(&person, project, open)?;
+                Ok(parsed.display())
+            })
+            .collect::<Result<Vec<_>, ApiError>>()?;
+        let history = site.chat_context(&person, project, max_context, |m| {
+            UpstreamMessage::saved(m).bytes()
+        })?;
+        let body = upstream_body(&model, &history, &message, &attachments);
+        let before = acting.attachments_now(&person, project)?;
+        site.append_chat(&person, project, ChatRole::User, &message, &attachments)?;
+        Ok::<_, ApiError>((body, before))
+    })
+    .await?;
 
     let token = state.relay_token(&who.person).await?;
     let turn = Turn {
@@ -474,14 +480,10 @@ async fn finish_turn(
     before: ferry_site::AttachmentsState,
     tx: &mpsc::Sender<Event>,
 ) {
-    let (site, person, project) = (
-        state.site.clone(),
-        turn.person.clone(),
-        turn.project.clone(),
-    );
+    let (acting, person, project) = (state.clone(), turn.person.clone(), turn.project.clone());
     let delivered = blocking(move || {
         if !reply.is_empty() {
-            site.append_chat(
+            acting.site.append_chat(
                 &person,
                 project.as_deref(),
                 ChatRole::Assistant,
@@ -489,10 +491,8 @@ async fn finish_turn(
                 &[],
             )?;
         }
-        let after = site
-            .workspace(&person, project.as_deref())?
-            .attachments_state()?;
-        Ok::<_, SiteError>(ferry_site::attachments_changed(&before, &after))
+        let after = acting.attachments_now(&person, project.as_deref())?;
+        Ok::<_, ApiError>(ferry_site::attachments_changed(&before, &after))
     })
     .await;
     let delivered = match delivered {

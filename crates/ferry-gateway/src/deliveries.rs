@@ -10,6 +10,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use ferry_codes::Code;
+use ferry_exec::Staging;
+use ferry_fs::safe_name;
+use ferry_site::PublicPlace;
 use ferry_site::SiteError;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -19,6 +22,7 @@ use crate::auth::Harness;
 use crate::body::Sink;
 use crate::delivery_name::{choose_name, fallback_name};
 use crate::extract::JsonBody;
+use crate::member::request_error;
 use crate::{ApiError, AppState, blocking};
 
 #[derive(Deserialize)]
@@ -51,9 +55,12 @@ pub async fn deliver(
                 "the url must be an absolute http:// or https:// URL",
             )
         })?;
-    state
-        .in_workspace(&who.person, request.project.as_deref(), |_| Ok(()))
-        .await?;
+    let (site, person, project) = (
+        state.site.clone(),
+        who.person.clone(),
+        request.project.clone(),
+    );
+    blocking(move || site.workspace(&person, project.as_deref()).map(|_| ())).await?;
 
     let limits = &state.site.config().deliveries;
     let deadline = Instant::now() + Duration::from_secs(limits.timeout_secs);
@@ -111,31 +118,53 @@ async fn fetch(
     );
 
     let fallback = fallback_name(&id);
-    let (writer, path) = state
-        .in_workspace(person, request.project.as_deref(), move |ws| {
-            match ws.delivery_writer(&name, max_bytes) {
-                // A name nothing can be made of (`..`) still delivers, under the fallback.
-                Err(SiteError::Fs(ferry_fs::FsError::UnsafeName(_))) => {
-                    ws.delivery_writer(&fallback, max_bytes)
-                }
-                other => other,
-            }
-        })
-        .await?;
+    // A name nothing can be made of (`..`) still delivers, under the fallback.
+    let name = safe_name(&name)
+        .or_else(|_| safe_name(&fallback))
+        .map_err(SiteError::from)?;
+    let path = ferry_site::layout::in_attachments(&name);
+    let (starting, who, project, target) = (
+        state.clone(),
+        person.to_owned(),
+        request.project.clone(),
+        name.clone(),
+    );
+    let staging = blocking(move || {
+        let toolbox = starting.member_toolbox(&who, project.as_deref())?;
+        let mut staging = Staging::start(
+            toolbox.shared_requester(),
+            project.as_deref(),
+            PublicPlace::Attachments,
+            Some(&target),
+        )
+        .map_err(request_error)?;
+        staging.sink().set_limit(max_bytes);
+        let quota = toolbox.quota_claim().map_err(ApiError::from_tool)?;
+        staging.sink().set_budget(Some(Box::new(quota)));
+        Ok::<_, ApiError>(staging)
+    })
+    .await?;
 
-    let mut sink = Sink::new(writer);
+    let mut sink = Sink::new(staging);
     let streamed = match timeout_at(deadline, stream_into(&mut sink, response)).await {
         Ok(result) => result,
         Err(_) => Err(timed_out()),
     };
     if let Err(err) = streamed {
-        // Wait for the writer to be dropped (which removes its temporary) before answering,
-        // so that "nothing is kept" already holds when the client hears of the failure.
+        // Wait for the staging to be dropped (which removes its temporary) before
+        // answering, so that "nothing is kept" already holds when the client hears of it.
         drop(sink.finish().await);
         return Err(err);
     }
     let filled = sink.finish().await?;
-    let written = blocking(move || Ok::<_, SiteError>(filled.complete()?.commit()?)).await?;
+    let into = request.project.clone();
+    let written = blocking(move || {
+        let staging = filled.complete().map_err(SiteError::from)?;
+        staging
+            .commit(into.as_deref(), PublicPlace::Attachments, &name)
+            .map_err(request_error)
+    })
+    .await?;
     crate::events::announce_attachments(
         state,
         person,
@@ -153,7 +182,10 @@ async fn fetch(
 
 /// Streams the response body into `sink`; stops early when the writer refuses (over the
 /// cap), which [`Sink::finish`] then reports.
-async fn stream_into(sink: &mut Sink, response: reqwest::Response) -> Result<(), ApiError> {
+async fn stream_into(
+    sink: &mut Sink<Staging>,
+    response: reqwest::Response,
+) -> Result<(), ApiError> {
     let mut body = response.bytes_stream();
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(upstream_failure)?;

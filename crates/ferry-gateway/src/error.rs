@@ -57,6 +57,11 @@ impl ApiError {
         ApiError::failure(err.code, err.message, "tool")
     }
 
+    /// A failure of an operation done as the person, with the operation's own code.
+    pub fn from_request(err: ferry_exec::RequestError) -> ApiError {
+        ApiError::failure(err.code, err.message, "requester")
+    }
+
     /// The server's own failure: `err` goes to the log under `context`, not to the client.
     pub fn internal(context: &str, err: impl std::fmt::Display) -> ApiError {
         ApiError::failure(Code::Internal, err.to_string(), context)

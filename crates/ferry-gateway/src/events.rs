@@ -29,15 +29,14 @@
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use ferry_codes::Code;
 use ferry_config::limits::LIST_MAX_ENTRIES;
-use ferry_fs::{Follow, FsError};
+use ferry_exec::member::{MemberAction, MemberReply};
 use ferry_site::AttachmentsState;
-use ferry_site::layout::ATTACHMENTS_DIR_NAME;
 use futures_util::{Stream, StreamExt};
 use serde::Serialize;
 use tokio::sync::broadcast;
@@ -74,7 +73,7 @@ type WorkspaceKey = (String, Option<String>);
 
 /// A folder's own mtime and inode: they move when a name in it comes or goes, or when
 /// the folder itself is replaced.
-type FolderMark = (SystemTime, u64);
+use ferry_exec::member::FolderMark;
 
 /// The last reading of one workspace's `public/attachments/`.
 struct Known {
@@ -195,12 +194,12 @@ impl Events {
     }
 
     /// Notes whether reading `what` failed; logs a failure only when it starts.
-    fn note(&self, what: Refused, failure: Option<&ferry_site::SiteError>) {
+    fn note(&self, what: Refused, failure: Option<&ApiError>) {
         let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         match failure {
             Some(error) => {
                 if refused.insert(what.clone()) {
-                    tracing::warn!(?what, %error, "live events leave out a folder that cannot be read");
+                    tracing::warn!(?what, error = %error.message, "live events leave out a folder that cannot be read");
                 }
             }
             None => {
@@ -275,14 +274,11 @@ pub(crate) async fn announce_attachments(
         events.publish(person, project, paths);
         return;
     }
-    let (site, who, workspace) = (
-        state.site.clone(),
-        person.to_owned(),
-        project.map(str::to_owned),
-    );
-    let read =
-        blocking(move || read_workspace(&site, &who, workspace, None).map(|reading| vec![reading]))
-            .await;
+    let (reading, who, workspace) = (state.clone(), person.to_owned(), project.map(str::to_owned));
+    let read = blocking(move || {
+        read_workspace(&reading, &who, workspace, None).map(|reading| vec![reading])
+    })
+    .await;
     match read {
         Ok(readings) => events.compare(person, readings),
         // Unreadable just now: the paths are news all the same.
@@ -295,40 +291,29 @@ pub(crate) async fn announce_attachments(
 /// move). The mark is taken before the files, so a file added while they are read moves
 /// it and is read again at the next poll.
 fn read_workspace(
-    site: &ferry_site::Site,
+    state: &AppState,
     person: &str,
     project: Option<String>,
     unchanged: Option<FolderMark>,
-) -> Result<Reading, ferry_site::SiteError> {
-    let workspace = site.workspace(person, project.as_deref())?;
-    let mark = match workspace
-        .public()?
-        .open_dir(ATTACHMENTS_DIR_NAME, Follow::Never)
-    {
-        Ok(dir) => {
-            let meta = dir.own_metadata()?;
-            Some((meta.mtime, meta.inode))
-        }
-        Err(FsError::PathEscapes | FsError::NotADirectory | FsError::NotFound) => None,
-        Err(e) => return Err(e.into()),
-    };
-    let files = match (mark, unchanged) {
-        (Some(now), Some(before)) if now == before => None,
-        _ => Some(workspace.attachments_state()?),
-    };
-    Ok(Reading {
-        project,
-        mark,
-        files,
-    })
+) -> Result<Reading, ApiError> {
+    let action = MemberAction::Attachments { unchanged };
+    match state.member_now(person, project.as_deref(), action)? {
+        (MemberReply::Attachments { mark, files }, _) => Ok(Reading {
+            project,
+            mark,
+            files,
+        }),
+        _ => Err(ApiError::internal("events", "an answer out of turn")),
+    }
 }
 
 /// Reads the `public/attachments/` of each of `person`'s workspaces; all of them in full
 /// when `full`, otherwise those due and those that moved (but not the big ones). A
 /// workspace that cannot be read is left out on its own.
-fn read_person(events: &Events, site: &ferry_site::Site, person: &str, full: bool) -> Vec<Reading> {
+fn read_person(state: &AppState, person: &str, full: bool) -> Vec<Reading> {
+    let (events, site) = (&state.events, &state.site);
     let mut workspaces = vec![None];
-    let projects = site.projects(person);
+    let projects = site.projects(person).map_err(ApiError::from);
     events.note(
         Refused::Projects(person.to_owned()),
         projects.as_ref().err(),
@@ -344,7 +329,7 @@ fn read_person(events: &Events, site: &ferry_site::Site, person: &str, full: boo
             Some((_, false, true)) => continue,
             Some((mark, false, false)) => mark,
         };
-        let read = read_workspace(site, person, project, unchanged);
+        let read = read_workspace(state, person, project, unchanged);
         events.note(Refused::Workspace(key), read.as_ref().err());
         readings.extend(read.ok());
     }
@@ -408,11 +393,8 @@ pub async fn stream(
     // a file written from now on is a change. A page already open keeps the older state.
     {
         let _turn = state.events.comparing.lock().await;
-        let (events, site, person) = (state.events.clone(), state.site.clone(), who.person.clone());
-        let read = blocking(move || {
-            Ok::<_, ferry_site::SiteError>(read_person(&events, &site, &person, true))
-        })
-        .await;
+        let (reading, person) = (state.clone(), who.person.clone());
+        let read = blocking(move || Ok::<_, ApiError>(read_person(&reading, &person, true))).await;
         if let Ok(readings) = read {
             let mut known = state.events.known();
             for reading in readings {
@@ -479,11 +461,9 @@ pub async fn watch_attachments(state: AppState) {
         for person in state.events.watched() {
             crate::interactions::notice(&state, &person, touch).await;
             let _turn = state.events.comparing.lock().await;
-            let (events, site, who) = (state.events.clone(), state.site.clone(), person.clone());
-            let read = blocking(move || {
-                Ok::<_, ferry_site::SiteError>(read_person(&events, &site, &who, false))
-            })
-            .await;
+            let (reading, who) = (state.clone(), person.clone());
+            let read =
+                blocking(move || Ok::<_, ApiError>(read_person(&reading, &who, false))).await;
             if let Ok(readings) = read {
                 state.events.compare(&person, readings);
             }

@@ -7,8 +7,9 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
+use ferry_exec::member::{MemberAction, MemberReply};
 use ferry_fs::FsError;
-use ferry_site::Listing;
+use ferry_site::{Listing, SiteError};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
@@ -17,7 +18,7 @@ use tokio_util::io::ReaderStream;
 use crate::auth::Member;
 use crate::extract::{JsonBody, QueryParams};
 use crate::range::{RangeRequest, etag_for, if_none_match_hits, if_range_allows, parse_range};
-use crate::{ApiError, AppState};
+use crate::{ApiError, AppState, blocking};
 
 /// Bytes read per chunk of a download.
 const DOWNLOAD_CHUNK_BYTES: usize = 64 * 1024;
@@ -55,10 +56,13 @@ pub async fn list(
     Member(who): Member,
     QueryParams(q): QueryParams<ProjectQuery>,
 ) -> Result<Json<Listing>, ApiError> {
-    let listing = state
-        .in_workspace(&who.person, q.project.as_deref(), |ws| ws.list())
-        .await?;
-    Ok(Json(listing))
+    match state
+        .member(&who.person, q.project.as_deref(), MemberAction::List)
+        .await?
+    {
+        (MemberReply::Listing(listing), _) => Ok(Json(listing)),
+        _ => Err(out_of_turn()),
+    }
 }
 
 pub async fn mkdir(
@@ -67,9 +71,15 @@ pub async fn mkdir(
     JsonBody(body): JsonBody<MkdirBody>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let project = body.project.as_deref();
-    let path = state
-        .in_workspace(&who.person, project, move |ws| ws.mkdir(&body.path))
-        .await?;
+    let path = moved_to(
+        state
+            .member(
+                &who.person,
+                project,
+                MemberAction::Mkdir { path: body.path },
+            )
+            .await?,
+    )?;
     state
         .events
         .publish(&who.person, project, vec![path.clone()]);
@@ -84,9 +94,11 @@ pub async fn move_entry(
     let (from, to) = (body.from, body.to);
     let project = body.project.as_deref();
     let moved_from = from.clone();
-    let path = state
-        .in_workspace(&who.person, project, move |ws| ws.move_entry(&from, &to))
-        .await?;
+    let path = moved_to(
+        state
+            .member(&who.person, project, MemberAction::Move { from, to })
+            .await?,
+    )?;
     state
         .events
         .publish(&who.person, project, vec![moved_from, path.clone()]);
@@ -98,12 +110,18 @@ pub async fn delete(
     Member(who): Member,
     QueryParams(q): QueryParams<PathQuery>,
 ) -> Result<StatusCode, ApiError> {
+    let (deleting, person, project) = (state.clone(), who.person.clone(), q.project.clone());
     let path = q.path.clone();
-    state
-        .in_workspace(&who.person, q.project.as_deref(), move |ws| {
-            ws.delete(&path)
-        })
-        .await?;
+    blocking(move || {
+        let deleted =
+            deleting.member_now(&person, project.as_deref(), MemberAction::Delete { path });
+        // Even a delete that failed halfway may have freed room.
+        if let Ok(workspace) = deleting.site.workspace(&person, project.as_deref()) {
+            workspace.usage_changed();
+        }
+        deleted
+    })
+    .await?;
     state
         .events
         .publish(&who.person, q.project.as_deref(), vec![q.path]);
@@ -117,23 +135,31 @@ pub async fn download(
     QueryParams(q): QueryParams<PathQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let path = q.path;
     let opened = state
-        .in_workspace(&who.person, q.project.as_deref(), move |ws| {
-            let download = ws.open_public_file(&path)?;
-            let mut file = download.file;
-            // The one sniffer, so the download and file_preview name the same type.
-            let content_type =
-                ferry_preview::content_type(&mut file, &download.name).map_err(FsError::Io)?;
-            Ok((file, download.meta, download.name, content_type))
-        })
+        .member(
+            &who.person,
+            q.project.as_deref(),
+            MemberAction::Open { path: q.path },
+        )
         .await
         .map_err(|e| match e.code {
             // Whatever lies outside public/ does not exist for the member.
             ferry_codes::Code::PathEscapes => ApiError::not_found(),
             _ => e,
         })?;
-    let (file, meta, name, content_type) = opened;
+    let (meta, mut file) = match opened {
+        (MemberReply::Opened(meta), Some(file)) => (meta, file),
+        _ => return Err(out_of_turn()),
+    };
+    let name = meta.name.clone();
+    // The one sniffer, so the download and file_preview name the same type.
+    let sniffed = name.clone();
+    let (content_type, file) = blocking(move || {
+        ferry_preview::content_type(&mut file, &sniffed)
+            .map(|t| (t, file))
+            .map_err(|e| SiteError::from(FsError::Io(e)))
+    })
+    .await?;
     let len = meta.size;
     let mtime_nanos = meta
         .mtime
@@ -200,6 +226,18 @@ pub async fn download(
         .header(header::CONTENT_LENGTH, count)
         .body(Body::from_stream(stream))
         .map_err(|e| ApiError::internal("response", e))
+}
+
+/// The `public/…` path a mkdir or a move answered.
+fn moved_to(reply: (MemberReply, Option<std::fs::File>)) -> Result<String, ApiError> {
+    match reply {
+        (MemberReply::Path { path }, _) => Ok(path),
+        _ => Err(out_of_turn()),
+    }
+}
+
+fn out_of_turn() -> ApiError {
+    ApiError::internal("member", "an answer out of turn")
 }
 
 /// `attachment; filename*=UTF-8''<percent-encoded name>`, with an ASCII fallback.

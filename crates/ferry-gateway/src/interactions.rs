@@ -6,6 +6,7 @@
 //! `events.rs` keeps the presence of people with a page open fresh and, through
 //! [`Watch`], tells their pages when their pending requests change.
 
+use ferry_exec::Staging;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -399,12 +400,17 @@ async fn upload_pick(
         blocking(move || {
             let place = |staged: &std::path::Path, destination: &std::path::Path| {
                 let toolbox = requester.as_ref().ok_or("no requester for host mode")?;
-                let bytes = std::fs::read(staged).map_err(|e| e.to_string())?;
-                toolbox
-                    .requester()
-                    .write(&destination.to_string_lossy(), bytes)
-                    .map(|_| ())
-                    .map_err(|e| e.message)
+                // Copied from the service's staged file into a temporary the person made,
+                // through its descriptor: never read whole, holes kept.
+                let source = std::fs::File::open(staged).map_err(|e| e.to_string())?;
+                let destination = destination.to_string_lossy();
+                let mut staging = Staging::start_at(toolbox.shared_requester(), &destination)
+                    .map_err(|e| e.message)?;
+                staging
+                    .sink()
+                    .copy_sparse(&source)
+                    .map_err(|e| e.to_string())?;
+                staging.commit_at().map(|_| ()).map_err(|e| e.message)
             };
             site.finish_pick_with(&pick, filled.complete()?, &name, &place)
         })

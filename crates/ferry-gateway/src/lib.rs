@@ -15,6 +15,7 @@ mod extract;
 mod files;
 mod interactions;
 mod mcp;
+mod member;
 mod projects;
 mod range;
 mod tally;

@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use ferry_exec::member::MemberAction;
 use ferry_site::{Project, rfc3339};
 use serde::{Deserialize, Serialize};
 
@@ -54,7 +55,15 @@ pub async fn create(
     Member(who): Member,
     JsonBody(body): JsonBody<NewProject>,
 ) -> Result<(StatusCode, Json<ProjectView>), ApiError> {
-    let site = state.site.clone();
-    let project = blocking(move || site.add_project(&who.person, &body.id)).await?;
+    let (acting, person, id) = (state.clone(), who.person, body.id);
+    // The project's folders are made as the person, in every mode.
+    let project = blocking(move || {
+        acting.site.add_project_with(&person, &id, || {
+            acting
+                .member_now(&person, Some(&id), MemberAction::Prepare)
+                .map(|_| ())
+        })
+    })
+    .await?;
     Ok((StatusCode::CREATED, Json(project.into())))
 }

@@ -8,13 +8,16 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use bytes::BytesMut;
 use ferry_codes::Code;
-use ferry_fs::AtomicWriter;
+use ferry_exec::Staging;
+use ferry_fs::ByteSink;
+use ferry_site::{PublicPlace, SiteError};
 use multer::{Constraints, Multipart, SizeLimit};
 use serde::Serialize;
 
 use crate::auth::Member;
 use crate::body::{BodyError, Filled, Pace, Sink, paced};
-use crate::{ApiError, AppState};
+use crate::member::request_error;
+use crate::{ApiError, AppState, blocking};
 use ferry_config::limits::{MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES};
 
 #[derive(Serialize)]
@@ -25,12 +28,11 @@ pub struct Uploaded {
     project: Option<String>,
 }
 
-/// The file part, written either straight into its workspace or staged until the
-/// project is known.
+/// The file part: staged in its workspace, or in the main one until the project is
+/// known (the commit then moves it into the project).
 struct Incoming {
-    filled: Filled,
+    filled: Filled<Staging>,
     name: String,
-    staged: bool,
 }
 
 pub async fn upload(
@@ -53,18 +55,11 @@ pub async fn upload(
                     ));
                 }
                 let raw_name = field.file_name().unwrap_or_default().to_owned();
-                // Before the project is known the file is staged, and placed at the end.
-                let staged = project.is_none();
-                let (writer, name) = state
-                    .in_workspace(&who.person, project.as_deref(), move |ws| match staged {
-                        false => ws.upload_writer(&raw_name),
-                        true => ws.staged_upload_writer(&raw_name),
-                    })
-                    .await?;
+                let (staging, name) =
+                    start_upload(&state, &who.person, project.clone(), raw_name).await?;
                 incoming = Some(Incoming {
-                    filled: receive_file(&mut field, writer).await?,
+                    filled: receive_file(&mut field, staging).await?,
                     name,
-                    staged: project.is_none(),
                 });
             }
             Some("project") => {
@@ -75,9 +70,9 @@ pub async fn upload(
                     ));
                 }
                 let value = read_text_field(&mut field).await?;
-                state
-                    .in_workspace(&who.person, Some(&value), |_| Ok(()))
-                    .await?;
+                let (site, person, checked) =
+                    (state.site.clone(), who.person.clone(), value.clone());
+                blocking(move || site.workspace(&person, Some(&checked)).map(|_| ())).await?;
                 project = Some(value);
             }
             other => {
@@ -91,22 +86,16 @@ pub async fn upload(
             }
         }
     }
-    let Incoming {
-        filled,
-        name,
-        staged,
-    } = incoming
+    let Incoming { filled, name } = incoming
         .ok_or_else(|| ApiError::new(Code::MissingFile, "send the file in a part named 'file'"))?;
-    let target = name.clone();
-    let written = state
-        .in_workspace(&who.person, project.as_deref(), move |ws| {
-            let mut writer = filled.complete()?;
-            if staged {
-                ws.adopt_upload(&mut writer, &target)?;
-            }
-            Ok(writer.commit()?)
-        })
-        .await?;
+    let (target, into) = (name.clone(), project.clone());
+    let written = blocking(move || {
+        let staging = filled.complete().map_err(SiteError::from)?;
+        staging
+            .commit(into.as_deref(), PublicPlace::Public, &target)
+            .map_err(request_error)
+    })
+    .await?;
     let path = ferry_site::layout::in_public(&name);
     state
         .events
@@ -158,11 +147,41 @@ pub(crate) fn open_multipart(
     ))
 }
 
+/// Checks an upload's workspace, name, cap and quota, then has the person stage it in
+/// `public/` (of `project`, once known); the staging and the safe name come back.
+async fn start_upload(
+    state: &AppState,
+    person: &str,
+    project: Option<String>,
+    raw_name: String,
+) -> Result<(Staging, String), ApiError> {
+    let (state, person) = (state.clone(), person.to_owned());
+    blocking(move || {
+        let workspace = state.site.workspace(&person, project.as_deref())?;
+        let name = workspace.upload_name(&raw_name)?;
+        // Staged in the main workspace until the project is known: no target to check yet.
+        let check = project.as_ref().map(|_| name.as_str());
+        let toolbox = state.member_toolbox(&person, project.as_deref())?;
+        let mut staging = Staging::start(
+            toolbox.shared_requester(),
+            project.as_deref(),
+            PublicPlace::Public,
+            check,
+        )
+        .map_err(request_error)?;
+        staging.sink().set_limit(workspace.max_upload_bytes());
+        let quota = toolbox.quota_claim().map_err(ApiError::from_tool)?;
+        staging.sink().set_budget(Some(Box::new(quota)));
+        Ok::<_, ApiError>((staging, name))
+    })
+    .await
+}
+
 /// Streams one file part into `writer`; what is left to write and commit comes back.
-pub(crate) async fn receive_file(
+pub(crate) async fn receive_file<W: AsMut<ByteSink> + Send + 'static>(
     field: &mut multer::Field<'_>,
-    writer: AtomicWriter,
-) -> Result<Filled, ApiError> {
+    writer: W,
+) -> Result<Filled<W>, ApiError> {
     let mut sink = Sink::new(writer);
     let mut refused = false;
     let streamed = async {

@@ -13,6 +13,7 @@ mod ids;
 mod interactions;
 pub mod layout;
 mod migrate;
+mod public;
 mod shown;
 mod site;
 mod skills;
@@ -33,11 +34,13 @@ pub use interactions::{
     WEB_PRESENCE_TTL, is_interaction_id,
 };
 pub use migrate::{legacy_public_target, migrate_legacy_public};
+pub use public::{
+    AttachmentsState, Download, Listing, Node, NodeKind, PublicFolder, PublicPath, PublicPlace,
+    attachments_changed,
+};
 pub use shown::{delivery_notice, person_relative};
-pub use site::{DEFAULT_PERSON, Project, Site};
+pub use site::{DEFAULT_PERSON, Project, Site, project_folder_error};
 pub use time::rfc3339;
 pub use tokens::{Principal, TokenKind};
 pub use usage::{Counter, QuotaClaim, USAGE_RECOUNT_AFTER};
-pub use workspace::{
-    AttachmentsState, Download, Listing, Node, NodeKind, PublicPath, Workspace, attachments_changed,
-};
+pub use workspace::{Workspace, open_container};

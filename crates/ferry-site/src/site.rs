@@ -153,34 +153,50 @@ impl Site {
         Ok(())
     }
 
-    /// Adds a project to a person's workspace.
+    /// Adds a project to a person's workspace, making its folders with this process's
+    /// own authority.
     pub fn add_project(&self, person: &str, id: &str) -> Result<Project, SiteError> {
+        self.add_project_with(person, id, || {
+            self.workspace(person, Some(id))?
+                .public()
+                .map(|_| ())
+                .map_err(|e| project_folder_error(person, id, e))
+        })
+    }
+
+    /// Adds a project whose folders `make_folders` makes (in host mode, the person's own
+    /// worker); when it fails, the record is taken back and its error returned.
+    pub fn add_project_with<E: From<SiteError>>(
+        &self,
+        person: &str,
+        id: &str,
+        make_folders: impl FnOnce() -> Result<(), E>,
+    ) -> Result<Project, E> {
         self.require_person(person)?;
         check_id("project", id)?;
         let created = now_secs();
-        let inserted = self.db.conn().execute(
-            "INSERT OR IGNORE INTO projects (person, id, created) VALUES (?1, ?2, ?3)",
-            rusqlite::params![person, id, created],
-        )?;
+        let inserted = self
+            .db
+            .conn()
+            .execute(
+                "INSERT OR IGNORE INTO projects (person, id, created) VALUES (?1, ?2, ?3)",
+                rusqlite::params![person, id, created],
+            )
+            .map_err(SiteError::from)?;
         if inserted == 0 {
-            return Err(SiteError::AlreadyExists(format!("project {id:?}")));
+            return Err(SiteError::AlreadyExists(format!("project {id:?}")).into());
         }
         // The record stands only once the folders exist: a project whose folder cannot be
         // made (a link in the way) is not listed.
-        if let Err(e) = self.workspace(person, Some(id)).and_then(|w| w.public()) {
-            self.db.conn().execute(
-                "DELETE FROM projects WHERE person = ?1 AND id = ?2",
-                rusqlite::params![person, id],
-            )?;
-            return Err(match e {
-                SiteError::Fs(FsError::PathEscapes) => SiteError::Unsafe {
-                    path: layout::project(person, id),
-                    why: "cannot be made: a symbolic link is in the way (links are never \
-                          followed in a workspace's folders); remove it and try again"
-                        .into(),
-                },
-                e => e,
-            });
+        if let Err(e) = make_folders() {
+            self.db
+                .conn()
+                .execute(
+                    "DELETE FROM projects WHERE person = ?1 AND id = ?2",
+                    rusqlite::params![person, id],
+                )
+                .map_err(SiteError::from)?;
+            return Err(e);
         }
         Ok(Project {
             id: id.to_owned(),
@@ -240,6 +256,19 @@ impl Site {
     /// Whether files written into workspaces are handed to an agent uid:gid.
     pub fn mode(&self) -> SiteMode {
         self.config.site.mode
+    }
+}
+
+/// Why a project's folders could not be made: a link in the way is named as such.
+pub fn project_folder_error(person: &str, id: &str, e: SiteError) -> SiteError {
+    match e {
+        SiteError::Fs(FsError::PathEscapes) => SiteError::Unsafe {
+            path: format!("home/{person}/projects/{id}"),
+            why: "cannot be made: a symbolic link is in the way (links are never \
+                  followed in a workspace's folders); remove it and try again"
+                .into(),
+        },
+        e => e,
     }
 }
 

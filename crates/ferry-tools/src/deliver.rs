@@ -141,21 +141,9 @@ fn too_large(path: &str, size: u64, max_bytes: u64) -> ToolError {
     )
 }
 
-/// The person's quota for this delivery. In host mode the service may not read the
-/// person's folders, so the person's own worker counts them.
+/// The person's quota for this delivery.
 fn quota_for(tools: &Toolbox) -> Result<ferry_site::QuotaClaim, ToolError> {
-    let site = tools.site();
-    if site.mode() != ferry_config::SiteMode::Host {
-        return Ok(site.quota_claim(tools.person())?);
-    }
-    let roots = site
-        .usage_roots(tools.person())?
-        .into_iter()
-        .map(|rel| tools.paths().data.join(rel).display().to_string())
-        .collect();
-    let counted = tools.requester().count_bytes(roots)?;
-    let counter: ferry_site::Counter = std::sync::Arc::new(move || Ok(counted));
-    Ok(site.quota_claim_counted_by(tools.person(), counter)?)
+    tools.quota_claim()
 }
 
 /// The task and slug of a file: the first folder under `artifacts/` or `tmp/`.

@@ -138,7 +138,7 @@ pub struct Toolbox {
     site: Arc<Site>,
     person: String,
     paths: PersonPaths,
-    requester: Requester,
+    requester: Arc<Requester>,
     enabled: Vec<&'static ToolSpec>,
 }
 
@@ -156,7 +156,7 @@ impl Toolbox {
             person: person.to_owned(),
             site,
             paths,
-            requester,
+            requester: Arc::new(requester),
             enabled,
         };
         toolbox.restore_documents();
@@ -193,6 +193,33 @@ impl Toolbox {
 
     pub fn requester(&self) -> &Requester {
         &self.requester
+    }
+
+    /// A claim on the person's quota for one writer. Counted by the service where it owns
+    /// the folders; in host mode the service may not read them, so the person's own
+    /// worker counts them, whenever a count is due.
+    pub fn quota_claim(&self) -> Result<ferry_site::QuotaClaim, ToolError> {
+        let site = self.site();
+        if site.mode() != ferry_config::SiteMode::Host {
+            return Ok(site.quota_claim(self.person())?);
+        }
+        let roots: Vec<String> = site
+            .usage_roots(self.person())?
+            .into_iter()
+            .map(|rel| self.paths().data.join(rel).display().to_string())
+            .collect();
+        let requester = self.shared_requester();
+        let counter: ferry_site::Counter = Arc::new(move || {
+            requester
+                .count_bytes(roots.clone())
+                .map_err(|e| ferry_fs::FsError::Io(std::io::Error::other(e.message)))
+        });
+        Ok(site.quota_claim_counted_by(self.person(), counter)?)
+    }
+
+    /// The requester, shared: for work that outlives one call (an upload's staging).
+    pub fn shared_requester(&self) -> Arc<Requester> {
+        self.requester.clone()
     }
 
     /// The enabled tools, in a stable order.

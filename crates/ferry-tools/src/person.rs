@@ -188,6 +188,7 @@ pub(crate) fn requester_for(
                     trees,
                     run,
                 },
+                account: ferry_host::person_user(person),
             }))
         }
     };

@@ -1,0 +1,108 @@
+//! What the requester's operations say about files: plain data that crosses the
+//! worker's socket.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::time::UNIX_EPOCH;
+
+use ferry_fs::EntryKind;
+use serde::{Deserialize, Serialize};
+
+/// Metadata of one file or folder.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FileInfo {
+    /// The absolute path (for a listing entry: its name).
+    pub path: String,
+    pub kind: Kind,
+    pub size: u64,
+    /// Seconds since the epoch.
+    pub mtime: i64,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+/// A file that was written: where, how big, its sha256 (hex).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WrittenFile {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// What a confined handle read of `path`.
+pub(crate) fn info_from(path: String, meta: &ferry_fs::Metadata) -> FileInfo {
+    FileInfo {
+        path,
+        kind: match meta.kind {
+            EntryKind::File => Kind::File,
+            EntryKind::Dir => Kind::Dir,
+            EntryKind::Symlink => Kind::Symlink,
+            _ => Kind::Other,
+        },
+        size: meta.size,
+        mtime: unix_secs(meta.mtime),
+        mode: meta.mode & 0o7777,
+    }
+}
+
+pub(crate) fn info_of(path: &Path, meta: &std::fs::Metadata) -> FileInfo {
+    let ft = meta.file_type();
+    FileInfo {
+        path: path.display().to_string(),
+        kind: if ft.is_file() {
+            Kind::File
+        } else if ft.is_dir() {
+            Kind::Dir
+        } else if ft.is_symlink() {
+            Kind::Symlink
+        } else {
+            Kind::Other
+        },
+        size: meta.len(),
+        mtime: meta.mtime(),
+        mode: meta.permissions().mode() & 0o7777,
+    }
+}
+
+fn unix_secs(t: std::time::SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs() as i64),
+    }
+}
+
+/// One file of [`Op::WriteAll`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FileWrite {
+    pub path: String,
+    #[serde(with = "base64_bytes")]
+    pub data: Vec<u8>,
+    /// The sha256 (hex) the file had when it was read; a change since refuses the write.
+    pub expect_sha256: Option<String>,
+}
+
+/// Bytes as base64 in JSON: a file's content crossing the worker's socket.
+pub(crate) mod base64_bytes {
+    use data_encoding::BASE64;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&BASE64.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        BASE64
+            .decode(text.as_bytes())
+            .map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,231 @@
+//! Member operations on a workspace's `public/` (spec members M-UP, M-LIST, M-GET,
+//! M-MANAGE, M-DELIVER, M-MIGRATE), performed as the person like every other operation:
+//! in this process in local and container mode, in the person's worker in host mode.
+//!
+//! The gateway first checks what needs the site (the person, the project, the
+//! configuration, the quota: `ferry_site::Workspace`); the folders are then handled here
+//! by `ferry_site::PublicFolder`, one body for every mode. The container (`home/<p>` or
+//! `home/<p>/projects/<proj>`) is reached from the data folder one component at a time
+//! with no link followed, so a `public/` that is a link is `path_escapes` in every mode.
+//!
+//! A new file's bytes never cross the socket: [`MemberAction::Stage`] makes a hidden
+//! temporary as the person and hands back its descriptor, the caller fills it (see
+//! `staging.rs`), and [`MemberAction::Commit`] places it.
+
+use ferry_codes::Code;
+use std::fs::File;
+use std::time::SystemTime;
+
+use ferry_fs::{Dir, FileId, FsError};
+use ferry_site::{AttachmentsState, Listing, PublicFolder, PublicPlace, SiteError, open_container};
+use serde::{Deserialize, Serialize};
+
+use crate::RequestError;
+
+/// The mode a placed upload or delivery gets: the person's alone, as the temporary was.
+const PLACED_FILE_MODE: u32 = 0o600;
+
+/// What to do in one workspace's `public/`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum MemberAction {
+    /// Makes the workspace's folders (a new project's `public/`), migrating a legacy one.
+    Prepare,
+    /// The Files panel's tree.
+    List,
+    Mkdir {
+        path: String,
+    },
+    Move {
+        from: String,
+        to: String,
+    },
+    Delete {
+        path: String,
+    },
+    /// Opens a file for download; its descriptor travels beside the reply.
+    Open {
+        path: String,
+    },
+    /// The mark of `public/attachments/`, and its files unless the mark is `unchanged`.
+    Attachments {
+        unchanged: Option<FolderMark>,
+    },
+    /// Makes a hidden temporary in `place`; its descriptor, open for writing, travels
+    /// beside the reply. With `name`, a target that could not be placed there (a link,
+    /// a folder) is refused first, before any byte is sent.
+    Stage {
+        place: PublicPlace,
+        name: Option<String>,
+    },
+    /// Places a temporary staged in this person's workspaces at `name` in `place` of this one.
+    Commit {
+        staged: StagedFile,
+        place: PublicPlace,
+        name: String,
+    },
+    /// Removes a temporary that will not be placed.
+    Discard {
+        staged: StagedFile,
+    },
+}
+
+/// The mtime and inode of a folder: they move when an entry is added, removed or renamed.
+pub type FolderMark = (SystemTime, u64);
+
+/// A temporary made by [`MemberAction::Stage`]: where it lies and which file it is.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StagedFile {
+    pub project: Option<String>,
+    pub place: PublicPlace,
+    pub temp: String,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// What a member operation returns.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "member", rename_all = "snake_case")]
+pub enum MemberReply {
+    Done,
+    /// The `public/…` path made or moved to.
+    Path {
+        path: String,
+    },
+    Listing(Listing),
+    Opened(Opened),
+    Attachments {
+        mark: Option<FolderMark>,
+        files: Option<AttachmentsState>,
+    },
+    Staged {
+        temp: String,
+    },
+}
+
+/// A file opened for download.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Opened {
+    pub name: String,
+    pub size: u64,
+    pub mtime: SystemTime,
+    pub inode: u64,
+}
+
+/// Performs `action` in the workspace (or `project`) of the person whose home is `home`,
+/// beneath the data folder `base`; `owner` is given what is made (container mode).
+pub(crate) fn perform(
+    base: &std::path::Path,
+    home: &std::path::Path,
+    owner: Option<(u32, u32)>,
+    project: Option<&str>,
+    action: MemberAction,
+) -> Result<(MemberReply, Option<File>), RequestError> {
+    let person = home
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| RequestError::new(Code::BadPath, "the home folder has no name"))?;
+    let root = Dir::open_ambient(base).map_err(site_error_from_fs)?;
+    let opened = |project: Option<&str>| -> Result<PublicFolder, SiteError> {
+        PublicFolder::open(&open_container(&root, person, project, owner)?, owner)
+    };
+    let public = |project: Option<&str>| opened(project).map_err(site_error);
+    let folder = match (&action, project) {
+        // A new project's folders: a link in the way is named as such.
+        (MemberAction::Prepare, Some(id)) => opened(project)
+            .map_err(|e| site_error(ferry_site::project_folder_error(person, id, e)))?,
+        _ => public(project)?,
+    };
+    let reply = match action {
+        MemberAction::Prepare => MemberReply::Done,
+        MemberAction::List => MemberReply::Listing(
+            folder
+                .list(project.map(str::to_owned))
+                .map_err(site_error)?,
+        ),
+        MemberAction::Mkdir { path } => MemberReply::Path {
+            path: folder.mkdir(&path).map_err(site_error)?,
+        },
+        MemberAction::Move { from, to } => MemberReply::Path {
+            path: folder.move_entry(&from, &to).map_err(site_error)?,
+        },
+        MemberAction::Delete { path } => {
+            folder.delete(&path).map_err(site_error)?;
+            MemberReply::Done
+        }
+        MemberAction::Open { path } => {
+            let download = folder.open_file(&path).map_err(site_error)?;
+            let opened = Opened {
+                name: download.name,
+                size: download.meta.size,
+                mtime: download.meta.mtime,
+                inode: download.meta.inode,
+            };
+            return Ok((MemberReply::Opened(opened), Some(download.file)));
+        }
+        MemberAction::Attachments { unchanged } => {
+            let mark = folder.attachments_mark().map_err(site_error)?;
+            let files = match (mark, unchanged) {
+                (Some(now), Some(before)) if now == before => None,
+                _ => Some(folder.attachments_state().map_err(site_error)?),
+            };
+            MemberReply::Attachments { mark, files }
+        }
+        MemberAction::Stage { place, name } => {
+            let dir = folder.place_dir(place).map_err(site_error)?;
+            if let Some(name) = name {
+                ferry_fs::check_placeable(&dir, &name).map_err(site_error_from_fs)?;
+            }
+            let (temp, file) = ferry_fs::create_temporary(&dir).map_err(site_error_from_fs)?;
+            return Ok((MemberReply::Staged { temp }, Some(file)));
+        }
+        MemberAction::Commit {
+            staged,
+            place,
+            name,
+        } => {
+            let from = match staged.project.as_deref() == project && staged.place == place {
+                true => None,
+                false => Some(public(staged.project.as_deref())?),
+            };
+            let from_dir = from
+                .as_ref()
+                .unwrap_or(&folder)
+                .place_dir(staged.place)
+                .map_err(site_error)?;
+            let to_dir = folder.place_dir(place).map_err(site_error)?;
+            let id = FileId {
+                dev: staged.dev,
+                ino: staged.ino,
+            };
+            ferry_fs::place_temporary(
+                &from_dir,
+                &staged.temp,
+                &to_dir,
+                &name,
+                id,
+                PLACED_FILE_MODE,
+                owner,
+            )
+            .map_err(site_error_from_fs)?;
+            MemberReply::Done
+        }
+        MemberAction::Discard { staged } => {
+            let from = public(staged.project.as_deref())?;
+            let dir = from.place_dir(staged.place).map_err(site_error)?;
+            ferry_fs::remove_temporary(&dir, &staged.temp).map_err(site_error_from_fs)?;
+            MemberReply::Done
+        }
+    };
+    Ok((reply, None))
+}
+
+fn site_error_from_fs(e: FsError) -> RequestError {
+    site_error(SiteError::Fs(e))
+}
+
+/// A site failure as it crosses the worker's socket: the code the member API answers
+/// with, and the site's own sentence.
+pub fn site_error(e: SiteError) -> RequestError {
+    RequestError::new(e.code(), e.to_string())
+}

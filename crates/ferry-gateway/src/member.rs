@@ -1,0 +1,76 @@
+//! How the member API acts in a workspace: the site checks the person and the project,
+//! then the person's requester does the work (ferry-exec `member.rs`), in process in
+//! local and container mode and in the person's own worker in host mode. One body for
+//! every mode.
+
+use std::fs::File;
+use std::sync::Arc;
+
+use ferry_exec::RequestError;
+use ferry_exec::member::{MemberAction, MemberReply};
+use ferry_exec::ops::{Op, Reply};
+use ferry_site::AttachmentsState;
+
+use crate::{ApiError, AppState, blocking};
+
+impl AppState {
+    /// Runs `action` in the workspace (or `project`) of `person`, on this thread, which
+    /// may block: the workspace is checked first, then the person acts.
+    pub(crate) fn member_now(
+        &self,
+        person: &str,
+        project: Option<&str>,
+        action: MemberAction,
+    ) -> Result<(MemberReply, Option<File>), ApiError> {
+        let requester = self.member_toolbox(person, project)?.shared_requester();
+        let op = Op::Member {
+            project: project.map(str::to_owned),
+            action,
+        };
+        match requester.execute(op).map_err(request_error)? {
+            (Reply::Member(reply), file) => Ok((reply, file)),
+            _ => Err(ApiError::internal("member", "an answer out of turn")),
+        }
+    }
+
+    /// [`AppState::member_now`] on a blocking thread.
+    pub(crate) async fn member(
+        &self,
+        person: &str,
+        project: Option<&str>,
+        action: MemberAction,
+    ) -> Result<(MemberReply, Option<File>), ApiError> {
+        let (state, person, project) =
+            (self.clone(), person.to_owned(), project.map(str::to_owned));
+        blocking(move || state.member_now(&person, project.as_deref(), action)).await
+    }
+
+    /// The files directly in the `public/attachments/` of `person`'s workspace or `project`.
+    pub(crate) fn attachments_now(
+        &self,
+        person: &str,
+        project: Option<&str>,
+    ) -> Result<AttachmentsState, ApiError> {
+        let action = MemberAction::Attachments { unchanged: None };
+        match self.member_now(person, project, action)? {
+            (MemberReply::Attachments { files, .. }, _) => Ok(files.unwrap_or_default()),
+            _ => Err(ApiError::internal("member", "an answer out of turn")),
+        }
+    }
+
+    /// The tools of `person` (their requester, their quota), once the person and
+    /// `project` are known to the site.
+    pub(crate) fn member_toolbox(
+        &self,
+        person: &str,
+        project: Option<&str>,
+    ) -> Result<Arc<ferry_tools::Toolbox>, ApiError> {
+        self.site.workspace(person, project)?;
+        self.toolbox(person).map_err(ApiError::from_tool)
+    }
+}
+
+/// A member action's failure as the API answers it: the action's code, with its status.
+pub(crate) fn request_error(e: RequestError) -> ApiError {
+    ApiError::from_request(e)
+}

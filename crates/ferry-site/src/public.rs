@@ -1,0 +1,403 @@
+//! A workspace's member-visible `public/`, as folders alone (spec members M-LIST, M-GET,
+//! M-MANAGE, M-MIGRATE, and the folders M-UP and M-DELIVER write into).
+//!
+//! Nothing here needs the database or the configuration: whoever holds the handle of the
+//! folder that contains `public/` (`home/<p>` or `home/<p>/projects/<proj>`) runs it. That
+//! is the service in local and container mode, and the person's own worker in host mode,
+//! so every byte and folder is made by whoever the mode says acts as the person.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::time::SystemTime;
+
+use ferry_fs::{
+    Dir, EntryKind, Follow, FsError, Metadata, check_relative, is_temporary, safe_name,
+};
+use serde::{Deserialize, Serialize};
+
+use ferry_config::limits::{LIST_MAX_DEPTH, LIST_MAX_ENTRIES};
+
+use crate::SiteError;
+use crate::layout::{self, ATTACHMENTS_DIR_NAME, PUBLIC_DIR_NAME};
+use crate::migrate::migrate_legacy_public;
+use crate::time::rfc3339;
+
+/// The mode of every folder made under a workspace.
+const DIR_MODE: u32 = 0o700;
+
+/// A path the member gave, checked to lie under `public/`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublicPath {
+    /// Beneath `public/`, normalized; empty for `public` itself.
+    rel: String,
+}
+
+impl PublicPath {
+    /// Parses `public` or `public/…`; `..` anywhere is an escape, anything else is outside.
+    pub fn parse(path: &str) -> Result<PublicPath, SiteError> {
+        check_relative(path)?;
+        let mut parts = path.split('/').filter(|c| !c.is_empty() && *c != ".");
+        if parts.next() != Some(PUBLIC_DIR_NAME) {
+            return Err(SiteError::OutsidePublic);
+        }
+        Ok(PublicPath {
+            rel: parts.collect::<Vec<_>>().join("/"),
+        })
+    }
+
+    /// The path as the member and the agent see it: `public/…`.
+    pub fn display(&self) -> String {
+        if self.rel.is_empty() {
+            PUBLIC_DIR_NAME.to_owned()
+        } else {
+            layout::in_public(&self.rel)
+        }
+    }
+
+    /// The last component (`public` for the root).
+    pub fn name(&self) -> &str {
+        self.rel
+            .rsplit('/')
+            .next()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(PUBLIC_DIR_NAME)
+    }
+
+    /// Whether this is `public` itself.
+    pub fn is_root(&self) -> bool {
+        self.rel.is_empty()
+    }
+
+    /// Whether this is `public/attachments`.
+    pub fn is_attachments(&self) -> bool {
+        self.rel == ATTACHMENTS_DIR_NAME
+    }
+
+    /// Refuses the folders the system manages: `public` itself and `public/attachments`.
+    fn require_member_managed(&self) -> Result<(), SiteError> {
+        if self.is_root() {
+            return Err(SiteError::Reserved("public"));
+        }
+        if self.is_attachments() {
+            return Err(SiteError::ManagedBySystem);
+        }
+        Ok(())
+    }
+}
+
+/// The Files panel's tree (M-LIST).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Listing {
+    pub root: String,
+    pub project: Option<String>,
+    pub entries: Vec<Node>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
+/// One entry of a listing.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    pub path: String,
+    #[serde(rename = "type")]
+    pub kind: NodeKind,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub managed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    pub mtime: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub children: Option<Vec<Node>>,
+}
+
+/// What a listed entry is. Links are shown, never followed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    File,
+    Dir,
+    Link,
+}
+
+/// The files directly in a `public/attachments/`: name → (size, mtime).
+pub type AttachmentsState = BTreeMap<String, (u64, SystemTime)>;
+
+/// The `public/attachments/…` paths of the files that appeared or changed from `before`
+/// to `after`, sorted.
+pub fn attachments_changed(before: &AttachmentsState, after: &AttachmentsState) -> Vec<String> {
+    after
+        .iter()
+        .filter(|(name, now)| before.get(*name) != Some(now))
+        .map(|(name, _)| layout::in_attachments(name))
+        .collect()
+}
+
+/// A file opened for download.
+pub struct Download {
+    pub file: File,
+    pub meta: Metadata,
+    pub name: String,
+}
+
+/// The `public/` of one workspace, opened through its container.
+pub struct PublicFolder {
+    public: Dir,
+    /// Owner given to what is made here (container mode: the agent's ids).
+    owner: Option<(u32, u32)>,
+}
+
+/// The folder of `public/` a new file is written into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PublicPlace {
+    /// `public/` itself: uploads.
+    Public,
+    /// `public/attachments/`: deliveries.
+    Attachments,
+}
+
+impl PublicFolder {
+    /// The single accessor for `public/`: migrates a legacy folder in `container` first,
+    /// then makes sure `public/` and `public/attachments/` exist.
+    pub fn open(container: &Dir, owner: Option<(u32, u32)>) -> Result<PublicFolder, SiteError> {
+        migrate_legacy_public(container)?;
+        let public = ensure_dir(container, PUBLIC_DIR_NAME, owner)?;
+        // A missing attachments/ is made again. Something else at its name (a link or a
+        // file the agent put there) is left as it is and listed as such, rather than failing
+        // every access to public/; deliveries still refuse to write through it.
+        match ensure_dir(&public, ATTACHMENTS_DIR_NAME, owner) {
+            Ok(_) | Err(SiteError::Fs(FsError::PathEscapes | FsError::NotADirectory)) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(PublicFolder { public, owner })
+    }
+
+    /// The handle of `public/`.
+    pub fn dir(&self) -> &Dir {
+        &self.public
+    }
+
+    /// The folder new files of `place` are written into; never through a link.
+    pub fn place_dir(&self, place: PublicPlace) -> Result<Dir, SiteError> {
+        Ok(match place {
+            PublicPlace::Public => self.public.try_clone()?,
+            PublicPlace::Attachments => {
+                self.public.open_dir(ATTACHMENTS_DIR_NAME, Follow::Never)?
+            }
+        })
+    }
+
+    /// Opens a file under `public/` for download; links are followed only within `public/`.
+    pub fn open_file(&self, path: &str) -> Result<Download, SiteError> {
+        let path = PublicPath::parse(path)?;
+        if path.is_root() {
+            return Err(FsError::IsDirectory.into());
+        }
+        let file = self.public.open_file(&path.rel, Follow::Beneath)?;
+        let meta = Metadata::of_file(&file)?;
+        Ok(Download {
+            file,
+            meta,
+            name: path.name().to_owned(),
+        })
+    }
+
+    /// The mark of `public/attachments/` (its mtime and inode), which moves whenever a
+    /// file is added, removed or renamed there; `None` when it is not a real folder.
+    pub fn attachments_mark(&self) -> Result<Option<(SystemTime, u64)>, SiteError> {
+        match self.public.open_dir(ATTACHMENTS_DIR_NAME, Follow::Never) {
+            Ok(dir) => {
+                let meta = dir.own_metadata()?;
+                Ok(Some((meta.mtime, meta.inode)))
+            }
+            Err(FsError::PathEscapes | FsError::NotADirectory | FsError::NotFound) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Every file directly in `public/attachments/`, by name, with its size and mtime:
+    /// two snapshots tell which files appeared or changed in between. Empty when
+    /// `attachments` is not a real folder.
+    pub fn attachments_state(&self) -> Result<AttachmentsState, SiteError> {
+        let attachments = match self.public.open_dir(ATTACHMENTS_DIR_NAME, Follow::Never) {
+            Ok(dir) => dir,
+            Err(FsError::PathEscapes | FsError::NotADirectory | FsError::NotFound) => {
+                return Ok(BTreeMap::new());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(attachments
+            .entries()?
+            .into_iter()
+            .filter(|e| e.meta.kind == EntryKind::File && !is_temporary(&e.name))
+            .map(|e| (e.name, (e.meta.size, e.meta.mtime)))
+            .collect())
+    }
+
+    /// Makes a folder under `public/`, with its missing parents (M-MANAGE).
+    pub fn mkdir(&self, path: &str) -> Result<String, SiteError> {
+        let path = PublicPath::parse(path)?;
+        if path.is_root() {
+            return Err(SiteError::AlreadyExists("public".into()));
+        }
+        path.require_member_managed()?;
+        check_member_name(path.name())?;
+        let (parent, name) = match path.rel.rsplit_once('/') {
+            Some((parent, name)) => (Some(self.make_parents(parent)?), name),
+            None => (None, path.rel.as_str()),
+        };
+        let parent = parent.as_ref().unwrap_or(&self.public);
+        parent.create_dir(name, DIR_MODE).map_err(|e| match e {
+            FsError::Exists => SiteError::AlreadyExists(path.display()),
+            e => e.into(),
+        })?;
+        if let Some((uid, gid)) = self.owner {
+            parent.open_dir(name, Follow::Never)?.chown(uid, gid)?;
+        }
+        Ok(path.display())
+    }
+
+    /// Opens the parents of a new folder, making the missing ones; a parent the member
+    /// makes must have a safe name like the folder itself (existing ones may be anything).
+    fn make_parents(&self, rel: &str) -> Result<Dir, SiteError> {
+        let mut current = self.public.try_clone()?;
+        let mut parts = rel.split('/').peekable();
+        while let Some(part) = parts.peek() {
+            match current.open_dir(part, Follow::Never) {
+                Ok(dir) => current = dir,
+                Err(FsError::NotFound) => break,
+                Err(e) => return Err(e.into()),
+            }
+            parts.next();
+        }
+        // Every missing name is checked before the first one is made.
+        let missing: Vec<&str> = parts.collect();
+        for part in &missing {
+            check_member_name(part)?;
+        }
+        for part in missing {
+            current = ensure_dir(&current, part, self.owner)?;
+        }
+        Ok(current)
+    }
+
+    /// Moves or renames an entry under `public/`, never over an existing one (M-MANAGE).
+    pub fn move_entry(&self, from: &str, to: &str) -> Result<String, SiteError> {
+        let from = PublicPath::parse(from)?;
+        let to = PublicPath::parse(to)?;
+        from.require_member_managed()?;
+        to.require_member_managed()?;
+        check_member_name(to.name())?;
+        if to.rel.starts_with(&format!("{}/", from.rel)) {
+            return Err(SiteError::MoveIntoItself);
+        }
+        self.public
+            .rename(&from.rel, &to.rel, false)
+            .map_err(|e| match e {
+                FsError::Exists | FsError::NotEmpty => SiteError::AlreadyExists(to.display()),
+                e => e.into(),
+            })?;
+        Ok(to.display())
+    }
+
+    /// Deletes a file, a link or a whole folder under `public/` (M-MANAGE).
+    pub fn delete(&self, path: &str) -> Result<(), SiteError> {
+        let path = PublicPath::parse(path)?;
+        path.require_member_managed()?;
+        self.public.metadata(&path.rel)?;
+        Ok(self.public.remove(&path.rel)?)
+    }
+
+    /// The tree under `public/` (M-LIST): folders first, then by name; links not followed.
+    pub fn list(&self, project: Option<String>) -> Result<Listing, SiteError> {
+        let mut budget = LIST_MAX_ENTRIES;
+        let mut truncated = false;
+        let entries = list_dir(
+            &self.public,
+            PUBLIC_DIR_NAME,
+            0,
+            &mut budget,
+            &mut truncated,
+        )?;
+        Ok(Listing {
+            root: PUBLIC_DIR_NAME.to_owned(),
+            project,
+            entries,
+            truncated,
+        })
+    }
+}
+
+/// Opens the folder `name` in `parent`, making it (0700, given to `owner`) when missing.
+fn ensure_dir(parent: &Dir, name: &str, owner: Option<(u32, u32)>) -> Result<Dir, SiteError> {
+    crate::site::ensure_dir(parent, name, DIR_MODE, owner)
+}
+
+/// Names the member gives must already be safe names: no control characters, no
+/// leading dot, no separators.
+fn check_member_name(name: &str) -> Result<(), SiteError> {
+    match safe_name(name) {
+        Ok(safe) if safe == name => Ok(()),
+        _ => Err(FsError::UnsafeName(name.to_owned()).into()),
+    }
+}
+
+fn list_dir(
+    dir: &Dir,
+    path: &str,
+    depth: usize,
+    budget: &mut usize,
+    truncated: &mut bool,
+) -> Result<Vec<Node>, SiteError> {
+    let mut entries: Vec<_> = dir
+        .entries()?
+        .into_iter()
+        .filter(|e| !is_temporary(&e.name) && e.meta.kind != EntryKind::Other)
+        .collect();
+    entries.sort_by(|a, b| {
+        let rank = |k: EntryKind| u8::from(k != EntryKind::Dir);
+        rank(a.meta.kind)
+            .cmp(&rank(b.meta.kind))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    let mut nodes = Vec::with_capacity(entries.len().min(*budget));
+    for entry in entries {
+        if *budget == 0 {
+            *truncated = true;
+            break;
+        }
+        *budget -= 1;
+        let child_path = format!("{path}/{}", entry.name);
+        let managed =
+            depth == 0 && entry.name == ATTACHMENTS_DIR_NAME && entry.meta.kind == EntryKind::Dir;
+        let (kind, size, children) = match entry.meta.kind {
+            EntryKind::Dir => {
+                let children = if depth + 1 >= LIST_MAX_DEPTH {
+                    *truncated = true;
+                    Vec::new()
+                } else {
+                    match dir.open_dir(&entry.name, Follow::Never) {
+                        Ok(child) => list_dir(&child, &child_path, depth + 1, budget, truncated)?,
+                        // Replaced by a link or removed since it was read: show it empty.
+                        Err(FsError::PathEscapes | FsError::NotFound) => Vec::new(),
+                        Err(e) => return Err(e.into()),
+                    }
+                };
+                (NodeKind::Dir, None, Some(children))
+            }
+            EntryKind::Symlink => (NodeKind::Link, None, None),
+            _ => (NodeKind::File, Some(entry.meta.size), None),
+        };
+        nodes.push(Node {
+            name: entry.name,
+            path: child_path,
+            kind,
+            managed,
+            size,
+            mtime: rfc3339(entry.meta.mtime),
+            children,
+        });
+    }
+    Ok(nodes)
+}

@@ -1,0 +1,650 @@
+//! The member API in host mode (spec members.md over tools.md T-ID): a gateway that runs
+//! as `ferry`, which cannot read people's folders, serves every member route through the
+//! person's own worker, and everything it makes belongs to the person.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::blocking::multipart::{Form, Part};
+use serde_json::{Value, json};
+
+use crate::host_support::{gid_of, owner_mode, run_as, tool_path, uid_of};
+use crate::support::{self, assert_error, client, json_answer, listed_paths};
+
+/// A gateway running as the service user `ferry` on a host-mode site; stopped on drop.
+pub struct HostGateway {
+    child: Child,
+    _stdout: BufReader<ChildStdout>,
+    pub base: String,
+}
+
+impl HostGateway {
+    /// Starts `ferry serve` as `ferry` (the binary at `ferry`, which that user can run) on
+    /// `data`, logging to `log`.
+    pub fn start(ferry: &Path, data: &Path, log: &Path, env: &[(&str, &str)]) -> HostGateway {
+        let stderr = std::fs::File::create(log).unwrap();
+        let mut child = Command::new(tool_path("setpriv"))
+            .args(["--reuid=ferry", "--regid=ferry", "--init-groups", "--"])
+            .arg(ferry)
+            .arg("serve")
+            .arg("--data")
+            .arg(data)
+            .args(["--listen", "127.0.0.1:0"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .envs(env.iter().copied())
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("ferry serve starts as ferry");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let base = line.trim().split("/#token=").next().unwrap();
+        assert!(
+            base.starts_with("http://127.0.0.1:"),
+            "ferry serve printed {line:?}; log: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        HostGateway {
+            child,
+            _stdout: stdout,
+            base: base.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `POST /v1/media` of `name` holding `bytes`, the `project` field before or after it.
+    pub fn upload(
+        &self,
+        token: &str,
+        name: &str,
+        bytes: &[u8],
+        project: Option<(&str, FieldOrder)>,
+    ) -> (u16, Value) {
+        let file = || Part::bytes(bytes.to_vec()).file_name(name.to_owned());
+        let form = match project {
+            None => Form::new().part("file", file()),
+            Some((p, FieldOrder::ProjectFirst)) => Form::new()
+                .text("project", p.to_owned())
+                .part("file", file()),
+            Some((p, FieldOrder::FileFirst)) => Form::new()
+                .part("file", file())
+                .text("project", p.to_owned()),
+        };
+        let request = client().post(self.url("/v1/media")).bearer_auth(token);
+        json_answer(request.multipart(form).send().unwrap())
+    }
+
+    pub fn post(&self, token: &str, path: &str, body: &Value) -> (u16, Value) {
+        let request = client().post(self.url(path)).bearer_auth(token).json(body);
+        json_answer(request.send().unwrap())
+    }
+
+    pub fn list(&self, token: &str, project: Option<&str>) -> (u16, Value) {
+        let mut request = client().get(self.url("/v1/files")).bearer_auth(token);
+        if let Some(project) = project {
+            request = request.query(&[("project", project)]);
+        }
+        json_answer(request.send().unwrap())
+    }
+
+    pub fn download(&self, token: &str, path: &str, range: Option<&str>) -> (u16, Vec<u8>) {
+        let mut request = client()
+            .get(self.url("/v1/files/content"))
+            .query(&[("path", path)])
+            .bearer_auth(token);
+        if let Some(range) = range {
+            request = request.header("Range", range);
+        }
+        let response = request.send().unwrap();
+        (
+            response.status().as_u16(),
+            response.bytes().unwrap().to_vec(),
+        )
+    }
+
+    pub fn delete(&self, token: &str, path: &str) -> u16 {
+        client()
+            .delete(self.url("/v1/files"))
+            .query(&[("path", path)])
+            .bearer_auth(token)
+            .send()
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+}
+
+impl Drop for HostGateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Where the `project` form field goes relative to the file.
+#[derive(Clone, Copy, Debug)]
+pub enum FieldOrder {
+    ProjectFirst,
+    FileFirst,
+}
+
+/// Who owns `path` (uid, gid), and its mode.
+fn owned_by(path: &Path, user: &str) {
+    let (uid, gid, _) = owner_mode(path);
+    assert_eq!(
+        (uid, gid),
+        (uid_of(user), gid_of(user)),
+        "{} must belong to {user}",
+        path.display()
+    );
+}
+
+/// Every temporary left anywhere beneath `dir`.
+fn temporaries_beneath(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".ferry-tmp-")
+            {
+                found.push(path.clone());
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// The service user cannot read `path` (a folder or a file).
+fn service_cannot_read(path: &Path) {
+    let out = run_as("ferry", Path::new("/bin/ls"), &[path.to_str().unwrap()]);
+    assert!(
+        !out.status.success(),
+        "ferry can list {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = run_as("ferry", Path::new("/bin/cat"), &[path.to_str().unwrap()]);
+    assert!(!out.status.success(), "ferry can read {}", path.display());
+}
+
+/// The site the member API is tried on, with the person's shell at hand.
+pub struct MemberSite<'a> {
+    pub data: &'a Path,
+    pub person: &'a str,
+    pub user: &'a str,
+    pub token: &'a str,
+    pub harness: &'a str,
+    /// Runs `sh -c` as a person; whether it succeeded.
+    pub sh: &'a dyn Fn(&str, &str) -> bool,
+}
+
+impl MemberSite<'_> {
+    fn home(&self) -> PathBuf {
+        self.data.join("home").join(self.person)
+    }
+}
+
+/// Every member route, as the person, with ownership and the service's blindness checked.
+pub fn every_route_acts_as_the_person(gw: &HostGateway, site: &MemberSite) {
+    let home = site.home();
+    let token = site.token;
+
+    // Uploads: the main workspace, then a project with the field before and after the file.
+    let (status, body) = gw.upload(token, "hello.txt", b"hello, host\n", None);
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["path"], "public/hello.txt");
+    assert_eq!(body["sha256"], support::sha256_hex(b"hello, host\n"));
+    let uploaded = home.join("public/hello.txt");
+    owned_by(&uploaded, site.user);
+    owned_by(&home.join("public"), site.user);
+    service_cannot_read(&uploaded);
+    service_cannot_read(&home.join("public"));
+
+    let (status, body) = gw.post(token, "/v1/projects", &json!({"id": "hp1"}));
+    assert_eq!(status, 201, "{body}");
+    let project_public = home.join("projects/hp1/public");
+    owned_by(&project_public, site.user);
+    owned_by(&project_public.join("attachments"), site.user);
+    for order in [FieldOrder::ProjectFirst, FieldOrder::FileFirst] {
+        let name = format!("{order:?}.txt");
+        let (status, body) = gw.upload(token, &name, b"in a project", Some(("hp1", order)));
+        assert_eq!(status, 201, "{order:?}: {body}");
+        assert_eq!(body["project"], "hp1");
+        owned_by(&project_public.join(&name), site.user);
+        assert!(!home.join("public").join(&name).exists(), "{order:?}");
+    }
+    let (status, body) = gw.upload(token, "x.txt", b"x", Some(("nope", FieldOrder::FileFirst)));
+    assert_error(status, &body, 404, "unknown_project");
+    assert!(
+        temporaries_beneath(&home).is_empty(),
+        "{:?}",
+        temporaries_beneath(&home)
+    );
+
+    // The listing, and a download with a range.
+    let (status, listing) = gw.list(token, None);
+    assert_eq!(status, 200, "{listing}");
+    let paths = listed_paths(&listing);
+    assert!(paths.contains(&"public/hello.txt".to_owned()), "{paths:?}");
+    assert!(
+        paths.contains(&"public/attachments".to_owned()),
+        "{paths:?}"
+    );
+    let (status, listing) = gw.list(token, Some("hp1"));
+    assert_eq!(status, 200, "{listing}");
+    assert!(listed_paths(&listing).contains(&"public/FileFirst.txt".to_owned()));
+    assert_eq!(
+        gw.download(token, "public/hello.txt", None),
+        (200, b"hello, host\n".to_vec())
+    );
+    assert_eq!(
+        gw.download(token, "public/hello.txt", Some("bytes=7-10")),
+        (206, b"host".to_vec())
+    );
+    assert_eq!(
+        gw.download(token, "public/hello.txt", Some("bytes=99-")).0,
+        416
+    );
+
+    // mkdir, move and delete.
+    let (status, body) = gw.post(token, "/v1/files/mkdir", &json!({"path": "public/d/e"}));
+    assert_eq!(
+        (status, &body["path"]),
+        (201, &json!("public/d/e")),
+        "{body}"
+    );
+    owned_by(&home.join("public/d"), site.user);
+    owned_by(&home.join("public/d/e"), site.user);
+    let (status, body) = gw.post(
+        token,
+        "/v1/files/move",
+        &json!({"from": "public/hello.txt", "to": "public/d/e/moved.txt"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    owned_by(&home.join("public/d/e/moved.txt"), site.user);
+    assert_eq!(gw.delete(token, "public/d"), 204);
+    assert!(!home.join("public/d").exists());
+    let (status, body) = gw.post(
+        token,
+        "/v1/files/mkdir",
+        &json!({"path": "public/attachments"}),
+    );
+    assert_error(status, &body, 403, "managed_by_system");
+
+    // A delivery from a URL lands in attachments/ as the person.
+    let peer = support::Peer::start(|_| support::Reply::ok(b"delivered bytes".to_vec()));
+    let (status, body) = gw.post(
+        site.harness,
+        "/v1/deliveries",
+        &json!({"url": peer.url("/report.pdf")}),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["path"], "public/attachments/report.pdf");
+    owned_by(&home.join("public/attachments/report.pdf"), site.user);
+    assert_eq!(
+        std::fs::read(home.join("public/attachments/report.pdf")).unwrap(),
+        b"delivered bytes"
+    );
+
+    // The legacy uploads/ folder, made by the person, is migrated as the person.
+    assert!((site.sh)(
+        site.person,
+        &format!(
+            "mkdir -p {0}/projects/hp1/uploads && echo old > {0}/projects/hp1/uploads/old.txt",
+            home.display()
+        )
+    ));
+    let (status, listing) = gw.list(token, Some("hp1"));
+    assert_eq!(status, 200, "{listing}");
+    assert!(listed_paths(&listing).contains(&"public/old.txt".to_owned()));
+    assert!(!home.join("projects/hp1/uploads").exists());
+    owned_by(&project_public.join("old.txt"), site.user);
+
+    assert!(
+        temporaries_beneath(&home).is_empty(),
+        "{:?}",
+        temporaries_beneath(&home)
+    );
+}
+
+/// Live events: the attachments poller reads the person's folder as the person.
+pub fn events_come_through_the_worker(gw: &HostGateway, site: &MemberSite) {
+    let response = client()
+        .get(gw.url("/v1/events"))
+        .bearer_auth(site.token)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let mut events = support::SseStream::new(response);
+    // The first state is read before the stream answers; a file written now is news.
+    std::thread::sleep(Duration::from_millis(500));
+    let file = site.home().join("public/attachments/agent-made.txt");
+    assert!((site.sh)(
+        site.person,
+        &format!("echo made > {}", file.display())
+    ));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "no files event for the agent's file");
+        let Some(event) = events.next(left) else {
+            continue;
+        };
+        if event.event == "files" && event.data.contains("public/attachments/agent-made.txt") {
+            break;
+        }
+    }
+}
+
+/// A fake upstream agent that, while it answers, writes a file into the person's
+/// `public/attachments/` as the person (as an agent's tool would), then answers one
+/// JSON completion.
+pub fn start_agent(attachments: PathBuf, user: &'static str) -> support::Peer {
+    support::Peer::start(move |_| {
+        let file = attachments.join("from-chat.txt");
+        let made = run_as(
+            user,
+            Path::new("/bin/sh"),
+            &["-c", &format!("echo reply > {}", file.display())],
+        );
+        assert!(made.status.success());
+        let body = json!({
+            "id": "chatcmpl-host",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Done."}, "finish_reason": "stop"}],
+        });
+        support::Reply::ok(body.to_string()).header("Content-Type", "application/json")
+    })
+}
+
+/// Chat in host mode: the attachments are checked as the person, and the file the agent
+/// wrote during the turn is announced after it (the before and after states are read by
+/// the person's worker).
+pub fn chat_notices_come_through_the_worker(gw: &HostGateway, site: &MemberSite) {
+    let (status, body) = gw.upload(site.token, "context.txt", b"context", None);
+    assert_eq!(status, 201, "{body}");
+    let reply = client()
+        .post(gw.url("/v1/chat"))
+        .bearer_auth(site.token)
+        .json(&json!({"message": "Make me a file.", "attachments": ["public/context.txt"]}))
+        .send()
+        .unwrap();
+    assert_eq!(reply.status().as_u16(), 200);
+    let text = reply.text().unwrap();
+    assert!(
+        text.contains("📎 from-chat.txt — public/attachments/from-chat.txt"),
+        "{text}"
+    );
+    // An attachment the member cannot see is refused before the agent is asked.
+    let refused = client()
+        .post(gw.url("/v1/chat"))
+        .bearer_auth(site.token)
+        .json(&json!({"message": "x", "attachments": ["public/missing.txt"]}))
+        .send()
+        .unwrap();
+    let (status, body) = json_answer(refused);
+    assert_error(status, &body, 404, "not_found");
+}
+
+/// The person's agent plants links in `public/`: to another person's home, to
+/// `/etc/shadow`, and at the parent folder. The member API gives nothing through them
+/// that the person could not reach at a shell, and writes nothing through them.
+pub fn planted_links_give_nothing(gw: &HostGateway, site: &MemberSite, other_home: &Path) {
+    let public = site.home().join("public");
+    let links = [
+        ("to-other", other_home.to_path_buf()),
+        ("shadow.txt", PathBuf::from("/etc/shadow")),
+        ("up", PathBuf::from("..")),
+    ];
+    for (name, target) in &links {
+        assert!((site.sh)(
+            site.person,
+            &format!(
+                "ln -sfn {} {}",
+                target.display(),
+                public.join(name).display()
+            )
+        ));
+    }
+    let shadow_before = std::fs::read("/etc/shadow").unwrap();
+    let token = site.token;
+
+    // The listing shows links as links, never what they lead to.
+    let (status, listing) = gw.list(token, None);
+    assert_eq!(status, 200, "{listing}");
+    for (name, _) in &links {
+        let entry = support::flatten_entries(&listing["entries"])
+            .into_iter()
+            .find(|e| e["name"] == *name)
+            .unwrap_or_else(|| panic!("{name} is not listed: {listing}"));
+        assert_eq!(entry["type"], "link", "{entry}");
+        assert!(entry.get("children").is_none(), "{entry}");
+    }
+    let paths = listed_paths(&listing);
+    assert!(
+        !paths.iter().any(|p| p.starts_with("public/up/")),
+        "{paths:?}"
+    );
+    assert!(
+        !paths.iter().any(|p| p.starts_with("public/to-other/")),
+        "{paths:?}"
+    );
+
+    // Downloads, uploads, moves and mkdir through each link are refused.
+    let cases: Vec<(&str, Attempt)> = vec![
+        (
+            "download shadow",
+            Box::new(|| gw.download(token, "public/shadow.txt", None).0),
+        ),
+        (
+            "download other",
+            Box::new(|| gw.download(token, "public/to-other/public/b.txt", None).0),
+        ),
+        (
+            "download parent",
+            Box::new(|| {
+                gw.download(token, "public/up/public/attachments/report.pdf", None)
+                    .0
+            }),
+        ),
+        (
+            "upload over shadow",
+            Box::new(|| gw.upload(token, "shadow.txt", b"owned", None).0),
+        ),
+        (
+            "move out of other",
+            Box::new(|| {
+                gw.post(
+                    token,
+                    "/v1/files/move",
+                    &json!({"from": "public/to-other/public/b.txt", "to": "public/stolen.txt"}),
+                )
+                .0
+            }),
+        ),
+        (
+            "move into parent",
+            Box::new(|| {
+                gw.post(token, "/v1/files/move", &json!({"from": "public/attachments/report.pdf", "to": "public/up/escaped.pdf"})).0
+            }),
+        ),
+        (
+            "mkdir in other",
+            Box::new(|| {
+                gw.post(
+                    token,
+                    "/v1/files/mkdir",
+                    &json!({"path": "public/to-other/new"}),
+                )
+                .0
+            }),
+        ),
+        (
+            "delete in other",
+            Box::new(|| gw.delete(token, "public/to-other/public/b.txt")),
+        ),
+    ];
+    for (what, case) in cases {
+        let status = case();
+        assert!(
+            (400..500).contains(&status),
+            "{what}: answered {status}, not a refusal"
+        );
+    }
+    assert_eq!(std::fs::read("/etc/shadow").unwrap(), shadow_before);
+    assert!(!public.join("stolen.txt").exists());
+    assert!(!site.home().join("escaped.pdf").exists());
+    assert!(other_home.join("public/b.txt").exists());
+
+    // Moving or deleting the link itself is what the person may do at a shell.
+    assert_eq!(gw.delete(token, "public/shadow.txt"), 204);
+    assert!(std::fs::metadata("/etc/shadow").is_ok());
+    for (name, _) in &links[..] {
+        let _ = std::fs::remove_file(public.join(name));
+    }
+}
+
+/// One request through a planted link: its status.
+type Attempt<'a> = Box<dyn Fn() -> u16 + 'a>;
+
+/// A `public/` that is itself a link is refused as `path_escapes`, not followed.
+pub fn a_linked_public_is_refused(gw: &HostGateway, site: &MemberSite, other_home: &Path) {
+    let public = site.home().join("public");
+    let aside = site.home().join("public-aside");
+    assert!((site.sh)(
+        site.person,
+        &format!(
+            "mv {0} {1} && ln -s {2}/public {0}",
+            public.display(),
+            aside.display(),
+            other_home.display()
+        )
+    ));
+    let (status, body) = gw.list(site.token, None);
+    assert_error(status, &body, 400, "path_escapes");
+    let (status, body) = gw.upload(site.token, "through.txt", b"x", None);
+    assert_error(status, &body, 400, "path_escapes");
+    assert!(!other_home.join("public/through.txt").exists());
+    assert!((site.sh)(
+        site.person,
+        &format!("rm {0} && mv {1} {0}", public.display(), aside.display())
+    ));
+}
+
+/// The person's worker is killed while an upload streams: the client hears a clear 5xx,
+/// nothing partial is left, and the next upload works in a fresh worker.
+pub fn a_killed_worker_fails_clearly(gw: &HostGateway, site: &MemberSite) {
+    let addr = gw.base.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let boundary = "killedworkerboundary";
+    let total: usize = 8 * 1024 * 1024;
+    let head = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"killed.txt\"\r\n\
+         Content-Type: application/octet-stream\r\n\r\n"
+    );
+    let tail = format!("\r\n--{boundary}--\r\n");
+    let length = head.len() + total + tail.len();
+    write!(
+        stream,
+        "POST /v1/media HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {length}\r\n\r\n{head}",
+        site.token
+    )
+    .unwrap();
+    let chunk = vec![b'k'; 1024 * 1024];
+    stream.write_all(&chunk).unwrap();
+    // Once the worker has made the temporary, every process of the person is killed.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while temporaries_beneath(&site.home().join("public")).is_empty() {
+        assert!(Instant::now() < deadline, "the upload was never staged");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        kill_processes_of(site.user) > 0,
+        "no worker of the person is running"
+    );
+    // The rest of the body; should the gateway answer early, what it said is read below.
+    let sent = (1..total / chunk.len()).try_for_each(|_| stream.write_all(&chunk));
+    if sent.is_ok() {
+        let _ = stream.write_all(tail.as_bytes());
+    }
+    let answer = support::read_response(&mut stream);
+    let status = support::status_of(&answer);
+    assert!((500..600).contains(&status), "answered {status}: {answer}");
+    assert!(answer.contains("worker_failed"), "{answer}");
+    assert!(!site.home().join("public/killed.txt").exists());
+    assert!(
+        temporaries_beneath(&site.home()).is_empty(),
+        "{:?}",
+        temporaries_beneath(&site.home())
+    );
+    let (status, body) = gw.upload(site.token, "after.txt", b"after", None);
+    assert_eq!(status, 201, "{body}");
+    owned_by(&site.home().join("public/after.txt"), site.user);
+}
+
+/// A person whose POSIX user was removed by hand hears how to fix it, not a 500.
+pub fn a_removed_account_names_the_fix(gw: &HostGateway, token: &str) {
+    let (status, body) = gw.list(token, None);
+    assert_error(status, &body, 503, "account_missing");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("ferry site init"), "{message}");
+    let (status, body) = gw.upload(token, "x.txt", b"x", None);
+    assert_error(status, &body, 503, "account_missing");
+}
+
+/// Kills every process of `user` (as an operator would before `userdel`); how many.
+pub fn kill_processes_of(user: &str) -> usize {
+    let pids = processes_of(uid_of(user));
+    for pid in &pids {
+        // SAFETY: a plain kill(2) of a pid that was just seen.
+        unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+    }
+    pids.len()
+}
+
+/// The pids of the processes whose real uid is `uid`.
+fn processes_of(uid: u32) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let real = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|u| u.parse::<u32>().ok());
+        if real == Some(uid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}

@@ -6,36 +6,73 @@ use ferry_fs::FsError;
 /// Why a command was not run, or could not be watched to its end.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
+    /// The service runs as root, so a command would run with every power on the machine.
     #[error("commands are never run while the service is effectively root; run it as its own user")]
     RefusedAsRoot,
+    /// A timeout of zero seconds was asked for.
     #[error("the timeout must be more than zero seconds (at most 600)")]
     InvalidTimeout,
+    /// The command line holds a NUL byte, which a shell cannot be handed.
     #[error("the command contains a NUL byte")]
     InvalidCommand,
+    /// The workspace folder the command must run in could not be opened.
     #[error("the workspace folder {path} cannot be opened: {source}")]
-    RootUnavailable { path: PathBuf, source: FsError },
+    RootUnavailable {
+        /// The workspace folder.
+        path: PathBuf,
+        /// Why opening it failed.
+        source: FsError,
+    },
+    /// A tree a command may use is a symbolic link, or lies under one.
     #[error(
         "the folder {path} is a symbolic link or lies under one; links are never followed at \
          the root of a workspace folder, so nothing in it can be used until the operator \
          replaces the link with a real folder"
     )]
-    RootIsLink { path: PathBuf },
+    RootIsLink {
+        /// The folder that is, or lies under, a link.
+        path: PathBuf,
+    },
+    /// The working folder asked for lies outside the workspace.
     #[error(
         "the working folder {path} is outside the workspace; use a folder inside it, without `..`"
     )]
-    CwdOutside { path: PathBuf },
+    CwdOutside {
+        /// The working folder as it resolved.
+        path: PathBuf,
+    },
+    /// The working folder asked for does not exist.
     #[error("the working folder {path} does not exist; create it first or pick another")]
-    CwdNotFound { path: PathBuf },
+    CwdNotFound {
+        /// The missing working folder.
+        path: PathBuf,
+    },
+    /// The working folder exists but could not be opened as a folder.
     #[error("the working folder {path} cannot be used: {source}")]
-    CwdUnusable { path: PathBuf, source: FsError },
+    CwdUnusable {
+        /// The working folder.
+        path: PathBuf,
+        /// Why it could not be used.
+        source: FsError,
+    },
+    /// The working folder lies in no tree the sandbox shows the command.
     #[error(
         "the working folder {path} is not visible inside the sandbox; use a folder in a bound tree"
     )]
-    CwdNotInSandbox { path: PathBuf },
+    CwdNotInSandbox {
+        /// The working folder the command would not see.
+        path: PathBuf,
+    },
+    /// The sandbox the configuration names cannot run here.
     #[error(
         "the sandbox is required but {what} (looked at {path}); commands are not run without it"
     )]
-    SandboxUnavailable { what: &'static str, path: PathBuf },
+    SandboxUnavailable {
+        /// What is wrong with it, as part of a sentence.
+        what: &'static str,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
     /// `auto` found no sandbox that works here; each field says why one does not.
     #[error(
         "no sandbox works on this machine ({landlock}; {bwrap}), and commands are not run \
@@ -44,21 +81,35 @@ pub enum ExecError {
          `[exec] sandbox = \"none\"` to run them unconfined (in local mode: with the \
          service's own authority)"
     )]
-    NoSandbox { landlock: String, bwrap: String },
+    NoSandbox {
+        /// Why Landlock cannot be used here.
+        landlock: String,
+        /// Why bubblewrap cannot be used here.
+        bwrap: String,
+    },
+    /// A folder for the sandbox to show the command could not be prepared for it.
     #[error("the sandbox path {path} cannot be bound: {source}")]
     SandboxBind {
+        /// The folder that could not be bound.
         path: PathBuf,
+        /// Why binding it failed.
         source: std::io::Error,
     },
+    /// The folder for saved output and private temporary files could not be made or opened.
     #[error("the output folder {path} cannot be prepared: {source}")]
     OutputDir {
+        /// The output folder.
         path: PathBuf,
+        /// Why preparing it failed.
         source: std::io::Error,
     },
+    /// Starting the shell for the command failed.
     #[error("the command could not be started: {0}")]
     Spawn(std::io::Error),
+    /// Reading the command's output or waiting for it failed.
     #[error("watching the command failed: {0}")]
     Io(std::io::Error),
+    /// The process watching the command went away before the command finished.
     #[error(
         "the process that watches the command was stopped or killed, from inside the command \
          it seems; what the command started may still be running and its output is lost"

@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 pub struct FileInfo {
     /// The absolute path (for a listing entry: its name).
     pub path: String,
+    /// Whether it is a file, a folder, a link or something else.
     pub kind: Kind,
+    /// Its length in bytes, as the file system reports it.
     pub size: u64,
     /// Seconds since the epoch.
     pub mtime: i64,
@@ -21,20 +23,28 @@ pub struct FileInfo {
     pub mode: u32,
 }
 
+/// What kind of entry a [`FileInfo`] describes.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
+    /// A regular file.
     File,
+    /// A folder.
     Dir,
+    /// A symbolic link, described itself rather than its target.
     Symlink,
+    /// A device, socket or pipe: nothing the tools read or write.
     Other,
 }
 
 /// A file that was written: where, how big, its sha256 (hex).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct WrittenFile {
+    /// The absolute path the file now has.
     pub path: String,
+    /// Bytes in the file as written.
     pub size: u64,
+    /// The SHA-256 of the content, as lowercase hex, for a later write to check against.
     pub sha256: String,
 }
 
@@ -83,7 +93,9 @@ fn unix_secs(t: std::time::SystemTime) -> i64 {
 /// One file of [`Op::WriteAll`].
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FileWrite {
+    /// Where to write it, resolved like any path a model gives.
     pub path: String,
+    /// The whole new content of the file.
     #[serde(with = "base64_bytes")]
     pub data: Vec<u8>,
     /// The sha256 (hex) the file had when it was read; a change since refuses the write.

@@ -183,6 +183,7 @@ pub struct Policy {
     pub base: Option<PathBuf>,
     /// The tree the working folder must lie in (the person's workspace).
     pub root: PathBuf,
+    /// How the command is confined beyond the working folder check.
     pub sandbox: Sandbox,
     /// Bytes of each stream returned as text.
     pub visible_output_bytes: usize,
@@ -224,15 +225,18 @@ pub struct Output {
     /// The first [`Policy::visible_output_bytes`] bytes of stdout, decoded lossily (an
     /// invalid byte becomes U+FFFD, three bytes); a character cut by the cap is dropped.
     pub stdout: String,
+    /// The first [`Policy::visible_output_bytes`] bytes of stderr, decoded as stdout is.
     pub stderr: String,
     /// Bytes the command wrote to each stream, all of them.
     pub stdout_bytes: u64,
+    /// Bytes the command wrote to stderr, all of them.
     pub stderr_bytes: u64,
     /// The exit code, when the command exited. Under bwrap a command killed by signal N
     /// shows as 128+N here, as in a shell.
     pub exit_code: Option<i32>,
     /// The signal that killed the command (SIGKILL, 9, after a timeout).
     pub signal: Option<i32>,
+    /// The command ran past its deadline and was killed.
     pub timed_out: bool,
     /// Processes the command started that were still running when it exited (or at the
     /// deadline), all killed before the answer; the command itself is not counted.

@@ -33,39 +33,54 @@ pub enum MemberAction {
     Prepare,
     /// The Files panel's tree.
     List,
+    /// Makes a folder under `public/`, with its missing parents.
     Mkdir {
+        /// The folder to make, from `public/` on.
         path: String,
     },
+    /// Moves or renames an entry under `public/`, never over an existing one.
     Move {
+        /// The entry to move, from `public/` on.
         from: String,
+        /// Where it goes, from `public/` on.
         to: String,
     },
+    /// Deletes a file, a link or a whole folder under `public/`.
     Delete {
+        /// The entry to delete, from `public/` on.
         path: String,
     },
     /// Opens a file for download; its descriptor travels beside the reply.
     Open {
+        /// The file to open, from `public/` on.
         path: String,
     },
     /// The mark of `public/attachments/`, and its files unless the mark is `unchanged`.
     Attachments {
+        /// The mark the caller saw last; when it still holds, the files are not read.
         unchanged: Option<FolderMark>,
     },
     /// Makes a hidden temporary in `place`; its descriptor, open for writing, travels
     /// beside the reply. With `name`, a target that could not be placed there (a link,
     /// a folder) is refused first, before any byte is sent.
     Stage {
+        /// Which of the two folders the temporary is made in.
         place: PublicPlace,
+        /// The name the file will be placed at, checked before any byte is sent.
         name: Option<String>,
     },
     /// Places a temporary staged in this person's workspaces at `name` in `place` of this one.
     Commit {
+        /// The temporary to place, as [`MemberAction::Stage`] left it.
         staged: StagedFile,
+        /// Which folder of this workspace it goes in.
         place: PublicPlace,
+        /// The file name it gets there.
         name: String,
     },
     /// Removes a temporary that will not be placed.
     Discard {
+        /// The temporary to remove.
         staged: StagedFile,
     },
 }
@@ -76,10 +91,15 @@ pub type FolderMark = (SystemTime, u64);
 /// A temporary made by [`MemberAction::Stage`]: where it lies and which file it is.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct StagedFile {
+    /// The project it was staged in; none means the person's own workspace.
     pub project: Option<String>,
+    /// Which folder of that workspace holds it.
     pub place: PublicPlace,
+    /// The hidden name the temporary has there.
     pub temp: String,
+    /// The device of the temporary, so a file swapped in its place is refused.
     pub dev: u64,
+    /// The inode of the temporary, so a file swapped in its place is refused.
     pub ino: u64,
 }
 
@@ -87,18 +107,27 @@ pub struct StagedFile {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "member", rename_all = "snake_case")]
 pub enum MemberReply {
+    /// The action succeeded and has nothing to report.
     Done,
     /// The `public/…` path made or moved to.
     Path {
+        /// Where the entry now is, from `public/` on.
         path: String,
     },
+    /// For [`MemberAction::List`]: the Files panel's tree.
     Listing(Listing),
+    /// For [`MemberAction::Open`]: what the download is; the descriptor travels beside it.
     Opened(Opened),
+    /// For [`MemberAction::Attachments`]: the mark and, if it moved, the files.
     Attachments {
+        /// The folder's mark now; none when `public/attachments/` is not a real folder.
         mark: Option<FolderMark>,
+        /// The folder's files by name, or none when the mark had not moved.
         files: Option<AttachmentsState>,
     },
+    /// For [`MemberAction::Stage`]; the descriptor travels beside it.
     Staged {
+        /// The hidden name of the temporary, for a later commit or discard.
         temp: String,
     },
 }
@@ -106,9 +135,13 @@ pub enum MemberReply {
 /// A file opened for download.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Opened {
+    /// The file name to offer the browser when saving.
     pub name: String,
+    /// Bytes in the file.
     pub size: u64,
+    /// When the file last changed, for `Last-Modified` and the ETag.
     pub mtime: SystemTime,
+    /// The file's inode, which goes into the ETag so a replaced file gets a new one.
     pub inode: u64,
 }
 

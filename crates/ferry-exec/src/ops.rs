@@ -26,63 +26,107 @@ use crate::{Command, ExecError, Identity, Output, Policy, RequestError, Sandbox,
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
     /// Opens a regular file for reading; the reply carries its descriptor.
-    Open { path: String },
+    Open {
+        /// The file to open.
+        path: String,
+    },
     /// Metadata of a path, without following a link at its last component.
-    Stat { path: String },
+    Stat {
+        /// The path to describe.
+        path: String,
+    },
     /// Creates or replaces one file atomically.
     Write {
+        /// The file to write, resolved like any path a model gives.
         path: String,
+        /// The whole new content.
         #[serde(with = "base64_bytes")]
         data: Vec<u8>,
+        /// Make missing parent folders first, instead of failing.
         create_parents: bool,
     },
     /// Replaces several files, all or none: every `expect_sha256` must still match.
-    WriteAll { files: Vec<FileWrite> },
+    WriteAll {
+        /// Each file and its new content.
+        files: Vec<FileWrite>,
+    },
     /// The entries of a folder, sorted by name (bytes): all of them, or `limit` after
     /// the name `after`. Only the entries returned are stat'ed.
     List {
+        /// The folder to list.
         path: String,
+        /// Start after the entry of this name; none starts at the first.
         after: Option<String>,
+        /// The most entries to return; none returns all.
         limit: Option<usize>,
     },
     /// Removes one file (never a folder).
-    Delete { path: String },
+    Delete {
+        /// The file to remove.
+        path: String,
+    },
     /// Creates a folder and its parents.
-    Mkdir { path: String },
+    Mkdir {
+        /// The folder to make.
+        path: String,
+    },
     /// Copies a file into the folder `to_dir` under its safe name (C-NAME), holes kept
     /// as holes; a file whose apparent size passes `max_bytes` is refused and leaves nothing.
     Deliver {
+        /// The file to copy.
         from: String,
+        /// The folder the copy lands in.
         to_dir: String,
+        /// The largest apparent size accepted, in bytes.
         max_bytes: u64,
     },
     /// Removes expired saved command output.
     SweepOutput,
     /// The apparent size of every file beneath the folders `paths` (missing ones count 0;
     /// links are not followed).
-    CountBytes { paths: Vec<String> },
+    CountBytes {
+        /// The folders to count beneath.
+        paths: Vec<String>,
+    },
     /// An operation of the member API on a workspace's (or a project's) `public/`.
     Member {
+        /// The project whose `public/` is meant; none means the workspace's own.
         project: Option<String>,
+        /// What to do there.
         action: MemberAction,
     },
     /// Makes a hidden temporary where `path` will be written, as the person (its folders
     /// made); its descriptor, open for writing, travels beside the reply. The caller
     /// fills it, then [`Op::PlaceAt`] places it (staged_at.rs).
-    StageAt { path: String },
+    StageAt {
+        /// Where the finished file will be placed.
+        path: String,
+    },
     /// Places the temporary `temp`, still the file `dev`/`ino`, at `path`.
     PlaceAt {
+        /// Where the file goes.
         path: String,
+        /// The name [`Op::StageAt`] gave the temporary.
         temp: String,
+        /// The device the temporary must still be on.
         dev: u64,
+        /// The inode the temporary must still have, so a swapped file is refused.
         ino: u64,
     },
     /// Removes the temporary `temp` made for `path`.
-    DiscardAt { path: String, temp: String },
+    DiscardAt {
+        /// Where the file would have gone.
+        path: String,
+        /// The name [`Op::StageAt`] gave the temporary.
+        temp: String,
+    },
     /// Runs a command behind the guardrail (T-GUARD).
     Run {
+        /// The shell command line.
         command: String,
+        /// The working folder; none is the person's home.
         cwd: Option<String>,
+        /// Seconds before the command is killed; none is the default.
         timeout_secs: Option<u64>,
     },
 }
@@ -93,24 +137,36 @@ pub enum Op {
 pub enum Reply {
     /// For [`Op::Open`]; the descriptor travels beside it.
     Opened(FileInfo),
+    /// For [`Op::Stat`]: the metadata of the path.
     Info(FileInfo),
+    /// For [`Op::Write`] and [`Op::Deliver`]: the file as written.
     Written(WrittenFile),
+    /// For [`Op::WriteAll`]: every file was written.
     WrittenAll {
+        /// Every file written, in the order asked.
         files: Vec<WrittenFile>,
     },
+    /// For [`Op::List`]: one page of a folder.
     Listing {
+        /// The entries asked for, sorted by name.
         entries: Vec<FileInfo>,
         /// Entries in the whole folder.
         total: usize,
     },
+    /// The operation succeeded and has nothing to report.
     Done,
+    /// For [`Op::Run`]: what the command printed and how it ended.
     Ran(Output),
+    /// For [`Op::CountBytes`]: the total found.
     Counted {
+        /// The apparent size of all the files, summed.
         bytes: u64,
     },
+    /// For [`Op::Member`]: what the member API answered.
     Member(MemberReply),
     /// For [`Op::StageAt`]; the descriptor travels beside it.
     StagedAt {
+        /// The name of the hidden temporary, for [`Op::PlaceAt`] or [`Op::DiscardAt`].
         temp: String,
     },
 }
@@ -129,10 +185,12 @@ const NEW_FILE_MODE: u32 = 0o644;
 const NEW_DIR_MODE: u32 = 0o755;
 
 impl Executor {
+    /// An executor for the person `scope` describes; `owner` is given every file it creates.
     pub fn new(scope: Scope, run: RunSettings, owner: Option<(u32, u32)>) -> Executor {
         Executor { scope, run, owner }
     }
 
+    /// Where this executor may reach, and how it opens paths.
     pub fn scope(&self) -> &Scope {
         &self.scope
     }

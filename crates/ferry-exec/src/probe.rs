@@ -36,9 +36,15 @@ const BWRAP_STDERR_MAX_BYTES: u64 = 512;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Strongest {
     /// Landlock, with the kernel's ABI version.
-    Landlock { abi: i32 },
+    Landlock {
+        /// The highest Landlock ABI the kernel offers.
+        abi: i32,
+    },
     /// bubblewrap at this path.
-    Bwrap { bwrap: PathBuf },
+    Bwrap {
+        /// Where the working bwrap binary is.
+        bwrap: PathBuf,
+    },
 }
 
 impl fmt::Display for Strongest {
@@ -53,7 +59,9 @@ impl fmt::Display for Strongest {
 /// Why neither sandbox works: one sentence for each.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unavailable {
+    /// Why Landlock cannot be used here.
     pub landlock: String,
+    /// Why bubblewrap cannot be used here.
     pub bwrap: String,
 }
 

@@ -19,6 +19,7 @@ pub enum Requester {
 }
 
 impl Requester {
+    /// Performs one operation, and hands back the descriptor it opened, if any.
     pub fn execute(&self, op: Op) -> Result<(Reply, Option<File>), RequestError> {
         match self {
             Requester::InProcess(executor) => executor.execute(op),
@@ -36,6 +37,7 @@ impl Requester {
         }
     }
 
+    /// The metadata of a path, as the person; a link is described, not followed.
     pub fn stat(&self, path: &str) -> Result<FileInfo, RequestError> {
         match self.execute(Op::Stat {
             path: path.to_owned(),
@@ -45,6 +47,7 @@ impl Requester {
         }
     }
 
+    /// Replaces a file with `data` as the person, making missing parent folders.
     pub fn write(&self, path: &str, data: Vec<u8>) -> Result<WrittenFile, RequestError> {
         self.written(Op::Write {
             path: path.to_owned(),
@@ -53,6 +56,7 @@ impl Requester {
         })
     }
 
+    /// Writes several files as one change: either all are written or none is.
     pub fn write_all(&self, files: Vec<FileWrite>) -> Result<Vec<WrittenFile>, RequestError> {
         match self.execute(Op::WriteAll { files })? {
             (Reply::WrittenAll { files }, _) => Ok(files),
@@ -82,12 +86,14 @@ impl Requester {
         }
     }
 
+    /// Removes one file (never a folder), as the person.
     pub fn delete(&self, path: &str) -> Result<(), RequestError> {
         self.done(Op::Delete {
             path: path.to_owned(),
         })
     }
 
+    /// Makes a folder, and any missing parents, as the person.
     pub fn mkdir(&self, path: &str) -> Result<(), RequestError> {
         self.done(Op::Mkdir {
             path: path.to_owned(),
@@ -121,6 +127,7 @@ impl Requester {
         self.done(Op::SweepOutput)
     }
 
+    /// Runs a shell command as the person, in `cwd` (none: their home), until it ends or times out.
     pub fn run(
         &self,
         command: String,

@@ -25,6 +25,7 @@ use crate::{ExecError, RequestError};
 pub struct Tree {
     /// Absolute, beneath the scope's base (the site's data folder).
     pub path: PathBuf,
+    /// Whether the tools may change files in it, or only read them.
     pub writable: bool,
 }
 
@@ -32,7 +33,9 @@ pub struct Tree {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Access {
+    /// Opened beneath a tree's handle by the kernel, where the process is not the person.
     Confined,
+    /// Opened as given, with the person's own permissions deciding.
     AsPerson,
 }
 
@@ -148,10 +151,12 @@ impl Scope {
         }
     }
 
+    /// The person's home: where relative paths and `~` start.
     pub fn home(&self) -> &Path {
         &self.home
     }
 
+    /// How this scope opens paths.
     pub fn access(&self) -> Access {
         self.access
     }

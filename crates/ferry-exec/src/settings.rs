@@ -11,6 +11,7 @@ pub struct RunSettings {
     pub user: String,
     /// Where over-cap output is saved; the model reads it back with `file_read`.
     pub full_output_dir: PathBuf,
+    /// Which sandbox a command runs in.
     pub sandbox: SandboxKind,
     /// Share the network with a sandboxed command.
     pub network: bool,
@@ -28,8 +29,11 @@ pub enum SandboxKind {
     /// none, commands are refused.
     #[default]
     Auto,
+    /// No sandbox: file ownership and modes alone limit the command.
     None,
+    /// bubblewrap, which builds the command a view of only the person's folders.
     Bwrap,
+    /// Landlock, the kernel's own rules for which folders a process may reach.
     Landlock,
 }
 

@@ -47,8 +47,11 @@ const IDLE_WORKERS_MAX: usize = 32;
 pub struct Hello {
     /// The site's data folder every tree lies beneath.
     pub base: PathBuf,
+    /// The person's home: where relative paths and `~` start.
     pub home: PathBuf,
+    /// The folders the person's tools may reach.
     pub trees: Vec<Tree>,
+    /// How the person's commands run.
     pub run: RunSettings,
 }
 
@@ -113,11 +116,14 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
 pub struct WorkerSpawn {
     /// `ferry-posix-helper`.
     pub helper: PathBuf,
+    /// The person the worker serves; the helper is given it to drop to their account.
     pub person: String,
     /// The program the helper execs after the drop, and its arguments: it must call
     /// [`serve`] on its stdin.
     pub program: PathBuf,
+    /// Arguments for `program`.
     pub args: Vec<String>,
+    /// The greeting each new worker receives first.
     pub hello: Hello,
     /// The person's POSIX account, which must exist for the helper to drop to it.
     pub account: String,
@@ -158,6 +164,7 @@ pub(crate) struct Worker {
 }
 
 impl WorkerPool {
+    /// A pool that has no workers yet; they start on first use.
     pub fn new(spawn: WorkerSpawn) -> WorkerPool {
         WorkerPool {
             spawn,

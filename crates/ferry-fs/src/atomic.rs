@@ -195,7 +195,9 @@ pub fn create_temporary(dir: &Dir) -> Result<(String, File), FsError> {
 /// Which file a temporary must still be: the device and inode of its descriptor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileId {
+    /// The device the file lives on.
     pub dev: u64,
+    /// The inode number of the file on that device.
     pub ino: u64,
 }
 

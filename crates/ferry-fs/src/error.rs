@@ -4,28 +4,40 @@ use rustix::io::Errno;
 /// Why a confined file operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
+    /// The path would leave its root, or a symbolic link lies on the way.
     #[error("the path leads outside its folder or through a symbolic link")]
     PathEscapes,
+    /// No path was given at all.
     #[error("the path is empty")]
     EmptyPath,
+    /// The path is over the 4096-byte limit the kernel accepts.
     #[error("the path is longer than 4096 bytes")]
     PathTooLong,
+    /// The path holds a NUL byte, which no system call can pass on.
     #[error("the path contains a NUL byte")]
     NulByte,
+    /// A name with control characters, separators or a leading dot; holds the name.
     #[error("the name {0:?} is not a safe file name")]
     UnsafeName(String),
+    /// Nothing exists at the path.
     #[error("no such file or folder")]
     NotFound,
+    /// The target is already taken, and the operation will not replace it.
     #[error("something already exists at that path")]
     Exists,
+    /// A file was asked for, but the path names a folder.
     #[error("the path is a folder")]
     IsDirectory,
+    /// A component on the way to the target is not a folder.
     #[error("a parent in the path is not a folder")]
     NotADirectory,
+    /// The path names a device, socket, pipe or link where a plain file is needed.
     #[error("the path is not a regular file")]
     NotRegular,
+    /// A folder still has entries, so it cannot be removed as empty.
     #[error("the folder is not empty")]
     NotEmpty,
+    /// The file passed a size limit; holds that limit in bytes.
     #[error("the file is larger than the limit of {0} bytes")]
     TooLarge(u64),
     /// A write would take the owner past their storage quota.
@@ -40,8 +52,10 @@ pub enum FsError {
         /// Bytes counted against it, besides the refused write.
         used: u64,
     },
+    /// The kernel refused the operation (EACCES or EPERM).
     #[error("permission denied")]
     PermissionDenied,
+    /// Any other failure of the operating system, kept as it came.
     #[error(transparent)]
     Io(std::io::Error),
 }

@@ -24,7 +24,9 @@ static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 /// What a finished write produced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
+    /// Bytes in the file when the write finished, holes included.
     pub size: u64,
+    /// The SHA-256 digest of every byte written, holes read as zeros.
     pub sha256: [u8; 32],
 }
 

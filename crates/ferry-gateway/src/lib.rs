@@ -45,6 +45,7 @@ const READ_BUFFER_MAX_BYTES: usize = 256 * 1024;
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
+    /// The site every request works on: its folders, database and configuration.
     pub site: Arc<Site>,
     http: reqwest::Client,
     pace: Pace,

@@ -4,36 +4,61 @@ use ferry_fs::FsError;
 /// Why a site operation failed; [`SiteError::code`] says how it is answered.
 #[derive(Debug, thiserror::Error)]
 pub enum SiteError {
+    /// An id that breaks the naming rule, so it cannot be a folder or a key.
     #[error(
         "{kind} id {id:?} is invalid: use 1 to 22 of a-z, 0-9, '_' and '-', starting with a letter or digit"
     )]
-    InvalidId { kind: &'static str, id: String },
+    InvalidId {
+        /// What the id was for, e.g. `person` or `project`.
+        kind: &'static str,
+        /// The id as it was given.
+        id: String,
+    },
+    /// No person has this id on the site; holds the id asked for.
     #[error("there is no person {0:?}")]
     UnknownPerson(String),
+    /// The person has no project with this id; holds the id asked for.
     #[error("there is no project {0:?}")]
     UnknownProject(String),
+    /// Something is already there; holds what it is, for the message.
     #[error("{0} already exists")]
     AlreadyExists(String),
+    /// An upload's file name ends in an extension the site refuses; holds the name.
     #[error("the extension of {0:?} is not allowed for uploads")]
     ExtensionNotAllowed(String),
+    /// The path lies in `public/attachments`, which only the system writes.
     #[error("{} is managed by the system", crate::layout::ATTACHMENTS_PATH)]
     ManagedBySystem,
+    /// A folder the system keeps was asked to be moved or deleted; holds its name.
     #[error("{0} is managed by the system and cannot be moved or deleted")]
     Reserved(&'static str),
+    /// A path given for the Files panel does not begin with `public/`.
     #[error("the path must start with public/")]
     OutsidePublic,
+    /// A folder was to be moved to a place inside itself.
     #[error("a folder cannot be moved into itself")]
     MoveIntoItself,
+    /// A path the site will not use because of what lies there, such as a symbolic link.
     #[error("{path} {why}")]
-    Unsafe { path: String, why: String },
+    Unsafe {
+        /// The place, relative to the site's data folder.
+        path: String,
+        /// The rest of the sentence: what is wrong there and what to do.
+        why: String,
+    },
+    /// No token of the person has an id beginning with the given prefix.
     #[error("no token starts with {0:?}")]
     UnknownToken(String),
+    /// A question to the person failed or went unanswered.
     #[error(transparent)]
     Interaction(#[from] crate::InteractionError),
+    /// A confined file operation failed.
     #[error(transparent)]
     Fs(#[from] FsError),
+    /// The metadata database refused a query.
     #[error("metadata database: {0}")]
     Db(#[from] rusqlite::Error),
+    /// Laying out or reading the site's folders failed outside the confined operations.
     #[error("site layout: {0}")]
     Io(#[from] std::io::Error),
 }

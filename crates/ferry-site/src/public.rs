@@ -88,9 +88,13 @@ impl PublicPath {
 /// The Files panel's tree (M-LIST).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Listing {
+    /// The name the tree hangs from, always `public`.
     pub root: String,
+    /// The project whose `public/` this is, or none for the workspace's own.
     pub project: Option<String>,
+    /// The top-level entries, each folder carrying its own children.
     pub entries: Vec<Node>,
+    /// Set when the entry or depth limit cut the tree short.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
 }
@@ -98,15 +102,22 @@ pub struct Listing {
 /// One entry of a listing.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Node {
+    /// The entry's file name, without its folder.
     pub name: String,
+    /// Where the entry lies, from `public/` on, e.g. `public/docs/a.pdf`.
     pub path: String,
+    /// Whether it is a file, a folder or a link.
     #[serde(rename = "type")]
     pub kind: NodeKind,
+    /// Set on `public/attachments`, which the system keeps and the member may not move.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub managed: bool,
+    /// Bytes in a file; absent for folders and links.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// Last modification time, as RFC 3339.
     pub mtime: String,
+    /// A folder's entries (empty past the depth limit); absent for files and links.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub children: Option<Vec<Node>>,
 }
@@ -115,8 +126,11 @@ pub struct Node {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NodeKind {
+    /// A regular file.
     File,
+    /// A folder, listed with its children.
     Dir,
+    /// A symbolic link, shown but never followed.
     Link,
 }
 
@@ -135,8 +149,11 @@ pub fn attachments_changed(before: &AttachmentsState, after: &AttachmentsState) 
 
 /// A file opened for download.
 pub struct Download {
+    /// The open file to stream the bytes from.
     pub file: File,
+    /// Its size, times and kind, read from the open descriptor.
     pub meta: Metadata,
+    /// The file name to offer the browser when saving.
     pub name: String,
 }
 

@@ -43,7 +43,9 @@ pub struct Site {
 /// A project of one person (spec members M-PROJ).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Project {
+    /// The project's id, unique within its person and safe as a folder name.
     pub id: String,
+    /// When the project was made, in seconds since the epoch.
     pub created: i64,
 }
 

@@ -37,19 +37,30 @@ pub use spec::ToolSpec;
 /// What a tool call returns.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolOutput {
+    /// The parts shown to the model, in order.
     pub content: Vec<Content>,
+    /// The same answer as JSON, for programs that read tool results.
     pub structured: Option<Value>,
+    /// Set when the call failed; the text then says why and what to do.
     pub is_error: bool,
 }
 
 /// One piece of a tool's answer to the model.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Content {
+    /// Plain text for the model to read.
     Text(String),
-    Image { mime: String, data: Vec<u8> },
+    /// A picture for the model to look at.
+    Image {
+        /// Its media type, e.g. `image/png`.
+        mime: String,
+        /// The encoded image bytes.
+        data: Vec<u8>,
+    },
 }
 
 impl ToolOutput {
+    /// An answer of one text part and nothing else.
     pub fn text(text: impl Into<String>) -> ToolOutput {
         ToolOutput {
             content: vec![Content::Text(text.into())],
@@ -57,6 +68,7 @@ impl ToolOutput {
         }
     }
 
+    /// Adds the JSON form of the answer, for programs.
     pub fn with_structured(mut self, value: Value) -> ToolOutput {
         self.structured = Some(value);
         self
@@ -179,18 +191,22 @@ impl Toolbox {
         }
     }
 
+    /// The id of the person these tools act for.
     pub fn person(&self) -> &str {
         &self.person
     }
 
+    /// The person's folders, as absolute paths.
     pub fn paths(&self) -> &PersonPaths {
         &self.paths
     }
 
+    /// The site the person belongs to.
     pub fn site(&self) -> &Site {
         &self.site
     }
 
+    /// How the tools act as the person: every file operation and command goes through it.
     pub fn requester(&self) -> &Requester {
         &self.requester
     }
@@ -227,6 +243,7 @@ impl Toolbox {
         &self.enabled
     }
 
+    /// Whether the site lets this person use the tool `name`.
     pub fn is_enabled(&self, name: &str) -> bool {
         self.enabled.iter().any(|t| t.name == name)
     }

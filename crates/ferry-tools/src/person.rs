@@ -26,7 +26,9 @@ pub struct PersonPaths {
     pub tmp: PathBuf,
     /// `private/people/<p>/artifacts`: finished output.
     pub artifacts: PathBuf,
+    /// `shared/public`: the site-wide folder every person may write, safe for outsiders.
     pub shared_public: PathBuf,
+    /// `skills`: the site's bundled skills, each in `<skill>/SKILL.md`.
     pub skills: PathBuf,
     /// Where `terminal_run` saves output over the visible cap.
     pub terminal_output: PathBuf,
@@ -66,7 +68,9 @@ impl PersonPaths {
 /// serves operations on its stdin.
 #[derive(Clone, Debug)]
 pub struct WorkerProgram {
+    /// The executable to run, normally the `ferry` binary itself.
     pub program: PathBuf,
+    /// The arguments that make it a worker.
     pub args: Vec<String>,
 }
 

@@ -275,7 +275,9 @@ impl Executor {
     fn open(&self, path: &str) -> Result<(File, FileInfo), RequestError> {
         let abs = self.scope.absolute(path)?;
         let file = match self.scope.resolve(path)? {
-            Target::Beneath { dir, rel, .. } => dir.open_file(non_empty(&rel)?, Follow::Beneath)?,
+            Target::Beneath { dir, rel, .. } => {
+                dir.open_file(crate::scope::non_empty(&rel)?, Follow::Beneath)?
+            }
             Target::Absolute(abs) => {
                 let file = std::fs::OpenOptions::new()
                     .read(true)
@@ -437,8 +439,8 @@ impl Executor {
         self.scope.check_unlocked(path)?;
         match self.scope.resolve(path)? {
             Target::Beneath { dir, rel, tree } => {
-                writable(tree)?;
-                dir.remove(non_empty(&rel)?)?;
+                tree.require_writable()?;
+                dir.remove(crate::scope::non_empty(&rel)?)?;
             }
             Target::Absolute(abs) => std::fs::remove_file(abs)?,
         }
@@ -449,7 +451,7 @@ impl Executor {
         self.scope.check_unlocked(path)?;
         match self.scope.resolve(path)? {
             Target::Beneath { dir, rel, tree } => {
-                writable(tree)?;
+                tree.require_writable()?;
                 self.make_dirs(dir, &rel)?;
             }
             Target::Absolute(abs) => std::fs::DirBuilder::new()
@@ -590,8 +592,8 @@ impl Executor {
         self.scope.check_unlocked(path)?;
         let (dir, name) = match self.scope.resolve(path)? {
             Target::Beneath { dir, rel, tree } => {
-                writable(tree)?;
-                let rel = non_empty(&rel)?;
+                tree.require_writable()?;
+                let rel = crate::scope::non_empty(&rel)?;
                 let (parent, name) = match rel.trim_end_matches('/').rsplit_once('/') {
                     Some((parent, name)) => (parent, name),
                     None => ("", rel),
@@ -688,25 +690,5 @@ impl Staged {
             size: written.size,
             sha256: written.sha256_hex(),
         })
-    }
-}
-
-fn writable(tree: &crate::Tree) -> Result<(), RequestError> {
-    if tree.writable {
-        Ok(())
-    } else {
-        Err(RequestError::new(
-            Code::ReadOnly,
-            format!("{} is read-only for this workspace", tree.path.display()),
-        ))
-    }
-}
-
-/// The root of a tree is a folder; a file operation needs a name beneath it.
-fn non_empty(rel: &str) -> Result<&str, RequestError> {
-    if rel.is_empty() || rel == "." {
-        Err(FsError::IsDirectory.into())
-    } else {
-        Ok(rel)
     }
 }

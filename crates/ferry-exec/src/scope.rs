@@ -29,6 +29,29 @@ pub struct Tree {
     pub writable: bool,
 }
 
+impl Tree {
+    /// Refuses a write into a tree the person may only read.
+    pub(crate) fn require_writable(&self) -> Result<(), RequestError> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(RequestError::new(
+                ferry_codes::Code::ReadOnly,
+                format!("{} is read-only for this workspace", self.path.display()),
+            ))
+        }
+    }
+}
+
+/// The root of a tree is a folder; a file operation needs a name beneath it.
+pub(crate) fn non_empty(rel: &str) -> Result<&str, RequestError> {
+    if rel.is_empty() || rel == "." {
+        Err(FsError::IsDirectory.into())
+    } else {
+        Ok(rel)
+    }
+}
+
 /// How paths are opened: see the module documentation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

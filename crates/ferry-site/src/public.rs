@@ -76,7 +76,7 @@ impl PublicPath {
     /// Refuses the folders the system manages: `public` itself and `public/attachments`.
     fn require_member_managed(&self) -> Result<(), SiteError> {
         if self.is_root() {
-            return Err(SiteError::Reserved("public"));
+            return Err(SiteError::Reserved(PUBLIC_DIR_NAME));
         }
         if self.is_attachments() {
             return Err(SiteError::ManagedBySystem);
@@ -256,7 +256,7 @@ impl PublicFolder {
     pub fn mkdir(&self, path: &str) -> Result<String, SiteError> {
         let path = PublicPath::parse(path)?;
         if path.is_root() {
-            return Err(SiteError::AlreadyExists("public".into()));
+            return Err(SiteError::AlreadyExists(PUBLIC_DIR_NAME.into()));
         }
         path.require_member_managed()?;
         check_member_name(path.name())?;

@@ -265,7 +265,7 @@ impl Site {
 pub fn project_folder_error(person: &str, id: &str, e: SiteError) -> SiteError {
     match e {
         SiteError::Fs(FsError::PathEscapes) => SiteError::Unsafe {
-            path: format!("home/{person}/projects/{id}"),
+            path: layout::project(person, id),
             why: "cannot be made: a symbolic link is in the way (links are never \
                   followed in a workspace's folders); remove it and try again"
                 .into(),

@@ -183,7 +183,7 @@ fn file_read_refuses_what_is_missing_outside_or_past_the_end() {
     }
     assert_eq!(
         fixture.refused("file_read", json!({"path": ""})),
-        "invalid_path"
+        "bad_path"
     );
 }
 

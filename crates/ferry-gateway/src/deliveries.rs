@@ -157,13 +157,12 @@ async fn fetch(
         return Err(err);
     }
     let filled = sink.finish().await?;
-    let into = request.project.clone();
-    let written = blocking(move || {
-        let staging = filled.complete().map_err(SiteError::from)?;
-        staging
-            .commit(into.as_deref(), PublicPlace::Attachments, &name)
-            .map_err(request_error)
-    })
+    let written = crate::member::commit_filled(
+        filled,
+        request.project.clone(),
+        PublicPlace::Attachments,
+        name.clone(),
+    )
     .await?;
     crate::events::announce_attachments(
         state,

@@ -6,11 +6,13 @@
 use std::fs::File;
 use std::sync::Arc;
 
-use ferry_exec::RequestError;
 use ferry_exec::member::{MemberAction, MemberReply};
 use ferry_exec::ops::{Op, Reply};
-use ferry_site::AttachmentsState;
+use ferry_exec::{RequestError, Staging};
+use ferry_fs::Written;
+use ferry_site::{AttachmentsState, PublicPlace, SiteError};
 
+use crate::body::Filled;
 use crate::{ApiError, AppState, blocking};
 
 impl AppState {
@@ -68,6 +70,23 @@ impl AppState {
         self.site.workspace(person, project)?;
         self.toolbox(person).map_err(ApiError::from_tool)
     }
+}
+
+/// Places a filled upload or delivery at `name` in `place` of the main workspace or
+/// `project`, through the worker that staged it.
+pub(crate) async fn commit_filled(
+    filled: Filled<Staging>,
+    project: Option<String>,
+    place: PublicPlace,
+    name: String,
+) -> Result<Written, ApiError> {
+    blocking(move || {
+        let staging = filled.complete().map_err(SiteError::from)?;
+        staging
+            .commit(project.as_deref(), place, &name)
+            .map_err(request_error)
+    })
+    .await
 }
 
 /// A member action's failure as the API answers it: the action's code, with its status.

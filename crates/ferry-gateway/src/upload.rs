@@ -10,7 +10,7 @@ use bytes::BytesMut;
 use ferry_codes::Code;
 use ferry_exec::Staging;
 use ferry_fs::ByteSink;
-use ferry_site::{PublicPlace, SiteError};
+use ferry_site::PublicPlace;
 use multer::{Constraints, Multipart, SizeLimit};
 use serde::Serialize;
 
@@ -88,14 +88,9 @@ pub async fn upload(
     }
     let Incoming { filled, name } = incoming
         .ok_or_else(|| ApiError::new(Code::MissingFile, "send the file in a part named 'file'"))?;
-    let (target, into) = (name.clone(), project.clone());
-    let written = blocking(move || {
-        let staging = filled.complete().map_err(SiteError::from)?;
-        staging
-            .commit(into.as_deref(), PublicPlace::Public, &target)
-            .map_err(request_error)
-    })
-    .await?;
+    let written =
+        crate::member::commit_filled(filled, project.clone(), PublicPlace::Public, name.clone())
+            .await?;
     let path = ferry_site::layout::in_public(&name);
     state
         .events

@@ -19,6 +19,8 @@ pub struct HostGateway {
     child: Child,
     _stdout: BufReader<ChildStdout>,
     pub base: String,
+    /// Where the gateway's stderr (its log) goes.
+    pub log: PathBuf,
 }
 
 impl HostGateway {
@@ -55,6 +57,7 @@ impl HostGateway {
             child,
             _stdout: stdout,
             base: base.trim_end_matches('/').to_owned(),
+            log: log.to_path_buf(),
         }
     }
 
@@ -647,4 +650,57 @@ fn processes_of(uid: u32) -> Vec<u32> {
         }
     }
     pids
+}
+
+/// The session id of process `pid` (field 6 of `/proc/<pid>/stat`, after the command).
+fn session_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_command = &stat[stat.rfind(')')? + 2..];
+    after_command.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// The person's own processes (their shell, their cron) run as the same user as the
+/// person's workers: they must not be able to trace a worker, read its descriptors or
+/// environment, reach the service's log through its stderr, or the operator's terminal
+/// through a shared session.
+pub fn the_worker_is_cut_off_from_the_service(gw: &HostGateway, site: &MemberSite) {
+    let (status, body) = gw.list(site.token, None);
+    assert_eq!(status, 200, "{body}");
+    let gateway_session = session_of(gw.child.id()).expect("the gateway's session");
+    let workers = processes_of(uid_of(site.user));
+    assert!(
+        !workers.is_empty(),
+        "an idle worker of {} is alive",
+        site.user
+    );
+    for pid in workers {
+        let stderr = std::fs::read_link(format!("/proc/{pid}/fd/2")).unwrap();
+        assert!(
+            stderr.to_string_lossy().starts_with("pipe:"),
+            "worker {pid}'s stderr is {stderr:?}, not a pipe of the service's"
+        );
+        assert_ne!(
+            session_of(pid),
+            Some(gateway_session),
+            "worker {pid} shares the gateway's session (and its terminal)"
+        );
+        for attempt in [
+            format!("ls /proc/{pid}/fd"),
+            format!("cat /proc/{pid}/environ"),
+            format!("cat /proc/{pid}/mem"),
+            format!("echo forged > /proc/{pid}/fd/2"),
+        ] {
+            let out = run_as(site.user, Path::new("/bin/sh"), &["-c", &attempt]);
+            assert!(
+                !out.status.success(),
+                "as the person, `{attempt}` worked: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+    let log = std::fs::read_to_string(&gw.log).unwrap_or_default();
+    assert!(
+        !log.contains("forged"),
+        "the person wrote into the service's log"
+    );
 }

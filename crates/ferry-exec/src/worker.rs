@@ -73,6 +73,7 @@ enum Answer {
 
 /// Serves operations on `stream` until the service closes it. Runs inside the worker.
 pub fn serve(mut stream: UnixStream) -> io::Result<()> {
+    detach()?;
     let (setup, _) = recv_frame(&mut stream)?.ok_or_else(|| eof("no greeting"))?;
     let Setup { hello, openat2 } = serde_json::from_slice(&setup).map_err(io::Error::other)?;
     if !openat2 {
@@ -109,6 +110,56 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
         send_frame(&stream, &bytes, file.map(OwnedFd::from))?;
     }
     Ok(())
+}
+
+/// Cuts the worker off from everything of the service's but its socket, before it reads
+/// a frame: the person's own processes run as the same user, so without this they could
+/// trace the worker (and through it write to the service's log or type into the
+/// operator's terminal). Not dumpable, so only root may trace it or open its `/proc`
+/// files; a session of its own, so it has no controlling terminal. Its stderr is a pipe
+/// the service reads (see [`WorkerPool`]), never the service's own.
+fn detach() -> io::Result<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
+    rustix::process::setsid()?;
+    Ok(())
+}
+
+/// The longest line of a worker's stderr the service logs; the rest of it is dropped.
+const STDERR_LINE_MAX_BYTES: u64 = 4096;
+
+/// Logs what a worker (or the helper before it) writes to stderr, one line at a time,
+/// escaped, so a person's process cannot forge or break lines of the service's log.
+fn log_stderr(person: String, stderr: std::process::ChildStderr) {
+    use std::io::BufRead;
+    let spawned = std::thread::Builder::new()
+        .name("worker-stderr".into())
+        .spawn(move || {
+            let mut reader = io::BufReader::new(stderr);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                let read = (&mut reader)
+                    .take(STDERR_LINE_MAX_BYTES)
+                    .read_until(b'\n', &mut line);
+                match read {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+                if line.last() != Some(&b'\n') {
+                    // Over the cap: skip to the end of the line.
+                    let mut rest = Vec::new();
+                    if reader.read_until(b'\n', &mut rest).is_err() {
+                        return;
+                    }
+                }
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim_end_matches('\n');
+                tracing::warn!("worker of {person}: {}", text.escape_debug());
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("worker of the person: its stderr cannot be read: {e}");
+    }
 }
 
 /// How to start a worker for one person.
@@ -239,8 +290,12 @@ impl WorkerPool {
             .args(&self.spawn.args)
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()?;
+        let mut child = child;
+        if let Some(stderr) = child.stderr.take() {
+            log_stderr(self.spawn.person.clone(), stderr);
+        }
         let setup = Setup {
             hello: self.spawn.hello.clone(),
             openat2: ferry_fs::openat2_allowed(),

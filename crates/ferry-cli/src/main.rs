@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use ferry_config::{Config, SiteMode};
-use ferry_site::{DEFAULT_PERSON, Site, TokenKind};
+use ferry_site::{Site, TokenKind};
 
 mod mcp_cmd;
 mod site_cmd;
@@ -276,9 +276,9 @@ fn serve(data: &Path, config: Config) -> Result<()> {
             "site.mode = \"host\" runs the gateway as the service user `ferry`, never as root \
              (ferry site init --mode host creates it)"
         ),
-        SiteMode::Host => tracing::warn!(
-            "host mode: the agent tools act through ferry-posix-helper; the member file API \
-             (uploads, the Files panel, deliveries) does not go through it yet"
+        SiteMode::Host => tracing::info!(
+            "host mode: the member API and the agent tools act as each person, through \
+             ferry-posix-helper"
         ),
     }
     let host = config.site.mode == SiteMode::Host;
@@ -326,10 +326,13 @@ fn serve(data: &Path, config: Config) -> Result<()> {
             Some(token) => println!("http://{addr}/#token={token}"),
             None => {
                 println!("http://{addr}/");
-                println!("(sign in with a token: ferry token create {DEFAULT_PERSON} --kind admin --data {})", data.display());
+                println!(
+                    "(sign in with a person's token: ferry token create <person> --data {})",
+                    data.display()
+                );
             }
         }
-let router = ferry_gateway::router(state.clone());
+        let router = ferry_gateway::router(state.clone());
         let shutdown = async move {
             shutdown_signal().await;
             state.close_streams();

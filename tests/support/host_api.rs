@@ -704,3 +704,45 @@ pub fn the_worker_is_cut_off_from_the_service(gw: &HostGateway, site: &MemberSit
         "the person wrote into the service's log"
     );
 }
+
+/// The deepest folder a listing descends into, then one and two deeper (spec M-LIST's
+/// limit of 64 folders): the listing through the worker answers 200 each time, cut and
+/// marked `truncated` past the limit, never a failure the agent could cause at will.
+/// The body is read as text: nested past 128 levels, it is deeper than this test's JSON
+/// parser accepts (a browser's takes it).
+pub fn a_deep_tree_is_listed(gw: &HostGateway, site: &MemberSite) {
+    let path_of = |depth: usize| format!("\"path\":\"public/{}\"", vec!["d"; depth].join("/"));
+    for folders in [63, 64, 65, 66] {
+        let chain = vec!["d"; folders].join("/");
+        assert!((site.sh)(
+            site.person,
+            &format!(
+                "cd {}/public && rm -rf d && mkdir -p {chain}",
+                site.home().display()
+            )
+        ));
+        let response = client()
+            .get(gw.url("/v1/files"))
+            .bearer_auth(site.token)
+            .send()
+            .unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().unwrap();
+        assert_eq!(status, 200, "{folders} folders deep: {text}");
+        let shown = folders.min(64);
+        assert!(text.contains(&path_of(shown)), "{folders} deep: {text}");
+        assert!(
+            !text.contains(&path_of(shown + 1)),
+            "{folders} deep: {text}"
+        );
+        assert_eq!(
+            text.contains("\"truncated\":true"),
+            folders >= 64,
+            "{folders} deep: {text}"
+        );
+    }
+    assert!((site.sh)(
+        site.person,
+        &format!("rm -rf {}/public/d", site.home().display())
+    ));
+}

@@ -17,7 +17,9 @@ use std::fs::File;
 use std::time::SystemTime;
 
 use ferry_fs::{Dir, FileId, FsError};
-use ferry_site::{AttachmentsState, Listing, PublicFolder, PublicPlace, SiteError, open_container};
+use ferry_site::{
+    AttachmentsState, FlatListing, PublicFolder, PublicPlace, SiteError, open_container,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::RequestError;
@@ -114,8 +116,8 @@ pub enum MemberReply {
         /// Where the entry now is, from `public/` on.
         path: String,
     },
-    /// For [`MemberAction::List`]: the Files panel's tree.
-    Listing(Listing),
+    /// For [`MemberAction::List`]: the Files panel's tree, flat (see [`FlatListing`]).
+    Listing(FlatListing),
     /// For [`MemberAction::Open`]: what the download is; the descriptor travels beside it.
     Opened(Opened),
     /// For [`MemberAction::Attachments`]: the mark and, if it moved, the files.
@@ -174,7 +176,8 @@ pub(crate) fn perform(
         MemberAction::List => MemberReply::Listing(
             folder
                 .list(project.map(str::to_owned))
-                .map_err(site_error)?,
+                .map_err(site_error)?
+                .flatten(),
         ),
         MemberAction::Mkdir { path } => MemberReply::Path {
             path: folder.mkdir(&path).map_err(site_error)?,

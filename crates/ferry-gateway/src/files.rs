@@ -60,7 +60,10 @@ pub async fn list(
         .member(&who.person, q.project.as_deref(), MemberAction::List)
         .await?
     {
-        (MemberReply::Listing(listing), _) => Ok(Json(listing)),
+        (MemberReply::Listing(flat), _) => flat
+            .into_tree()
+            .map(Json)
+            .ok_or_else(|| ApiError::internal("listing", "the worker's listing is not a tree")),
         _ => Err(out_of_turn()),
     }
 }

@@ -35,8 +35,8 @@ pub use interactions::{
 };
 pub use migrate::{legacy_public_target, migrate_legacy_public};
 pub use public::{
-    AttachmentsState, Download, Listing, Node, NodeKind, PublicFolder, PublicPath, PublicPlace,
-    attachments_changed,
+    AttachmentsState, Download, FlatListing, Listing, Node, NodeKind, PublicFolder, PublicPath,
+    PublicPlace, attachments_changed,
 };
 pub use shown::{delivery_notice, person_relative};
 pub use site::{DEFAULT_PERSON, Project, Site, project_folder_error};

@@ -99,6 +99,84 @@ pub struct Listing {
     pub truncated: bool,
 }
 
+/// A [`Listing`] as a flat list of (depth, entry), folders before their entries: how it
+/// crosses the worker's socket, where a tree 64 folders deep would otherwise be a JSON
+/// document nested past what a parser accepts.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FlatListing {
+    /// As [`Listing::root`].
+    pub root: String,
+    /// As [`Listing::project`].
+    pub project: Option<String>,
+    /// Each entry with its depth below `public/`; a folder's children are left empty.
+    pub entries: Vec<(usize, Node)>,
+    /// As [`Listing::truncated`].
+    pub truncated: bool,
+}
+
+impl Listing {
+    /// The tree as a flat list, folders first, each before its entries.
+    pub fn flatten(self) -> FlatListing {
+        fn walk(nodes: Vec<Node>, depth: usize, out: &mut Vec<(usize, Node)>) {
+            for mut node in nodes {
+                let children = node.children.as_mut().map(std::mem::take);
+                out.push((depth, node));
+                if let Some(children) = children {
+                    walk(children, depth + 1, out);
+                }
+            }
+        }
+        let mut entries = Vec::new();
+        walk(self.entries, 0, &mut entries);
+        FlatListing {
+            root: self.root,
+            project: self.project,
+            entries,
+            truncated: self.truncated,
+        }
+    }
+}
+
+impl FlatListing {
+    /// The tree again; `None` when the depths do not describe one (an entry deeper than
+    /// one below the entry before it, or below a file).
+    pub fn into_tree(self) -> Option<Listing> {
+        // `open[d]`: the entries collected at depth d; `folders[d]`: the folder they go in.
+        let mut open: Vec<Vec<Node>> = vec![Vec::new()];
+        let mut folders: Vec<Node> = Vec::new();
+        let close = |open: &mut Vec<Vec<Node>>, folders: &mut Vec<Node>| {
+            let children = open.pop().unwrap_or_default();
+            if let (Some(mut folder), Some(parent)) = (folders.pop(), open.last_mut()) {
+                folder.children = Some(children);
+                parent.push(folder);
+            }
+        };
+        for (depth, node) in self.entries {
+            if depth >= open.len() {
+                return None;
+            }
+            while open.len() > depth + 1 {
+                close(&mut open, &mut folders);
+            }
+            if node.children.is_some() {
+                folders.push(node);
+                open.push(Vec::new());
+            } else {
+                open.last_mut()?.push(node);
+            }
+        }
+        while open.len() > 1 {
+            close(&mut open, &mut folders);
+        }
+        Some(Listing {
+            root: self.root,
+            project: self.project,
+            entries: open.pop()?,
+            truncated: self.truncated,
+        })
+    }
+}
+
 /// One entry of a listing.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Node {

@@ -746,3 +746,61 @@ pub fn a_deep_tree_is_listed(gw: &HostGateway, site: &MemberSite) {
         &format!("rm -rf {}/public/d", site.home().display())
     ));
 }
+
+/// Starts an upload of `name` that holds its worker: the head and a first part of the
+/// body are sent, the rest waits for [`finish_upload`].
+fn held_upload(gw: &HostGateway, token: &str, name: &str) -> (TcpStream, String) {
+    let addr = gw.base.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let boundary = "heldworkerboundary";
+    let head = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
+         Content-Type: application/octet-stream\r\n\r\n"
+    );
+    let tail = format!("\r\n--{boundary}--\r\n");
+    let length = head.len() + 2 + tail.len();
+    write!(
+        stream,
+        "POST /v1/media HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {length}\r\n\r\n{head}h"
+    )
+    .unwrap();
+    (stream, format!("h{tail}"))
+}
+
+fn finish_upload((mut stream, rest): (TcpStream, String)) -> u16 {
+    let _ = stream.write_all(rest.as_bytes());
+    support::status_of(&support::read_response(&mut stream))
+}
+
+/// A person's burst of requests cannot fill the machine with processes: at most
+/// `WORKERS_PER_PERSON_MAX` workers at once, busy or idle; the next request is
+/// `429 too_many_workers`, and once one is free, requests are served again.
+pub fn workers_are_capped_per_person(gw: &HostGateway, site: &MemberSite) {
+    let cap = ferry_exec::worker::WORKERS_PER_PERSON_MAX;
+    let mut held = Vec::new();
+    for n in 0..cap {
+        held.push(held_upload(gw, site.token, &format!("held{n}.txt")));
+        // Each is staged (its worker leased) before the next begins.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while temporaries_beneath(&site.home().join("public")).len() < n + 1 {
+            assert!(Instant::now() < deadline, "upload {n} was never staged");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let (status, body) = gw.upload(site.token, "over.txt", b"over", None);
+    assert_error(status, &body, 429, "too_many_workers");
+    assert!(processes_of(uid_of(site.user)).len() <= cap + 2);
+    // Staging 64 workers one after another takes a while on a loaded machine: the first
+    // uploads may have outlived the body's idle timeout by now (408), which ends them too.
+    for upload in held {
+        let status = finish_upload(upload);
+        assert!(matches!(status, 201 | 408), "a held upload ended {status}");
+    }
+    let (status, body) = gw.upload(site.token, "after-burst.txt", b"after", None);
+    assert_eq!(status, 201, "{body}");
+    assert!(temporaries_beneath(&site.home()).is_empty());
+}

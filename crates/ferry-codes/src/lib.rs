@@ -272,6 +272,8 @@ codes! {
     TooManySessions = "too_many_sessions" => 429,
     /// The person has as many event streams open as they may.
     TooManyStreams = "too_many_streams" => 429,
+    /// The person has as many worker processes busy as they may (host mode).
+    TooManyWorkers = "too_many_workers" => 429,
 }
 
 impl Code {

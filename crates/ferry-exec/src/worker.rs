@@ -41,6 +41,9 @@ pub const FRAME_MAX_BYTES: usize = 128 * 1024 * 1024;
 /// upload holds one for its whole life, so a burst of small uploads needs many at once:
 /// below this many, a burst would start a process per request.
 const IDLE_WORKERS_MAX: usize = 32;
+/// Worker processes one person may have at once, busy and idle: a person's burst of
+/// requests cannot fill the machine with processes; one more is `429 too_many_workers`.
+pub const WORKERS_PER_PERSON_MAX: usize = 64;
 
 /// The first frame: who the worker works for.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -204,6 +207,8 @@ impl WorkerSpawn {
 pub struct WorkerPool {
     spawn: WorkerSpawn,
     idle: Mutex<Vec<Worker>>,
+    /// Workers alive now, busy or idle; each [`Worker`] gives its count back when dropped.
+    live: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 #[derive(Debug)]
@@ -212,6 +217,8 @@ pub(crate) struct Worker {
     child: Child,
     /// False once a call failed on the socket: the worker is not used again.
     healthy: bool,
+    /// The pool's count of live workers, given back when this one ends.
+    live: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl WorkerPool {
@@ -220,6 +227,7 @@ impl WorkerPool {
         WorkerPool {
             spawn,
             idle: Mutex::new(Vec::new()),
+            live: Default::default(),
         }
     }
 
@@ -267,8 +275,26 @@ impl WorkerPool {
 
     /// A new worker, once the person's account is known to exist.
     fn start_checked(&self) -> Result<Worker, RequestError> {
+        use std::sync::atomic::Ordering;
         self.spawn.require_account()?;
-        self.start().map_err(worker_failed)
+        let claimed = self
+            .live
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < WORKERS_PER_PERSON_MAX).then_some(n + 1)
+            });
+        if claimed.is_err() {
+            return Err(RequestError::new(
+                Code::TooManyWorkers,
+                format!(
+                    "{WORKERS_PER_PERSON_MAX} requests of this person are being served at \
+                     once; try again when one has finished"
+                ),
+            ));
+        }
+        self.start().map_err(|e| {
+            self.live.fetch_sub(1, Ordering::SeqCst);
+            worker_failed(e)
+        })
     }
 
     /// Keeps a worker that answered well for the next call.
@@ -306,6 +332,7 @@ impl WorkerPool {
             stream: ours,
             child,
             healthy: true,
+            live: self.live.clone(),
         })
     }
 }
@@ -351,6 +378,7 @@ impl Drop for Worker {
         // Closing the socket ends the worker's loop; reap it so no zombie is left.
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
         let _ = self.child.wait();
+        self.live.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

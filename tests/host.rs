@@ -772,7 +772,11 @@ fn agent_tools_act_as_the_person(site: &Site) {
     }));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(control.join().unwrap(), "ferry mcp never held the secret");
-    support::assert_no_leak(&person_scan.join().unwrap(), "ferry worker");
+    let scan = person_scan.join().unwrap();
+    // The scan reads what it can (its own shell at least) and finds no secret; the
+    // worker, not dumpable, is beyond even the person's own reach.
+    support::assert_no_leak(&scan, "bash");
+    assert_worker_unreadable(&scan);
     let r = out["results"].as_array().unwrap();
     let denied = |i: usize| {
         assert!(mcp::is_error(&r[i]), "step {i} should be refused: {}", r[i]);
@@ -949,7 +953,11 @@ fn agent_tools_act_as_the_person(site: &Site) {
     );
     assert_eq!(std::fs::read(picked).unwrap(), b"x,y\n1,2\n");
     assert!(gateway_held, "the gateway's environment lacks the secret");
-    support::assert_no_leak(&person_scan.join().unwrap(), "ferry worker");
+    let scan = person_scan.join().unwrap();
+    // The scan reads what it can (its own shell at least) and finds no secret; the
+    // worker, not dumpable, is beyond even the person's own reach.
+    support::assert_no_leak(&scan, "bash");
+    assert_worker_unreadable(&scan);
     // Under the default sandbox the command itself sees no other process.
     let sandboxed = mcp::text_of(&out["results"][4]);
     assert!(!sandboxed.contains("LEAK /proc/"), "{sandboxed}");
@@ -1055,4 +1063,18 @@ fn scan_as_person(
         }
         json!({"structuredContent": {"stdout": last}})
     })
+}
+
+/// The person's scan could not read the environment of any `ferry worker`: the worker is
+/// not dumpable, so processes of the same uid cannot open its `/proc` files.
+fn assert_worker_unreadable(scan: &serde_json::Value) {
+    let stdout = scan["structuredContent"]["stdout"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        !stdout
+            .lines()
+            .any(|l| l.starts_with("READ ") && l.contains("ferry worker")),
+        "the person read a worker's environment: {stdout}"
+    );
 }

@@ -558,26 +558,8 @@ pub fn a_linked_public_is_refused(gw: &HostGateway, site: &MemberSite, other_hom
 /// The person's worker is killed while an upload streams: the client hears a clear 5xx,
 /// nothing partial is left, and the next upload works in a fresh worker.
 pub fn a_killed_worker_fails_clearly(gw: &HostGateway, site: &MemberSite) {
-    let addr = gw.base.trim_start_matches("http://").to_owned();
-    let mut stream = TcpStream::connect(&addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let boundary = "killedworkerboundary";
     let total: usize = 8 * 1024 * 1024;
-    let head = format!(
-        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"killed.txt\"\r\n\
-         Content-Type: application/octet-stream\r\n\r\n"
-    );
-    let tail = format!("\r\n--{boundary}--\r\n");
-    let length = head.len() + total + tail.len();
-    write!(
-        stream,
-        "POST /v1/media HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
-         Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {length}\r\n\r\n{head}",
-        site.token
-    )
-    .unwrap();
+    let (mut stream, tail) = raw_upload(gw, site.token, "killed.txt", total);
     let chunk = vec![b'k'; 1024 * 1024];
     stream.write_all(&chunk).unwrap();
     // Once the worker has made the temporary, every process of the person is killed.
@@ -747,27 +729,36 @@ pub fn a_deep_tree_is_listed(gw: &HostGateway, site: &MemberSite) {
     ));
 }
 
-/// Starts an upload of `name` that holds its worker: the head and a first part of the
-/// body are sent, the rest waits for [`finish_upload`].
-fn held_upload(gw: &HostGateway, token: &str, name: &str) -> (TcpStream, String) {
+/// Sends the head of an upload of `name` whose file part holds `len` bytes, over a raw
+/// connection, so a test can send the bytes when it likes; the multipart tail to send
+/// after them.
+fn raw_upload(gw: &HostGateway, token: &str, name: &str, len: usize) -> (TcpStream, String) {
     let addr = gw.base.trim_start_matches("http://").to_owned();
     let mut stream = TcpStream::connect(&addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    let boundary = "heldworkerboundary";
+    let boundary = "rawuploadboundary";
     let head = format!(
         "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
          Content-Type: application/octet-stream\r\n\r\n"
     );
     let tail = format!("\r\n--{boundary}--\r\n");
-    let length = head.len() + 2 + tail.len();
+    let length = head.len() + len + tail.len();
     write!(
         stream,
         "POST /v1/media HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {length}\r\n\r\n{head}h"
+         Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {length}\r\n\r\n{head}"
     )
     .unwrap();
+    (stream, tail)
+}
+
+/// Starts an upload of `name` that holds its worker: the head and the first byte of the
+/// body are sent, the rest waits for [`finish_upload`].
+fn held_upload(gw: &HostGateway, token: &str, name: &str) -> (TcpStream, String) {
+    let (mut stream, tail) = raw_upload(gw, token, name, 2);
+    stream.write_all(b"h").unwrap();
     (stream, format!("h{tail}"))
 }
 

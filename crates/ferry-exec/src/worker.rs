@@ -310,7 +310,7 @@ impl WorkerPool {
 
     fn start(&self) -> io::Result<Worker> {
         let (ours, theirs) = UnixStream::pair()?;
-        let child = std::process::Command::new(&self.spawn.helper)
+        let mut child = std::process::Command::new(&self.spawn.helper)
             .arg(&self.spawn.person)
             .arg(&self.spawn.program)
             .args(&self.spawn.args)
@@ -318,7 +318,6 @@ impl WorkerPool {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()?;
-        let mut child = child;
         if let Some(stderr) = child.stderr.take() {
             log_stderr(self.spawn.person.clone(), stderr);
         }

@@ -22,7 +22,6 @@ use crate::auth::Harness;
 use crate::body::Sink;
 use crate::delivery_name::{choose_name, fallback_name};
 use crate::extract::JsonBody;
-use crate::member::request_error;
 use crate::{ApiError, AppState, blocking};
 
 #[derive(Deserialize)]
@@ -137,7 +136,7 @@ async fn fetch(
             PublicPlace::Attachments,
             Some(&target),
         )
-        .map_err(request_error)?;
+        .map_err(ApiError::from)?;
         staging.sink().set_limit(max_bytes);
         let quota = toolbox.quota_claim().map_err(ApiError::from_tool)?;
         staging.sink().set_budget(Some(Box::new(quota)));

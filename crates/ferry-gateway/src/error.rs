@@ -57,11 +57,6 @@ impl ApiError {
         ApiError::failure(err.code, err.message, "tool")
     }
 
-    /// A failure of an operation done as the person, with the operation's own code.
-    pub fn from_request(err: ferry_exec::RequestError) -> ApiError {
-        ApiError::failure(err.code, err.message, "requester")
-    }
-
     /// The server's own failure: `err` goes to the log under `context`, not to the client.
     pub fn internal(context: &str, err: impl std::fmt::Display) -> ApiError {
         ApiError::failure(Code::Internal, err.to_string(), context)
@@ -79,6 +74,13 @@ impl ApiError {
             code,
             "the server failed; the operator's log has the details",
         )
+    }
+}
+
+impl From<ferry_exec::RequestError> for ApiError {
+    /// A failure of an operation done as the person, with the operation's own code.
+    fn from(err: ferry_exec::RequestError) -> ApiError {
+        ApiError::failure(err.code, err.message, "requester")
     }
 }
 

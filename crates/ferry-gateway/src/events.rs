@@ -303,7 +303,7 @@ fn read_workspace(
             mark,
             files,
         }),
-        _ => Err(ApiError::internal("events", "an answer out of turn")),
+        _ => Err(crate::member::out_of_turn()),
     }
 }
 

@@ -17,6 +17,7 @@ use tokio_util::io::ReaderStream;
 
 use crate::auth::Member;
 use crate::extract::{JsonBody, QueryParams};
+use crate::member::out_of_turn;
 use crate::range::{RangeRequest, etag_for, if_none_match_hits, if_range_allows, parse_range};
 use crate::{ApiError, AppState, blocking};
 
@@ -237,10 +238,6 @@ fn moved_to(reply: (MemberReply, Option<std::fs::File>)) -> Result<String, ApiEr
         (MemberReply::Path { path }, _) => Ok(path),
         _ => Err(out_of_turn()),
     }
-}
-
-fn out_of_turn() -> ApiError {
-    ApiError::internal("member", "an answer out of turn")
 }
 
 /// `attachment; filename*=UTF-8''<percent-encoded name>`, with an ASCII fallback.

@@ -6,9 +6,9 @@
 use std::fs::File;
 use std::sync::Arc;
 
+use ferry_exec::Staging;
 use ferry_exec::member::{MemberAction, MemberReply};
 use ferry_exec::ops::{Op, Reply};
-use ferry_exec::{RequestError, Staging};
 use ferry_fs::Written;
 use ferry_site::{AttachmentsState, PublicPlace, SiteError};
 
@@ -29,9 +29,9 @@ impl AppState {
             project: project.map(str::to_owned),
             action,
         };
-        match requester.execute(op).map_err(request_error)? {
+        match requester.execute(op).map_err(ApiError::from)? {
             (Reply::Member(reply), file) => Ok((reply, file)),
-            _ => Err(ApiError::internal("member", "an answer out of turn")),
+            _ => Err(out_of_turn()),
         }
     }
 
@@ -56,7 +56,7 @@ impl AppState {
         let action = MemberAction::Attachments { unchanged: None };
         match self.member_now(person, project, action)? {
             (MemberReply::Attachments { files, .. }, _) => Ok(files.unwrap_or_default()),
-            _ => Err(ApiError::internal("member", "an answer out of turn")),
+            _ => Err(out_of_turn()),
         }
     }
 
@@ -84,12 +84,12 @@ pub(crate) async fn commit_filled(
         let staging = filled.complete().map_err(SiteError::from)?;
         staging
             .commit(project.as_deref(), place, &name)
-            .map_err(request_error)
+            .map_err(ApiError::from)
     })
     .await
 }
 
-/// A member action's failure as the API answers it: the action's code, with its status.
-pub(crate) fn request_error(e: RequestError) -> ApiError {
-    ApiError::from_request(e)
+/// The person's requester answered with a reply of another operation.
+pub(crate) fn out_of_turn() -> ApiError {
+    ApiError::internal("member", "an answer out of turn")
 }

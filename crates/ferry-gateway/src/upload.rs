@@ -16,7 +16,6 @@ use serde::Serialize;
 
 use crate::auth::Member;
 use crate::body::{BodyError, Filled, Pace, Sink, paced};
-use crate::member::request_error;
 use crate::{ApiError, AppState, blocking};
 use ferry_config::limits::{MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES};
 
@@ -163,7 +162,7 @@ async fn start_upload(
             PublicPlace::Public,
             check,
         )
-        .map_err(request_error)?;
+        .map_err(ApiError::from)?;
         staging.sink().set_limit(workspace.max_upload_bytes());
         let quota = toolbox.quota_claim().map_err(ApiError::from_tool)?;
         staging.sink().set_budget(Some(Box::new(quota)));

@@ -106,6 +106,11 @@ pub const FILE_READ_MAX_BYTES: u64 = 256 * 1024;
 /// The largest content `file_write` takes, and the largest file `file_edit` edits, in
 /// bytes (16 MiB).
 pub const TEXT_FILE_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// The most edits one `file_edit` call applies.
+pub const FILE_EDIT_MAX_EDITS: usize = 256;
+/// The most files one `file_edit` call changes: each is staged, and placed with the
+/// others, at once.
+pub const FILE_EDIT_MAX_FILES: usize = 32;
 /// The most files one `file_deliver` call may deliver.
 pub const DELIVER_MAX_FILES: usize = 32;
 /// The longest command `terminal_run` accepts, in bytes.

@@ -89,32 +89,3 @@ fn unix_secs(t: std::time::SystemTime) -> i64 {
         Err(e) => -(e.duration().as_secs() as i64),
     }
 }
-
-/// One file of [`Op::WriteAll`].
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct FileWrite {
-    /// Where to write it, resolved like any path a model gives.
-    pub path: String,
-    /// The whole new content of the file.
-    #[serde(with = "base64_bytes")]
-    pub data: Vec<u8>,
-    /// The sha256 (hex) the file had when it was read; a change since refuses the write.
-    pub expect_sha256: Option<String>,
-}
-
-/// Bytes as base64 in JSON: a file's content crossing the worker's socket.
-pub(crate) mod base64_bytes {
-    use data_encoding::BASE64;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&BASE64.encode(bytes))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        BASE64
-            .decode(text.as_bytes())
-            .map_err(serde::de::Error::custom)
-    }
-}

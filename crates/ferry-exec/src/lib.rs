@@ -45,6 +45,7 @@
 
 mod account;
 mod capture;
+mod change;
 mod error;
 mod fds;
 mod info;
@@ -74,6 +75,7 @@ use ferry_config::limits::{
 };
 
 pub use capture::sweep_saved_output;
+pub use change::Change;
 pub use error::ExecError;
 pub use lease::Lease;
 pub use probe::{AUTO_LANDLOCK_MIN_ABI, Strongest, Unavailable, in_force, probe, strongest};

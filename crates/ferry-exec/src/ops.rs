@@ -4,8 +4,6 @@
 //! same enum crosses the worker's socket.
 
 use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -13,12 +11,12 @@ use ferry_codes::Code;
 use ferry_fs::{AtomicWriter, Dir, EntryKind, Follow, FsError, safe_name};
 use serde::{Deserialize, Serialize};
 
-use crate::info::base64_bytes;
-pub use crate::info::{FileInfo, FileWrite, Kind, WrittenFile};
+pub use crate::info::{FileInfo, Kind, WrittenFile};
 use crate::info::{info_from, info_of};
 use crate::member::{MemberAction, MemberReply};
-use crate::scope::{Scope, Target};
+use crate::scope::Scope;
 pub use crate::settings::{RunSettings, SandboxKind};
+pub use crate::staged_at::Placement;
 use crate::{Command, ExecError, Identity, Output, Policy, RequestError, Sandbox, Strongest};
 
 /// One operation, as the person.
@@ -34,21 +32,6 @@ pub enum Op {
     Stat {
         /// The path to describe.
         path: String,
-    },
-    /// Creates or replaces one file atomically.
-    Write {
-        /// The file to write, resolved like any path a model gives.
-        path: String,
-        /// The whole new content.
-        #[serde(with = "base64_bytes")]
-        data: Vec<u8>,
-        /// Make missing parent folders first, instead of failing.
-        create_parents: bool,
-    },
-    /// Replaces several files, all or none: every `expect_sha256` must still match.
-    WriteAll {
-        /// Each file and its new content.
-        files: Vec<FileWrite>,
     },
     /// The entries of a folder, sorted by name (bytes): all of them, or `limit` after
     /// the name `after`. Only the entries returned are stat'ed.
@@ -97,21 +80,17 @@ pub enum Op {
     },
     /// Makes a hidden temporary where `path` will be written, as the person (its folders
     /// made); its descriptor, open for writing, travels beside the reply. The caller
-    /// fills it, then [`Op::PlaceAt`] places it (staged_at.rs).
+    /// fills it, then [`Op::PlaceAll`] places it (staged_at.rs).
     StageAt {
         /// Where the finished file will be placed.
         path: String,
     },
-    /// Places the temporary `temp`, still the file `dev`/`ino`, at `path`.
-    PlaceAt {
-        /// Where the file goes.
-        path: String,
-        /// The name [`Op::StageAt`] gave the temporary.
-        temp: String,
-        /// The device the temporary must still be on.
-        dev: u64,
-        /// The inode the temporary must still have, so a swapped file is refused.
-        ino: u64,
+    /// Places temporaries made by [`Op::StageAt`] as one change, all or none: each still
+    /// the file it was when filled, and each previous file still the content it was read
+    /// with, where that is given (`file_edit`).
+    PlaceAll {
+        /// Every file of the change, in order.
+        files: Vec<Placement>,
     },
     /// Removes the temporary `temp` made for `path`.
     DiscardAt {
@@ -139,13 +118,8 @@ pub enum Reply {
     Opened(FileInfo),
     /// For [`Op::Stat`]: the metadata of the path.
     Info(FileInfo),
-    /// For [`Op::Write`] and [`Op::Deliver`]: the file as written.
+    /// For [`Op::Deliver`]: the file as written.
     Written(WrittenFile),
-    /// For [`Op::WriteAll`]: every file was written.
-    WrittenAll {
-        /// Every file written, in the order asked.
-        files: Vec<WrittenFile>,
-    },
     /// For [`Op::List`]: one page of a folder.
     Listing {
         /// The entries asked for, sorted by name.
@@ -166,8 +140,10 @@ pub enum Reply {
     Member(MemberReply),
     /// For [`Op::StageAt`]; the descriptor travels beside it.
     StagedAt {
-        /// The name of the hidden temporary, for [`Op::PlaceAt`] or [`Op::DiscardAt`].
+        /// The name of the hidden temporary, for [`Op::PlaceAll`] or [`Op::DiscardAt`].
         temp: String,
+        /// The absolute path the file will have.
+        path: String,
     },
 }
 
@@ -203,14 +179,6 @@ impl Executor {
                 return Ok((Reply::Opened(info), Some(file)));
             }
             Op::Stat { path } => Reply::Info(self.stat(&path)?),
-            Op::Write {
-                path,
-                data,
-                create_parents,
-            } => Reply::Written(self.write(&path, &data, create_parents)?),
-            Op::WriteAll { files } => Reply::WrittenAll {
-                files: self.write_all(files)?,
-            },
             Op::List { path, after, limit } => {
                 let (entries, total) = self.list(&path, after.as_deref(), limit)?;
                 Reply::Listing { entries, total }
@@ -247,16 +215,11 @@ impl Executor {
                 return Ok((Reply::Member(reply), file));
             }
             Op::StageAt { path } => {
-                let (temp, file) = self.stage_at(&path)?;
-                return Ok((Reply::StagedAt { temp }, Some(file)));
+                let (temp, path, file) = self.stage_at(&path)?;
+                return Ok((Reply::StagedAt { temp, path }, Some(file)));
             }
-            Op::PlaceAt {
-                path,
-                temp,
-                dev,
-                ino,
-            } => {
-                self.place_at(&path, &temp, ferry_fs::FileId { dev, ino })?;
+            Op::PlaceAll { files } => {
+                self.place_all(&files)?;
                 Reply::Done
             }
             Op::DiscardAt { path, temp } => {
@@ -274,101 +237,21 @@ impl Executor {
 
     fn open(&self, path: &str) -> Result<(File, FileInfo), RequestError> {
         let abs = self.scope.absolute(path)?;
-        let file = match self.scope.resolve(path)? {
-            Target::Beneath { dir, rel, .. } => {
-                dir.open_file(crate::scope::non_empty(&rel)?, Follow::Beneath)?
-            }
-            Target::Absolute(abs) => {
-                let file = std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-                    .open(&abs)?;
-                if file.metadata()?.is_dir() {
-                    return Err(FsError::IsDirectory.into());
-                }
-                if !file.metadata()?.is_file() {
-                    return Err(FsError::NotRegular.into());
-                }
-                file
-            }
-        };
+        let target = self.scope.resolve(path)?;
+        let file = target.dir.open_file(target.name()?, target.follow)?;
         let info = info_of(&abs, &file.metadata()?);
         Ok((file, info))
     }
 
     fn stat(&self, path: &str) -> Result<FileInfo, RequestError> {
         let abs = self.scope.absolute(path)?;
-        match self.scope.resolve(path)? {
-            Target::Beneath { dir, rel, .. } => {
-                let meta = if rel.is_empty() {
-                    dir.own_metadata()?
-                } else {
-                    dir.metadata(&rel)?
-                };
-                Ok(info_from(abs.display().to_string(), &meta))
-            }
-            Target::Absolute(abs) => Ok(info_of(&abs, &std::fs::symlink_metadata(&abs)?)),
-        }
-    }
-
-    fn write(
-        &self,
-        path: &str,
-        data: &[u8],
-        create_parents: bool,
-    ) -> Result<WrittenFile, RequestError> {
-        let mut staged = self.stage(path, create_parents)?;
-        staged.writer.write(data)?;
-        staged.commit()
-    }
-
-    /// Stages every file, checks none changed since it was read, then places them all;
-    /// if placing one fails, the ones already placed get their previous content back.
-    fn write_all(&self, files: Vec<FileWrite>) -> Result<Vec<WrittenFile>, RequestError> {
-        let mut staged = Vec::with_capacity(files.len());
-        for file in &files {
-            let previous = match &file.expect_sha256 {
-                Some(expected) => {
-                    let (mut handle, _) = self.open(&file.path)?;
-                    let mut old = Vec::new();
-                    handle.read_to_end(&mut old)?;
-                    if &ferry_fs::sha256_hex(&old) != expected {
-                        return Err(RequestError::new(
-                            Code::ChangedMeanwhile,
-                            format!(
-                                "{} changed since it was read; read it again and redo the edit",
-                                file.path
-                            ),
-                        ));
-                    }
-                    Some(old)
-                }
-                None => None,
-            };
-            let mut stage = self.stage(&file.path, false)?;
-            stage.writer.write(&file.data)?;
-            staged.push((stage, previous, &file.path));
-        }
-        let mut done: Vec<(WrittenFile, Option<Vec<u8>>, &String)> = Vec::new();
-        for (stage, previous, path) in staged {
-            match stage.commit() {
-                Ok(written) => done.push((written, previous, path)),
-                Err(e) => {
-                    for (_, previous, path) in done.iter().rev() {
-                        match previous {
-                            Some(old) => {
-                                let _ = self.write(path, old, false);
-                            }
-                            None => {
-                                let _ = self.delete(path);
-                            }
-                        }
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(done.into_iter().map(|(written, _, _)| written).collect())
+        let target = self.scope.resolve(path)?;
+        let meta = if target.rel.is_empty() {
+            target.dir.own_metadata()?
+        } else {
+            target.dir.metadata(&target.rel)?
+        };
+        Ok(info_from(abs.display().to_string(), &meta))
     }
 
     fn list(
@@ -388,43 +271,23 @@ impl Executor {
             let end = limit.map_or(total, |l| total.min(start.saturating_add(l)));
             (names.drain(start..end).collect::<Vec<_>>(), total)
         };
-        let mut entries = Vec::new();
-        let total = match self.scope.resolve(path)? {
-            Target::Beneath { dir, rel, .. } => {
-                let opened;
-                let dir = if rel.is_empty() {
-                    dir
-                } else {
-                    opened = dir.open_dir(&rel, Follow::Beneath)?;
-                    &opened
-                };
-                let (names, total) = page(dir.names()?);
-                for name in names {
-                    // Gone since the names were read: not listed.
-                    let Ok(meta) = dir.metadata(&name) else {
-                        continue;
-                    };
-                    entries.push(info_from(name, &meta));
-                }
-                total
-            }
-            Target::Absolute(abs) => {
-                let names = std::fs::read_dir(&abs)?
-                    .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let (names, total) = page(names);
-                for name in names {
-                    let Ok(meta) = std::fs::symlink_metadata(abs.join(&name)) else {
-                        continue;
-                    };
-                    entries.push(FileInfo {
-                        path: name,
-                        ..info_of(&abs, &meta)
-                    });
-                }
-                total
-            }
+        let target = self.scope.resolve(path)?;
+        let opened;
+        let dir = if target.rel.is_empty() {
+            &*target.dir
+        } else {
+            opened = target.dir.open_dir(&target.rel, target.follow)?;
+            &opened
         };
+        let (names, total) = page(dir.names()?);
+        let mut entries = Vec::with_capacity(names.len());
+        for name in names {
+            // Gone since the names were read: not listed.
+            let Ok(meta) = dir.metadata(&name) else {
+                continue;
+            };
+            entries.push(info_from(name, &meta));
+        }
         Ok((entries, total))
     }
 
@@ -437,52 +300,37 @@ impl Executor {
             ));
         }
         self.scope.check_unlocked(path)?;
-        match self.scope.resolve(path)? {
-            Target::Beneath { dir, rel, tree } => {
-                tree.require_writable()?;
-                dir.remove(crate::scope::non_empty(&rel)?)?;
-            }
-            Target::Absolute(abs) => std::fs::remove_file(abs)?,
-        }
+        let target = self.scope.resolve(path)?;
+        target.require_writable()?;
+        target.dir.remove(target.name()?)?;
         Ok(())
     }
 
     fn mkdir(&self, path: &str) -> Result<(), RequestError> {
         self.scope.check_unlocked(path)?;
-        match self.scope.resolve(path)? {
-            Target::Beneath { dir, rel, tree } => {
-                tree.require_writable()?;
-                self.make_dirs(dir, &rel)?;
-            }
-            Target::Absolute(abs) => std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(NEW_DIR_MODE)
-                .create(abs)?,
-        }
+        let target = self.scope.resolve(path)?;
+        target.require_writable()?;
+        self.make_dirs(&target.dir, &target.rel)?;
         Ok(())
     }
 
     fn count_bytes(&self, paths: &[String]) -> Result<u64, RequestError> {
         let mut total = 0u64;
         for path in paths {
-            let dir = match self.scope.resolve(path)? {
-                Target::Beneath { dir, rel, .. } if rel.is_empty() => dir.try_clone(),
-                Target::Beneath { dir, rel, .. } => dir.open_dir(&rel, Follow::Never),
-                // As the person: no link at any component, as the service counts.
-                Target::Absolute(abs) => {
-                    let rel = abs
-                        .strip_prefix("/")
-                        .unwrap_or(&abs)
-                        .to_string_lossy()
-                        .into_owned();
-                    Dir::open_ambient(Path::new("/"))
-                        .and_then(|root| root.open_dir(&rel, Follow::Never))
+            // No link is followed at the folder counted, as the service counts.
+            let dir = self.scope.resolve(path).map(|target| {
+                if target.rel.is_empty() {
+                    target.dir.try_clone()
+                } else {
+                    target.dir.open_dir(&target.rel, Follow::Never)
                 }
-            };
+            });
             match dir {
-                Ok(dir) => total = total.saturating_add(dir.file_bytes()?),
-                Err(FsError::NotFound | FsError::PathEscapes | FsError::NotADirectory) => {}
-                Err(e) => return Err(e.into()),
+                Ok(Ok(dir)) => total = total.saturating_add(dir.file_bytes()?),
+                Ok(Err(FsError::NotFound | FsError::PathEscapes | FsError::NotADirectory)) => {}
+                Ok(Err(e)) => return Err(e.into()),
+                Err(e) if e.code == Code::NotFound => {}
+                Err(e) => return Err(e),
             }
         }
         Ok(total)
@@ -590,46 +438,21 @@ impl Executor {
     ) -> Result<WriteTarget, RequestError> {
         let display = self.scope.absolute(path)?;
         self.scope.check_unlocked(path)?;
-        let (dir, name) = match self.scope.resolve(path)? {
-            Target::Beneath { dir, rel, tree } => {
-                tree.require_writable()?;
-                let rel = crate::scope::non_empty(&rel)?;
-                let (parent, name) = match rel.trim_end_matches('/').rsplit_once('/') {
-                    Some((parent, name)) => (parent, name),
-                    None => ("", rel),
-                };
-                let dir = if create_parents {
-                    self.make_dirs(dir, parent)?
-                } else if parent.is_empty() {
-                    dir.try_clone()?
-                } else {
-                    dir.open_dir(parent, Follow::Never)?
-                };
-                (dir, name.to_owned())
-            }
-            Target::Absolute(abs) => {
-                // As the person, a link is followed where the person could follow it: the
-                // file lands where the link points, under the person's own permissions.
-                let abs = match std::fs::symlink_metadata(&abs) {
-                    Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(&abs)?,
-                    _ => abs,
-                };
-                let parent = abs.parent().unwrap_or(Path::new("/"));
-                let name = abs
-                    .file_name()
-                    .ok_or_else(|| RequestError::new(Code::BadPath, "the path names no file"))?
-                    .to_str()
-                    .ok_or_else(|| RequestError::new(Code::BadPath, "the name is not UTF-8"))?
-                    .to_owned();
-                if create_parents {
-                    std::fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(NEW_DIR_MODE)
-                        .create(parent)?;
-                }
-                (Dir::open_ambient(&std::fs::canonicalize(parent)?)?, name)
-            }
+        let target = self.scope.resolve_write(path)?;
+        target.require_writable()?;
+        let rel = target.name()?;
+        let (parent, name) = match rel.trim_end_matches('/').rsplit_once('/') {
+            Some((parent, name)) => (parent, name),
+            None => ("", rel),
         };
+        let dir = if create_parents {
+            self.make_dirs(&target.dir, parent)?
+        } else if parent.is_empty() {
+            target.dir.try_clone()?
+        } else {
+            target.dir.open_dir(parent, Follow::Never)?
+        };
+        let name = name.to_owned();
         let mode = match dir.metadata(&name) {
             Ok(meta) if meta.kind == EntryKind::Dir => return Err(FsError::IsDirectory.into()),
             Ok(meta) => meta.mode & 0o777,
@@ -651,21 +474,10 @@ impl Executor {
 
     /// Creates `rel` and its parents beneath `dir`, giving new folders to the owner.
     fn make_dirs(&self, dir: &Dir, rel: &str) -> Result<Dir, RequestError> {
-        let mut current = dir.try_clone()?;
-        for component in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
-            match current.create_dir(component, NEW_DIR_MODE) {
-                Ok(()) => {
-                    let created = current.open_dir(component, Follow::Never)?;
-                    if let Some((uid, gid)) = self.owner {
-                        created.chown(uid, gid)?;
-                    }
-                    current = created;
-                }
-                Err(FsError::Exists) => current = current.open_dir(component, Follow::Never)?,
-                Err(e) => return Err(e.into()),
-            }
+        if rel.is_empty() || rel == "." {
+            return Ok(dir.try_clone()?);
         }
-        Ok(current)
+        Ok(dir.create_dir_all_owned(rel, NEW_DIR_MODE, self.owner)?)
     }
 }
 

@@ -5,9 +5,13 @@ use std::fs::File;
 
 use ferry_codes::Code;
 
-use crate::ops::{Executor, FileInfo, FileWrite, Op, Reply, WrittenFile};
+use crate::ops::{Executor, FileInfo, Op, Reply, WrittenFile};
 use crate::worker::WorkerPool;
 use crate::{Output, RequestError};
+
+/// Entries asked for at a time by [`Requester::list`]: each at most a name of 255 bytes
+/// (up to six times that in JSON escapes) and its metadata, well inside a frame.
+const LIST_PAGE_ENTRIES: usize = 1000;
 
 /// Performs operations as one person.
 #[derive(Debug)]
@@ -47,26 +51,19 @@ impl Requester {
         }
     }
 
-    /// Replaces a file with `data` as the person, making missing parent folders.
-    pub fn write(&self, path: &str, data: Vec<u8>) -> Result<WrittenFile, RequestError> {
-        self.written(Op::Write {
-            path: path.to_owned(),
-            data,
-            create_parents: true,
-        })
-    }
-
-    /// Writes several files as one change: either all are written or none is.
-    pub fn write_all(&self, files: Vec<FileWrite>) -> Result<Vec<WrittenFile>, RequestError> {
-        match self.execute(Op::WriteAll { files })? {
-            (Reply::WrittenAll { files }, _) => Ok(files),
-            _ => Err(unexpected()),
-        }
-    }
-
-    /// Every entry of a folder, sorted by name.
+    /// Every entry of a folder, sorted by name; asked for a page at a time, so that no
+    /// answer from the person's worker outgrows its frame however big the folder is.
     pub fn list(&self, path: &str) -> Result<Vec<FileInfo>, RequestError> {
-        Ok(self.list_page(path, None, None)?.0)
+        let mut entries: Vec<FileInfo> = Vec::new();
+        loop {
+            let after = entries.last().map(|e| e.path.as_str());
+            let (page, total) = self.list_page(path, after, Some(LIST_PAGE_ENTRIES))?;
+            let done = page.is_empty();
+            entries.extend(page);
+            if done || entries.len() >= total {
+                return Ok(entries);
+            }
+        }
     }
 
     /// Up to `limit` entries after the name `after`, and how many the folder holds.

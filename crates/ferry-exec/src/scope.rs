@@ -84,15 +84,46 @@ enum Root {
     Refused(RequestError),
 }
 
-/// A resolved path: beneath one tree's handle, or (as the person) absolute.
-pub(crate) enum Target<'a> {
-    Beneath {
-        dir: &'a Dir,
-        /// Relative to `dir`; empty for the tree's root itself.
-        rel: String,
-        tree: &'a Tree,
-    },
-    Absolute(PathBuf),
+/// A resolved path: a folder handle and the rest of the path beneath it. Every
+/// operation has one body over it, whichever [`Access`] the scope has.
+pub(crate) struct Target<'a> {
+    /// The folder the rest is opened beneath.
+    pub(crate) dir: Handle<'a>,
+    /// Beneath `dir`; empty for `dir` itself.
+    pub(crate) rel: String,
+    /// The tree whose rules apply (confined access). As the person there is none: the
+    /// person's own permissions decide, exactly as at a shell.
+    pub(crate) tree: Option<&'a Tree>,
+    /// How a read follows links: beneath the tree when confined, anywhere as the person.
+    pub(crate) follow: Follow,
+}
+
+impl Target<'_> {
+    /// Refuses a write into a tree the person may only read (confined access).
+    pub(crate) fn require_writable(&self) -> Result<(), RequestError> {
+        self.tree.map_or(Ok(()), Tree::require_writable)
+    }
+
+    /// The rest of the path, which must name something beneath the folder.
+    pub(crate) fn name(&self) -> Result<&str, RequestError> {
+        non_empty(&self.rel)
+    }
+}
+
+/// A tree's root, held by the scope, or a folder opened for one path.
+pub(crate) enum Handle<'a> {
+    Tree(&'a Dir),
+    Opened(Dir),
+}
+
+impl std::ops::Deref for Handle<'_> {
+    type Target = Dir;
+    fn deref(&self) -> &Dir {
+        match self {
+            Handle::Tree(dir) => dir,
+            Handle::Opened(dir) => dir,
+        }
+    }
 }
 
 impl Scope {
@@ -222,10 +253,27 @@ impl Scope {
             // is a link is still refused (by name: only root can plant such a link there).
             Access::AsPerson => match self.innermost(&abs) {
                 Some((_, Root::Refused(e))) => Err(e.clone()),
-                _ => Ok(Target::Absolute(abs)),
+                _ => as_person(&abs),
             },
             Access::Confined => self.beneath(&abs),
         }
+    }
+
+    /// Resolves a path a file will be written at: as [`Scope::resolve`], except that as
+    /// the person a link at the last component is followed, so the file lands where the
+    /// link points (as `>` does at a shell), under the person's own permissions.
+    pub(crate) fn resolve_write(&self, path: &str) -> Result<Target<'_>, RequestError> {
+        let target = self.resolve(path)?;
+        if self.access == Access::Confined
+            || !target
+                .dir
+                .metadata(target.name()?)
+                .is_ok_and(|meta| meta.kind == ferry_fs::EntryKind::Symlink)
+        {
+            return Ok(target);
+        }
+        let followed = std::fs::canonicalize(self.absolute(path)?)?;
+        as_person(&followed)
     }
 
     /// The tree holding `abs` (the innermost, when trees nest) and the rest of the path
@@ -243,8 +291,13 @@ impl Scope {
             .trim_start_matches("./")
             .to_owned();
         match dir {
-            Root::Open(dir) => Ok(Target::Beneath { dir, rel, tree }),
-            Root::AsPerson => Ok(Target::Absolute(abs.to_path_buf())),
+            Root::Open(dir) => Ok(Target {
+                dir: Handle::Tree(dir),
+                rel,
+                tree: Some(tree),
+                follow: Follow::Beneath,
+            }),
+            Root::AsPerson => as_person(abs),
             Root::Refused(e) => Err(e.clone()),
         }
     }
@@ -270,6 +323,38 @@ impl Scope {
             _ => Ok(tree),
         }
     }
+}
+
+/// `abs` as the person reaches it: the folder holding its last name, opened as the
+/// kernel resolves it (links and `..` followed, the person's permissions checked), and
+/// that name. Where that folder is missing (a write that makes its parents), the nearest
+/// folder that exists, and the missing names beneath it. A path whose last component is
+/// no name (`/`, or ending in `..`) is the folder itself.
+fn as_person(abs: &Path) -> Result<Target<'static>, RequestError> {
+    let whole = || RequestError::new(Code::BadPath, "the path is not valid UTF-8");
+    let as_target = |dir, rel: String| Target {
+        dir: Handle::Opened(dir),
+        rel,
+        tree: None,
+        follow: Follow::Anywhere,
+    };
+    if !matches!(abs.components().next_back(), Some(Component::Normal(_))) {
+        return Ok(as_target(Dir::open_ambient(abs)?, String::new()));
+    }
+    let mut folder = abs;
+    let mut names = Vec::new();
+    while let (Some(parent), Some(name)) = (folder.parent(), folder.file_name()) {
+        names.push(name.to_str().ok_or_else(whole)?);
+        match Dir::open_path(parent) {
+            Ok(dir) => {
+                names.reverse();
+                return Ok(as_target(dir, names.join("/")));
+            }
+            Err(FsError::NotFound) => folder = parent,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(FsError::NotFound.into())
 }
 
 /// The site's data folder, opened: every root is reached from it.
@@ -411,10 +496,7 @@ mod tests {
                 scope.tree_of(&base.join("shared")).unwrap_err().code,
                 "path_escapes"
             );
-            assert!(matches!(
-                scope.resolve("mine.txt").unwrap(),
-                Target::Beneath { .. }
-            ));
+            assert!(scope.resolve("mine.txt").unwrap().tree.is_some());
             // A refused tree is no tree at all for a sandbox.
             let shown: Vec<_> = scope.trees().map(|t| t.path.clone()).collect();
             assert_eq!(shown, [base.join("home")]);
@@ -434,10 +516,9 @@ mod tests {
                 .code,
             "path_escapes"
         );
-        assert!(matches!(
-            scope.resolve("mine.txt").unwrap(),
-            Target::Absolute(_)
-        ));
+        let mine = scope.resolve("mine.txt").unwrap();
+        assert!(mine.tree.is_none());
+        assert_eq!(mine.rel, "mine.txt");
     }
 
     #[test]

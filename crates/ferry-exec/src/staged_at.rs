@@ -1,44 +1,110 @@
-//! A file written at a path in three steps, so that its bytes need not cross the worker's
-//! socket: the person makes a hidden temporary where the file will be ([`Op::StageAt`]),
-//! the caller fills its descriptor, and the person places it ([`Op::PlaceAt`]) or
-//! removes it ([`Op::DiscardAt`]). A picked file reaches the person's folder this way.
+//! Files written at paths without their bytes crossing the worker's socket: the person
+//! makes a hidden temporary where each file will be ([`Op::StageAt`]), the caller fills
+//! its descriptor (see `change.rs`), and the person places them all as one change
+//! ([`Op::PlaceAll`]) or removes them ([`Op::DiscardAt`]). `file_write`, `file_edit` and
+//! a picked file reach the person's folders this way.
 //!
 //! [`Op::StageAt`]: crate::ops::Op::StageAt
-//! [`Op::PlaceAt`]: crate::ops::Op::PlaceAt
+//! [`Op::PlaceAll`]: crate::ops::Op::PlaceAll
 //! [`Op::DiscardAt`]: crate::ops::Op::DiscardAt
 
 use std::fs::File;
 
-use ferry_fs::FileId;
+use ferry_codes::Code;
+use ferry_fs::{FileId, Follow};
+use serde::{Deserialize, Serialize};
 
 use crate::RequestError;
-use crate::ops::Executor;
+use crate::ops::{Executor, WriteTarget};
+
+/// One file of [`Op::PlaceAll`](crate::ops::Op::PlaceAll).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Placement {
+    /// Where the file goes, resolved like any path a model gives.
+    pub path: String,
+    /// The name [`Op::StageAt`](crate::ops::Op::StageAt) gave the temporary.
+    pub temp: String,
+    /// The device the temporary must still be on.
+    pub dev: u64,
+    /// The inode the temporary must still have, so a swapped file is refused.
+    pub ino: u64,
+    /// The sha256 (hex) the file at `path` had when it was read; a change since refuses
+    /// the whole change.
+    pub expect_sha256: Option<String>,
+}
 
 impl Executor {
-    /// Makes the temporary for `path`: its name, and the file open for writing.
-    pub(crate) fn stage_at(&self, path: &str) -> Result<(String, File), RequestError> {
+    /// Makes the temporary for `path` (its folders made): its name, the absolute path
+    /// the file will have, and the temporary open for writing.
+    pub(crate) fn stage_at(&self, path: &str) -> Result<(String, String, File), RequestError> {
         let target = self.target_of(path, true)?;
         ferry_fs::check_placeable(&target.dir, &target.name)?;
-        Ok(ferry_fs::create_temporary(&target.dir)?)
+        let (temp, file) = ferry_fs::create_temporary(&target.dir)?;
+        Ok((temp, target.display.display().to_string(), file))
     }
 
-    /// Places the temporary `temp` at `path`, while it is still the file `expect`.
-    pub(crate) fn place_at(
-        &self,
-        path: &str,
-        temp: &str,
-        expect: FileId,
-    ) -> Result<(), RequestError> {
-        let target = self.target_of(path, false)?;
-        Ok(ferry_fs::place_temporary(
-            &target.dir,
-            temp,
-            &target.dir,
-            &target.name,
-            expect,
-            target.mode,
-            self.owner(),
-        )?)
+    /// Places every file of one change, all or none. Each expected content is checked
+    /// first, and each previous file is kept (a second hard link) until all are placed:
+    /// should placing one fail, those already placed get their previous file back.
+    pub(crate) fn place_all(&self, files: &[Placement]) -> Result<(), RequestError> {
+        let mut targets = Vec::with_capacity(files.len());
+        for file in files {
+            let target = self.target_of(&file.path, false)?;
+            if let Some(expected) = &file.expect_sha256 {
+                check_unchanged(&target, expected, &file.path)?;
+            }
+            targets.push(target);
+        }
+        let mut kept: Vec<Option<String>> = Vec::with_capacity(targets.len());
+        let mut result = Ok(());
+        for target in &targets {
+            match ferry_fs::keep_previous(&target.dir, &target.name) {
+                Ok(previous) => kept.push(previous),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let mut placed = 0;
+        if result.is_ok() {
+            for (file, target) in files.iter().zip(&targets) {
+                let expect = FileId {
+                    dev: file.dev,
+                    ino: file.ino,
+                };
+                result = ferry_fs::place_temporary(
+                    &target.dir,
+                    &file.temp,
+                    &target.dir,
+                    &target.name,
+                    expect,
+                    target.mode,
+                    self.owner(),
+                );
+                if result.is_err() {
+                    break;
+                }
+                placed += 1;
+            }
+        }
+        if result.is_err() {
+            for (target, previous) in targets.iter().zip(&kept).take(placed) {
+                // Best effort: the error that stopped the change is the one reported.
+                let _ = match previous {
+                    Some(previous) => {
+                        ferry_fs::restore_previous(&target.dir, previous, &target.name)
+                    }
+                    None => target.dir.remove(&target.name),
+                };
+            }
+        }
+        for (target, previous) in targets.iter().zip(&kept) {
+            if let Some(previous) = previous {
+                let _ = ferry_fs::remove_temporary(&target.dir, previous);
+            }
+        }
+        Ok(result?)
     }
 
     /// Removes the temporary `temp` made for `path`.
@@ -46,4 +112,16 @@ impl Executor {
         let target = self.target_of(path, false)?;
         Ok(ferry_fs::remove_temporary(&target.dir, temp)?)
     }
+}
+
+/// Refuses a change to a file that is no longer the content it was read with.
+fn check_unchanged(target: &WriteTarget, expected: &str, path: &str) -> Result<(), RequestError> {
+    let mut file = target.dir.open_file(&target.name, Follow::Never)?;
+    if ferry_fs::sha256_hex_of_reader(&mut file)? != expected {
+        return Err(RequestError::new(
+            Code::ChangedMeanwhile,
+            format!("{path} changed since it was read; read it again and redo the edit"),
+        ));
+    }
+    Ok(())
 }

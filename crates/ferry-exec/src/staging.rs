@@ -2,8 +2,8 @@
 //! worker's socket: the person makes the hidden temporary (so the person owns it), the
 //! caller writes the bytes into its descriptor through a [`ByteSink`] (limit, quota,
 //! sha256, writeback, fsync), and the same worker places it. Memory is flat in the size
-//! of the file. Two kinds of place: a workspace's `public/` by the member rules
-//! (member.rs), or a path the person's tools may write (staged_at.rs).
+//! of the file. The place is a workspace's `public/`, by the member rules (member.rs);
+//! files at other paths are written as a [`crate::Change`].
 
 use ferry_codes::Code;
 use std::sync::Arc;
@@ -20,19 +20,8 @@ use crate::{Lease, RequestError, Requester};
 pub struct Staging {
     lease: Lease,
     sink: ByteSink,
-    spot: Spot,
+    staged: StagedFile,
     placed: bool,
-}
-
-/// Where the temporary lies.
-#[derive(Debug)]
-enum Spot {
-    Member(StagedFile),
-    At {
-        path: String,
-        temp: String,
-        id: FileId,
-    },
 }
 
 impl Staging {
@@ -58,42 +47,19 @@ impl Staging {
             _ => return Err(out_of_turn()),
         };
         let id = FileId::of(&file)?;
-        let spot = Spot::Member(StagedFile {
+        let staged = StagedFile {
             project: project.map(str::to_owned),
             place,
             temp,
             dev: id.dev,
             ino: id.ino,
-        });
-        Ok(Staging::new(lease, file, spot))
-    }
-
-    /// Makes a temporary where `path` (a path the person's tools may write) will be.
-    pub fn start_at(requester: Arc<Requester>, path: &str) -> Result<Staging, RequestError> {
-        let mut lease = Lease::new(requester);
-        let op = Op::StageAt {
-            path: path.to_owned(),
         };
-        let (temp, file) = match lease.execute(op)? {
-            (Reply::StagedAt { temp }, Some(file)) => (temp, file),
-            _ => return Err(out_of_turn()),
-        };
-        let id = FileId::of(&file)?;
-        let spot = Spot::At {
-            path: path.to_owned(),
-            temp,
-            id,
-        };
-        Ok(Staging::new(lease, file, spot))
-    }
-
-    fn new(lease: Lease, file: std::fs::File, spot: Spot) -> Staging {
-        Staging {
+        Ok(Staging {
             lease,
             sink: ByteSink::new(file),
-            spot,
+            staged,
             placed: false,
-        }
+        })
     }
 
     /// Where the bytes go.
@@ -105,69 +71,27 @@ impl Staging {
     /// workspace (or `project`): a link planted at the target meanwhile is refused, and
     /// so is a temporary that is no longer the file written.
     pub fn commit(
-        self,
+        mut self,
         project: Option<&str>,
         place: PublicPlace,
         name: &str,
     ) -> Result<Written, RequestError> {
-        let Spot::Member(staged) = &self.spot else {
-            return Err(RequestError::new(
-                Code::BadRequest,
-                "a file staged at a path is placed at that path",
-            ));
-        };
+        let written = self.sink.finish()?;
         let op = Op::Member {
             project: project.map(str::to_owned),
             action: MemberAction::Commit {
-                staged: staged.clone(),
+                staged: self.staged.clone(),
                 place,
                 name: name.to_owned(),
             },
         };
-        self.place(op, Reply::Member(MemberReply::Done))
-    }
-
-    /// Flushes the bytes and has the person place the file at the path it was staged for.
-    pub fn commit_at(self) -> Result<Written, RequestError> {
-        let Spot::At { path, temp, id } = &self.spot else {
-            return Err(RequestError::new(
-                Code::BadRequest,
-                "a file staged in public/ is placed by the member rules",
-            ));
-        };
-        let op = Op::PlaceAt {
-            path: path.clone(),
-            temp: temp.clone(),
-            dev: id.dev,
-            ino: id.ino,
-        };
-        self.place(op, Reply::Done)
-    }
-
-    fn place(mut self, op: Op, expected: Reply) -> Result<Written, RequestError> {
-        let written = self.sink.finish()?;
-        let (reply, _) = self.lease.execute(op)?;
-        if std::mem::discriminant(&reply) != std::mem::discriminant(&expected) {
-            return Err(out_of_turn());
+        match self.lease.execute(op)? {
+            (Reply::Member(MemberReply::Done), _) => {}
+            _ => return Err(out_of_turn()),
         }
         self.placed = true;
         self.sink.settle();
         Ok(written)
-    }
-
-    fn discard_op(&self) -> Op {
-        match &self.spot {
-            Spot::Member(staged) => Op::Member {
-                project: staged.project.clone(),
-                action: MemberAction::Discard {
-                    staged: staged.clone(),
-                },
-            },
-            Spot::At { path, temp, .. } => Op::DiscardAt {
-                path: path.clone(),
-                temp: temp.clone(),
-            },
-        }
     }
 }
 
@@ -182,18 +106,30 @@ impl Drop for Staging {
         if self.placed {
             return;
         }
-        // A worker that died meanwhile is replaced by a fresh one for the second try.
-        if let Err(first) = self.lease.execute(self.discard_op())
-            && let Err(again) = self.lease.execute(self.discard_op())
-        {
-            // Nothing more can be done here (listings hide the temporary); the operator
-            // hears of it.
-            eprintln!("ferry: a staged temporary could not be removed: {first}; again: {again}");
-        }
+        let staged = &self.staged;
+        discard(&mut self.lease, || Op::Member {
+            project: staged.project.clone(),
+            action: MemberAction::Discard {
+                staged: staged.clone(),
+            },
+        });
     }
 }
 
-fn out_of_turn() -> RequestError {
+/// Removes a temporary with the operation `op` makes. A worker that died meanwhile is
+/// replaced by a fresh one for the second try; should that fail too, nothing more can be
+/// done here (listings hide the temporary) and the operator
+/// hears of it.
+pub(crate) fn discard(lease: &mut Lease, op: impl Fn() -> Op) {
+    if let Err(first) = lease.execute(op())
+        && let Err(again) = lease.execute(op())
+    {
+        eprintln!("ferry: a staged temporary could not be removed: {first}; again: {again}");
+    }
+}
+
+/// The answer when the acting process replied with something other than asked for.
+pub(crate) fn out_of_turn() -> RequestError {
     RequestError::new(
         Code::WorkerFailed,
         "the process acting as the person answered out of turn",

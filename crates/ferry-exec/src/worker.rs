@@ -35,8 +35,11 @@ use crate::ops::{Executor, Op, Reply, RunSettings};
 use crate::reaper::Below;
 use crate::scope::{Access, Scope, Tree};
 
-/// The largest frame either side accepts: a file's content in a write, base64-encoded.
-pub const FRAME_MAX_BYTES: usize = 128 * 1024 * 1024;
+/// The largest frame either side accepts. No file's bytes cross the socket (they go
+/// through passed descriptors), so frames hold paths and metadata; the largest is a
+/// listing: 10,000 entries of `public/` (`LIST_MAX_ENTRIES`) with names escaped in JSON
+/// fit easily, and a pathological tree past this is refused with `too_large`.
+pub const FRAME_MAX_BYTES: usize = 32 * 1024 * 1024;
 /// Idle workers kept per person; more calls at once spawn more, which then end. Every
 /// upload holds one for its whole life, so a burst of small uploads needs many at once:
 /// below this many, a burst would start a process per request.
@@ -90,7 +93,7 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
     let scope = Scope::new(hello.base, hello.home, hello.trees, Access::AsPerson);
     let executor = scope.map(|scope| Executor::new(scope, hello.run, None));
     while let Some((frame, _)) = recv_frame(&mut stream)? {
-        let (answer, file) = match (&executor, serde_json::from_slice::<Op>(&frame)) {
+        let (answer, mut file) = match (&executor, serde_json::from_slice::<Op>(&frame)) {
             (Err(e), _) => (Answer::Err(e.clone()), None),
             (Ok(_), Err(e)) => (
                 Answer::Err(RequestError::new(Code::BadRequest, e.to_string())),
@@ -109,10 +112,32 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
                 }
             }
         };
-        let bytes = serde_json::to_vec(&answer).map_err(io::Error::other)?;
+        let (bytes, fits) = encode(&answer)?;
+        if !fits {
+            file = None;
+        }
         send_frame(&stream, &bytes, file.map(OwnedFd::from))?;
     }
     Ok(())
+}
+
+/// The frame of `answer`, and whether it is that answer: one too large for a frame is
+/// replaced by a `too_large` refusal, so the service hears why instead of losing the worker.
+fn encode(answer: &Answer) -> io::Result<(Vec<u8>, bool)> {
+    let bytes = serde_json::to_vec(answer).map_err(io::Error::other)?;
+    if bytes.len() <= FRAME_MAX_BYTES {
+        return Ok((bytes, true));
+    }
+    let refused = RequestError::new(
+        Code::TooLarge,
+        format!(
+            "the answer is {} bytes, over the {FRAME_MAX_BYTES}-byte limit of what the \
+             person's worker may send; ask for less (a smaller folder, a page)",
+            bytes.len()
+        ),
+    );
+    let bytes = serde_json::to_vec(&Answer::Err(refused)).map_err(io::Error::other)?;
+    Ok((bytes, false))
 }
 
 /// Cuts the worker off from everything of the service's but its socket, before it reads
@@ -471,3 +496,7 @@ fn recv_frame(stream: &mut UnixStream) -> io::Result<Option<(Vec<u8>, Option<Own
     stream.read_exact(&mut body)?;
     Ok(Some((body, fd)))
 }
+
+#[cfg(test)]
+#[path = "frame_tests.rs"]
+mod frame_tests;

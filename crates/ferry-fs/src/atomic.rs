@@ -260,6 +260,32 @@ pub fn remove_temporary(dir: &Dir, temp_name: &str) -> Result<(), FsError> {
     }
 }
 
+/// Keeps the file `name` of `dir` under a hidden temporary name (a second hard link to
+/// it), so that a change of several files can put it back: see [`restore_previous`].
+/// `None` when there is no file at `name`.
+pub fn keep_previous(dir: &Dir, name: &str) -> Result<Option<String>, FsError> {
+    check_name(name)?;
+    check_target(dir, name)?;
+    for _ in 0..8 {
+        let kept = format!("{TEMP_PREFIX}{}", crate::random_base32::<10>());
+        let from = crate::name::name_to_bytes(name);
+        match rustix::fs::linkat(dir.fd(), &*from, dir.fd(), kept.as_str(), AtFlags::empty()) {
+            Ok(()) => return Ok(Some(kept)),
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(rustix::io::Errno::EXIST) => continue,
+            Err(e) => return Err(FsError::from_errno(e)),
+        }
+    }
+    Err(FsError::Exists)
+}
+
+/// Puts the file [`keep_previous`] kept as `kept` back at `name`, over what is there now.
+pub fn restore_previous(dir: &Dir, kept: &str, name: &str) -> Result<(), FsError> {
+    check_temporary_name(kept)?;
+    check_name(name)?;
+    dir.rename(kept, name, true)
+}
+
 /// Only a temporary's own name may be placed or removed by name.
 fn check_temporary_name(name: &str) -> Result<(), FsError> {
     check_name(name)?;

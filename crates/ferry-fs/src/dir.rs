@@ -27,6 +27,9 @@ pub enum Follow {
     Never,
     /// Symlinks are followed while they stay beneath the handle.
     Beneath,
+    /// Symlinks and `..` are followed wherever they lead, as a shell would: only for a
+    /// process that already is the person, whose own permissions decide what it reaches.
+    Anywhere,
 }
 
 /// What kind of thing a directory entry is, seen without following links.
@@ -121,6 +124,20 @@ impl Dir {
         Ok(Dir { fd })
     }
 
+    /// A handle to the folder `path`, reached as the kernel resolves it (links followed),
+    /// that only names entries beneath it (`O_PATH`): it needs search permission alone,
+    /// like a shell's `cd`. Cannot be listed; open a child with [`Dir::open_dir`] for that.
+    /// For a process that already is the person, whose own permissions decide.
+    pub fn open_path(path: &Path) -> Result<Dir, FsError> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(FsError::from_errno)?;
+        Ok(Dir { fd })
+    }
+
     /// A second handle to the same directory.
     pub fn try_clone(&self) -> Result<Dir, FsError> {
         let fd = self.fd.try_clone().map_err(FsError::Io)?;
@@ -186,16 +203,48 @@ impl Dir {
 
     /// Creates `rel` and its missing parents (never through a symlink) and opens it.
     pub fn create_dir_all(&self, rel: &str, mode: u32) -> Result<Dir, FsError> {
+        self.create_dir_all_owned(rel, mode, None)
+    }
+
+    /// [`Dir::create_dir_all`], giving each folder it creates (none that existed) to
+    /// `owner`, through the folder's own descriptor.
+    pub fn create_dir_all_owned(
+        &self,
+        rel: &str,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    ) -> Result<Dir, FsError> {
         check_relative(rel)?;
         let mut current = self.try_clone()?;
         for component in components(rel) {
-            match rustix::fs::mkdirat(&current.fd, &*raw(component), Mode::from_raw_mode(mode)) {
-                Ok(()) | Err(Errno::EXIST) => {}
-                Err(e) => return Err(FsError::from_errno(e)),
-            }
-            current = current.open_component(component)?;
+            // Opened first: on all but the first use, the folder is there.
+            current = match current.open_component(component) {
+                Err(FsError::NotFound) => current.make_component(component, mode, owner)?,
+                opened => opened?,
+            };
         }
         Ok(current)
+    }
+
+    /// Makes the folder `name` here (given to `owner`) and opens it; one a concurrent
+    /// caller made meanwhile is opened as it is.
+    fn make_component(
+        &self,
+        name: &str,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    ) -> Result<Dir, FsError> {
+        match rustix::fs::mkdirat(&self.fd, &*raw(name), Mode::from_raw_mode(mode)) {
+            Ok(()) => {
+                let made = self.open_component(name)?;
+                if let Some((uid, gid)) = owner {
+                    made.chown(uid, gid)?;
+                }
+                Ok(made)
+            }
+            Err(Errno::EXIST) => self.open_component(name),
+            Err(e) => Err(FsError::from_errno(e)),
+        }
     }
 
     /// The names in this directory (without `.` and `..`), unsorted, with no metadata:
@@ -407,6 +456,10 @@ impl Dir {
         mode: Mode,
     ) -> Result<OwnedFd, FsError> {
         let flags = flags | OFlags::CLOEXEC;
+        if follow == Follow::Anywhere {
+            return rustix::fs::openat(&self.fd, &*raw(rel), flags, mode)
+                .map_err(FsError::from_errno);
+        }
         if openat2_usable() {
             let mut resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
             if follow == Follow::Never {

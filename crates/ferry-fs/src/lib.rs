@@ -15,8 +15,8 @@ mod shown;
 mod sink;
 
 pub use atomic::{
-    AtomicWriter, FileId, TEMP_PREFIX, check_placeable, create_temporary, place_temporary,
-    remove_temporary,
+    AtomicWriter, FileId, TEMP_PREFIX, check_placeable, create_temporary, keep_previous,
+    place_temporary, remove_temporary, restore_previous,
 };
 pub use budget::Budget;
 pub use digest::{hex, sha256_hex, sha256_hex_of_reader};

@@ -6,7 +6,7 @@
 //! `events.rs` keeps the presence of people with a page open fresh and, through
 //! [`Watch`], tells their pages when their pending requests change.
 
-use ferry_exec::Staging;
+use ferry_exec::Change;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -404,13 +404,13 @@ async fn upload_pick(
                 // through its descriptor: never read whole, holes kept.
                 let source = std::fs::File::open(staged).map_err(|e| e.to_string())?;
                 let destination = destination.to_string_lossy();
-                let mut staging = Staging::start_at(toolbox.shared_requester(), &destination)
-                    .map_err(|e| e.message)?;
-                staging
-                    .sink()
+                let mut change = Change::new(toolbox.shared_requester());
+                change
+                    .stage(&destination, None)
+                    .map_err(|e| e.message)?
                     .copy_sparse(&source)
                     .map_err(|e| e.to_string())?;
-                staging.commit_at().map(|_| ()).map_err(|e| e.message)
+                change.commit().map(|_| ()).map_err(|e| e.message)
             };
             site.finish_pick_with(&pick, filled.complete()?, &name, &place)
         })

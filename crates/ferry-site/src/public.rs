@@ -371,10 +371,10 @@ impl PublicFolder {
         for part in &missing {
             check_member_name(part)?;
         }
-        for part in missing {
-            current = ensure_dir(&current, part, self.owner)?;
+        if missing.is_empty() {
+            return Ok(current);
         }
-        Ok(current)
+        Ok(current.create_dir_all_owned(&missing.join("/"), DIR_MODE, self.owner)?)
     }
 
     /// Moves or renames an entry under `public/`, never over an existing one (M-MANAGE).
@@ -426,7 +426,7 @@ impl PublicFolder {
 
 /// Opens the folder `name` in `parent`, making it (0700, given to `owner`) when missing.
 fn ensure_dir(parent: &Dir, name: &str, owner: Option<(u32, u32)>) -> Result<Dir, SiteError> {
-    crate::site::ensure_dir(parent, name, DIR_MODE, owner)
+    Ok(parent.create_dir_all_owned(name, DIR_MODE, owner)?)
 }
 
 /// Names the member gives must already be safe names: no control characters, no

@@ -248,11 +248,7 @@ impl Site {
         mode: u32,
         owner: Option<(u32, u32)>,
     ) -> Result<Dir, SiteError> {
-        let mut current = self.root.try_clone()?;
-        for part in rel.split('/') {
-            current = ensure_dir(&current, part, mode, owner)?;
-        }
-        Ok(current)
+        Ok(self.root.create_dir_all_owned(rel, mode, owner)?)
     }
 
     /// Whether files written into workspaces are handed to an agent uid:gid.
@@ -271,32 +267,6 @@ pub fn project_folder_error(person: &str, id: &str, e: SiteError) -> SiteError {
                 .into(),
         },
         e => e,
-    }
-}
-
-/// Opens the folder `name` in `parent`, creating it (owned by `owner`) when missing.
-pub(crate) fn ensure_dir(
-    parent: &Dir,
-    name: &str,
-    mode: u32,
-    owner: Option<(u32, u32)>,
-) -> Result<Dir, SiteError> {
-    // Open first: on every request but the first, the folder is there.
-    match parent.open_dir(name, Follow::Never) {
-        Err(FsError::NotFound) => {}
-        opened => return Ok(opened?),
-    }
-    match parent.create_dir(name, mode) {
-        Ok(()) => {
-            let dir = parent.open_dir(name, Follow::Never)?;
-            if let Some((uid, gid)) = owner {
-                dir.chown(uid, gid)?;
-            }
-            Ok(dir)
-        }
-        // Made by a concurrent request in the meantime.
-        Err(FsError::Exists) => Ok(parent.open_dir(name, Follow::Never)?),
-        Err(e) => Err(e.into()),
     }
 }
 

@@ -105,9 +105,6 @@ pub fn open_container(
     if !plain(person) || !project.is_none_or(plain) {
         return Err(FsError::PathEscapes.into());
     }
-    let mut current = root.try_clone()?;
-    for part in crate::layout::container(person, project).split('/') {
-        current = crate::site::ensure_dir(&current, part, 0o700, owner)?;
-    }
-    Ok(current)
+    let rel = crate::layout::container(person, project);
+    Ok(root.create_dir_all_owned(&rel, 0o700, owner)?)
 }

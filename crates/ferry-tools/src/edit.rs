@@ -3,14 +3,14 @@
 use std::io::Read;
 
 use ferry_codes::Code;
-use ferry_exec::ops::FileWrite;
+use ferry_exec::{Change, RequestError};
 use ferry_fs::sha256_hex;
 use serde_json::json;
 
 use crate::args::{self, FileEdit};
 use crate::read::io_error;
 use crate::{ToolError, ToolOutput, Toolbox};
-use ferry_config::limits::TEXT_FILE_MAX_BYTES;
+use ferry_config::limits::{FILE_EDIT_MAX_EDITS, FILE_EDIT_MAX_FILES, TEXT_FILE_MAX_BYTES};
 
 /// Refuses a write into a workspace's `uploads/` (the old name of `public/`, spec
 /// M-MIGRATE: nothing creates it), pointing to the `public/` path meant. The main
@@ -62,9 +62,12 @@ pub(crate) fn file_write(
         ));
     }
     refuse_legacy_public(tools, &args.path)?;
-    let written = tools
-        .requester()
-        .write(&args.path, args.content.into_bytes())?;
+    let mut change = Change::new(tools.shared_requester());
+    change
+        .stage(&args.path, None)?
+        .write(args.content.as_bytes())
+        .map_err(RequestError::from)?;
+    let written = change.commit()?.remove(0);
     Ok(
         ToolOutput::text(format!("Wrote {} bytes to {}", written.size, written.path))
             .with_structured(
@@ -86,6 +89,16 @@ pub(crate) fn file_edit(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
     if args.edits.is_empty() {
         return Err(ToolError::new(Code::InvalidArguments, "edits is empty"));
     }
+    if args.edits.len() > FILE_EDIT_MAX_EDITS {
+        return Err(ToolError::new(
+            Code::InvalidArguments,
+            format!(
+                "{} edits; file_edit applies at most {FILE_EDIT_MAX_EDITS} at once: split them \
+                 over several calls",
+                args.edits.len()
+            ),
+        ));
+    }
     let mut files: Vec<Pending> = Vec::new();
     for (index, edit) in args.edits.iter().enumerate() {
         let number = index + 1;
@@ -99,6 +112,16 @@ pub(crate) fn file_edit(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
         let (mut file, info) = tools.requester().open(&edit.path)?;
         let slot = match files.iter().position(|p| p.display == info.path) {
             Some(slot) => slot,
+            None if files.len() == FILE_EDIT_MAX_FILES => {
+                return Err(ToolError::new(
+                    Code::InvalidArguments,
+                    format!(
+                        "edit {number} ({}): file_edit changes at most {FILE_EDIT_MAX_FILES} \
+                         files at once: split the edits over several calls",
+                        info.path
+                    ),
+                ));
+            }
             None => {
                 files.push(read_for_edit(&mut file, &edit.path, &info.path, info.size)?);
                 files.len() - 1
@@ -130,15 +153,25 @@ pub(crate) fn file_edit(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
             }
         }
     }
-    let writes = files
-        .iter()
-        .map(|p| FileWrite {
-            path: p.path.clone(),
-            data: p.text.clone().into_bytes(),
-            expect_sha256: Some(p.before_sha256.clone()),
-        })
-        .collect();
-    let written = tools.requester().write_all(writes)?;
+    let mut change = Change::new(tools.shared_requester());
+    for pending in &files {
+        if pending.text.len() > TEXT_FILE_MAX_BYTES {
+            return Err(ToolError::new(
+                Code::TooLarge,
+                format!(
+                    "{} would be {} bytes after the edits, over the {TEXT_FILE_MAX_BYTES}-byte \
+                     limit; nothing was changed",
+                    pending.display,
+                    pending.text.len()
+                ),
+            ));
+        }
+        change
+            .stage(&pending.path, Some(pending.before_sha256.clone()))?
+            .write(pending.text.as_bytes())
+            .map_err(RequestError::from)?;
+    }
+    let written = change.commit()?;
     let summary: Vec<String> = written
         .iter()
         .map(|w| format!("{} ({} bytes)", w.path, w.size))

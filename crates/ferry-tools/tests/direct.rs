@@ -254,6 +254,83 @@ fn file_edit_lands_all_edits_or_none() {
 }
 
 #[test]
+fn file_edit_takes_edits_and_files_up_to_their_limits() {
+    use ferry_config::limits::{FILE_EDIT_MAX_EDITS, FILE_EDIT_MAX_FILES};
+    let fixture = Fixture::new();
+    // Edits: one file holding as many distinct words as the largest call needs.
+    let words: String = (0..=FILE_EDIT_MAX_EDITS)
+        .map(|i| format!("w{i}_ "))
+        .collect();
+    let edits = |count: usize| -> Value {
+        let edits: Vec<Value> = (0..count)
+            .map(|i| json!({"path": "many.txt", "oldText": format!("w{i}_ "), "newText": format!("W{i}_ ")}))
+            .collect();
+        json!({ "edits": edits })
+    };
+    for count in [FILE_EDIT_MAX_EDITS - 1, FILE_EDIT_MAX_EDITS] {
+        std::fs::write(fixture.home().join("many.txt"), &words).unwrap();
+        fixture.ok("file_edit", edits(count));
+        let text = std::fs::read_to_string(fixture.home().join("many.txt")).unwrap();
+        assert!(
+            text.contains(&format!("W{}_ ", count - 1)) && text.contains(&format!("w{count}_ "))
+        );
+    }
+    std::fs::write(fixture.home().join("many.txt"), &words).unwrap();
+    let out = fixture.call("file_edit", edits(FILE_EDIT_MAX_EDITS + 1));
+    assert_eq!(code_of(&out), "invalid_arguments");
+    assert!(
+        out.joined_text().contains("at most 256"),
+        "{}",
+        out.joined_text()
+    );
+    assert_eq!(
+        std::fs::read_to_string(fixture.home().join("many.txt")).unwrap(),
+        words
+    );
+    // Files: one edit in each.
+    let files = |count: usize| -> Value {
+        let edits: Vec<Value> = (0..count)
+            .map(|i| json!({"path": format!("f{i}.txt"), "oldText": "old", "newText": "new"}))
+            .collect();
+        json!({ "edits": edits })
+    };
+    let reset = || {
+        for i in 0..=FILE_EDIT_MAX_FILES {
+            std::fs::write(fixture.home().join(format!("f{i}.txt")), "old").unwrap();
+        }
+    };
+    for count in [FILE_EDIT_MAX_FILES - 1, FILE_EDIT_MAX_FILES] {
+        reset();
+        let (_, structured) = fixture.ok("file_edit", files(count));
+        assert_eq!(structured["files"].as_array().unwrap().len(), count);
+        let last = fixture.home().join(format!("f{}.txt", count - 1));
+        assert_eq!(std::fs::read_to_string(last).unwrap(), "new");
+    }
+    reset();
+    let out = fixture.call("file_edit", files(FILE_EDIT_MAX_FILES + 1));
+    assert_eq!(code_of(&out), "invalid_arguments");
+    for i in 0..=FILE_EDIT_MAX_FILES {
+        let path = fixture.home().join(format!("f{i}.txt"));
+        assert_eq!(
+            std::fs::read_to_string(path).unwrap(),
+            "old",
+            "nothing changed"
+        );
+    }
+    let temporaries = std::fs::read_dir(fixture.home())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".ferry-tmp-")
+        })
+        .count();
+    assert_eq!(temporaries, 0);
+}
+
+#[test]
 fn file_preview_and_image_read_name_what_the_file_is() {
     let fixture = Fixture::new();
     std::fs::write(fixture.home().join("dot.txt"), PNG).unwrap();

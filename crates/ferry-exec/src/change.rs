@@ -1,0 +1,108 @@
+//! Files written as one change (`file_write`, `file_edit`, a picked file) without their
+//! bytes crossing the worker's socket: for each file the person makes a hidden temporary
+//! where it will be, the caller fills the temporary's descriptor through a [`ByteSink`]
+//! (sha256, writeback, fsync), and the same worker places them all, or none
+//! (staged_at.rs). Memory is flat in the size of the files.
+
+use std::sync::Arc;
+
+use ferry_fs::{ByteSink, FileId};
+
+use crate::ops::{Op, Placement, Reply, WrittenFile};
+use crate::staging::{discard, out_of_turn};
+use crate::{Lease, RequestError, Requester};
+
+/// A change being made; dropped unplaced, its temporaries are removed.
+#[derive(Debug)]
+pub struct Change {
+    lease: Lease,
+    files: Vec<Staged>,
+    placed: bool,
+}
+
+#[derive(Debug)]
+struct Staged {
+    placement: Placement,
+    /// The absolute path the file will have.
+    display: String,
+    sink: ByteSink,
+}
+
+impl Change {
+    /// A change made as the requester's person, with one worker leased for its whole life.
+    pub fn new(requester: Arc<Requester>) -> Change {
+        Change {
+            lease: Lease::new(requester),
+            files: Vec::new(),
+            placed: false,
+        }
+    }
+
+    /// Makes the temporary for `path` (its missing folders made) and hands back where its
+    /// bytes go. With `expect_sha256`, the file at `path` must still have that content
+    /// when the change is placed.
+    pub fn stage(
+        &mut self,
+        path: &str,
+        expect_sha256: Option<String>,
+    ) -> Result<&mut ByteSink, RequestError> {
+        let op = Op::StageAt {
+            path: path.to_owned(),
+        };
+        let (temp, display, file) = match self.lease.execute(op)? {
+            (Reply::StagedAt { temp, path }, Some(file)) => (temp, path, file),
+            _ => return Err(out_of_turn()),
+        };
+        let id = FileId::of(&file)?;
+        self.files.push(Staged {
+            placement: Placement {
+                path: path.to_owned(),
+                temp,
+                dev: id.dev,
+                ino: id.ino,
+                expect_sha256,
+            },
+            display,
+            sink: ByteSink::new(file),
+        });
+        let last = self.files.len() - 1;
+        Ok(&mut self.files[last].sink)
+    }
+
+    /// Flushes every file and has the person place them all, or none.
+    pub fn commit(mut self) -> Result<Vec<WrittenFile>, RequestError> {
+        let mut written = Vec::with_capacity(self.files.len());
+        for file in &mut self.files {
+            let done = file.sink.finish()?;
+            written.push(WrittenFile {
+                path: file.display.clone(),
+                size: done.size,
+                sha256: done.sha256_hex(),
+            });
+        }
+        let files = self.files.iter().map(|f| f.placement.clone()).collect();
+        match self.lease.execute(Op::PlaceAll { files })? {
+            (Reply::Done, _) => {}
+            _ => return Err(out_of_turn()),
+        }
+        self.placed = true;
+        for file in &mut self.files {
+            file.sink.settle();
+        }
+        Ok(written)
+    }
+}
+
+impl Drop for Change {
+    fn drop(&mut self) {
+        if self.placed {
+            return;
+        }
+        for file in &self.files {
+            discard(&mut self.lease, || Op::DiscardAt {
+                path: file.placement.path.clone(),
+                temp: file.placement.temp.clone(),
+            });
+        }
+    }
+}

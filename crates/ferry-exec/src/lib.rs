@@ -47,6 +47,7 @@ mod account;
 mod capture;
 mod error;
 mod fds;
+mod idle;
 mod info;
 mod landlock;
 mod lease;

@@ -42,9 +42,11 @@ use crate::scope::{Access, Scope, Tree};
 /// The largest frame either side accepts: a file's content in a write, base64-encoded.
 pub const FRAME_MAX_BYTES: usize = 128 * 1024 * 1024;
 /// Idle workers kept per person; more calls at once spawn more, which then end. Every
-/// upload holds one for its whole life, so a burst of small uploads needs many at once:
-/// below this many, a burst would start a process per request.
-const IDLE_WORKERS_MAX: usize = 32;
+/// upload holds one for its whole life, so a burst of small uploads needs as many at once
+/// as it has uploads in flight: with fewer kept (32 against 64 connections), about one
+/// upload in seven started a process. So every worker the cap allows is kept, and
+/// [`WORKER_IDLE_TIMEOUT`] gives their memory back once the burst is over.
+const IDLE_WORKERS_MAX: usize = WORKERS_PER_PERSON_MAX;
 /// Worker processes one person may have at once, busy and idle: a person's burst of
 /// requests cannot fill the machine with processes; one more is `429 too_many_workers`.
 pub const WORKERS_PER_PERSON_MAX: usize = 64;

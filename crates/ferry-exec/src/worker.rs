@@ -467,16 +467,21 @@ fn send_frame(stream: &UnixStream, bytes: &[u8], fd: Option<OwnedFd>) -> io::Res
         fds = [std::os::fd::AsFd::as_fd(fd)];
         ancillary.push(SendAncillaryMessage::ScmRights(&fds));
     }
-    // The descriptor rides on the header's bytes; the body follows as a plain write.
+    // The descriptor rides on the header's bytes, and the body goes in the same call: the
+    // reader wakes once, to a whole frame, not once for the header and again for the body.
     let sent = rustix::net::sendmsg(
         stream,
-        &[IoSlice::new(&header)],
+        &[IoSlice::new(&header), IoSlice::new(bytes)],
         &mut ancillary,
         SendFlags::NOSIGNAL,
     )?;
     let mut writer = stream;
-    writer.write_all(&header[sent..])?;
-    writer.write_all(bytes)?;
+    if sent < header.len() {
+        writer.write_all(&header[sent..])?;
+        writer.write_all(bytes)?;
+    } else {
+        writer.write_all(&bytes[sent - header.len()..])?;
+    }
     Ok(())
 }
 

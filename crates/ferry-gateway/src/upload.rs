@@ -157,11 +157,6 @@ async fn start_upload(
         let check = project.as_ref().map(|_| name.as_str());
         // The workspace was just checked: the toolbox alone, not a second check.
         let toolbox = state.toolbox(&person).map_err(ApiError::from_tool)?;
-        // Claimed before the staging: in host mode a count that is due borrows a worker
-        // and gives it back before the staging holds one for the whole upload, so N
-        // uploads at once never need more than N workers (the per-person cap would
-        // refuse the count's).
-        let quota = toolbox.quota_claim().map_err(ApiError::from_tool)?;
         let mut staging = Staging::start(
             toolbox.shared_requester(),
             project.as_deref(),
@@ -170,6 +165,7 @@ async fn start_upload(
         )
         .map_err(ApiError::from)?;
         staging.sink().set_limit(workspace.max_upload_bytes());
+        let quota = toolbox.quota_claim().map_err(ApiError::from_tool)?;
         staging.sink().set_budget(Some(Box::new(quota)));
         Ok::<_, ApiError>((staging, name))
     })

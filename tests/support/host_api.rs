@@ -618,7 +618,10 @@ pub fn a_removed_account_ends_its_idle_workers(gw: &HostGateway, token: &str, us
     assert_error(status, &body, 503, "account_missing");
     // Ended before the answer went out: a worker is reaped when it is dropped.
     let left = processes_of(uid);
-    assert!(left.is_empty(), "workers of the removed {user} still run: {left:?}");
+    assert!(
+        left.is_empty(),
+        "workers of the removed {user} still run: {left:?}"
+    );
 }
 
 /// A person whose POSIX user was removed by hand hears how to fix it, not a 500.

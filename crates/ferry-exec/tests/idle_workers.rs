@@ -86,7 +86,10 @@ fn idle_workers_end_after_the_idle_timeout() {
             s.spawn(|| sweep(&pool));
         }
     });
-    assert!(pool.idle_count() >= 1, "the workers wait idle after their calls");
+    assert!(
+        pool.idle_count() >= 1,
+        "the workers wait idle after their calls"
+    );
     let idle = pool.idle_count();
     assert_eq!(pool.live_count(), idle, "every live worker is idle");
     // Still there well before the timeout...

@@ -236,15 +236,8 @@ fn host_mode_member_api() {
     host_api::a_linked_public_is_refused(&gateway, &member, &other);
     host_api::a_killed_worker_fails_clearly(&gateway, &member);
 
-    // A person whose POSIX user was removed by hand: `userdel` refuses while the person
-    // has processes (an idle worker), so they are killed first, as an operator would.
-    host_api::kill_processes_of(USER_MC);
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let userdel = std::process::Command::new(host_support::tool_path("userdel"))
-        .arg(USER_MC)
-        .output()
-        .unwrap();
-    assert!(userdel.status.success(), "{}", stderr(&userdel));
+    // A person whose POSIX user was removed by hand while their workers wait idle.
+    host_api::a_removed_account_ends_its_idle_workers(&gateway, &token_c, USER_MC);
     host_api::a_removed_account_names_the_fix(&gateway, &token_c);
 
     drop(gateway);

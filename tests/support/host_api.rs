@@ -592,6 +592,38 @@ pub fn a_killed_worker_fails_clearly(gw: &HostGateway, site: &MemberSite) {
     owned_by(&site.home().join("public/after.txt"), site.user);
 }
 
+/// `userdel -f` while the person's workers wait idle: the next request is refused as a
+/// fresh start would be, not served by a worker that runs as a uid that names no one,
+/// and those workers are ended.
+pub fn a_removed_account_ends_its_idle_workers(gw: &HostGateway, token: &str, user: &str) {
+    let (status, body) = gw.list(token, None);
+    assert_eq!(status, 200, "{body}");
+    let uid = uid_of(user);
+    assert!(
+        !processes_of(uid).is_empty(),
+        "an idle worker of {user} is alive"
+    );
+    let userdel = Command::new(tool_path("userdel"))
+        .args(["-f", user])
+        .output()
+        .unwrap();
+    assert!(
+        userdel.status.success(),
+        "{}",
+        String::from_utf8_lossy(&userdel.stderr)
+    );
+    // The service looks the account up again at most once a second.
+    std::thread::sleep(Duration::from_millis(1100));
+    let (status, body) = gw.list(token, None);
+    assert_error(status, &body, 503, "account_missing");
+    // Ended before the answer went out: a worker is reaped when it is dropped.
+    let left = processes_of(uid);
+    assert!(
+        left.is_empty(),
+        "workers of the removed {user} still run: {left:?}"
+    );
+}
+
 /// A person whose POSIX user was removed by hand hears how to fix it, not a 500.
 pub fn a_removed_account_names_the_fix(gw: &HostGateway, token: &str) {
     let (status, body) = gw.list(token, None);

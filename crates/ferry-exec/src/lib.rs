@@ -48,6 +48,7 @@ mod capture;
 mod change;
 mod error;
 mod fds;
+mod idle;
 mod info;
 mod landlock;
 mod lease;

@@ -21,7 +21,9 @@ use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::sync::Mutex;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use ferry_codes::Code;
 use rustix::net::{
@@ -31,6 +33,8 @@ use rustix::net::{
 use serde::{Deserialize, Serialize};
 
 use crate::RequestError;
+use crate::account::{ACCOUNT_CHECK_INTERVAL, AccountWatch, Seen};
+use crate::idle::IdleWorkers;
 use crate::ops::{Executor, Op, Reply, RunSettings};
 use crate::reaper::Below;
 use crate::scope::{Access, Scope, Tree};
@@ -41,9 +45,11 @@ use crate::scope::{Access, Scope, Tree};
 /// fit easily, and a pathological tree past this is refused with `too_large`.
 pub const FRAME_MAX_BYTES: usize = 32 * 1024 * 1024;
 /// Idle workers kept per person; more calls at once spawn more, which then end. Every
-/// upload holds one for its whole life, so a burst of small uploads needs many at once:
-/// below this many, a burst would start a process per request.
-const IDLE_WORKERS_MAX: usize = 32;
+/// upload holds one for its whole life, so a burst of small uploads needs as many at once
+/// as it has uploads in flight: with fewer kept (32 against 64 connections), about one
+/// upload in seven started a process. So every worker the cap allows is kept, and
+/// [`WORKER_IDLE_TIMEOUT`] gives their memory back once the burst is over.
+const IDLE_WORKERS_MAX: usize = WORKERS_PER_PERSON_MAX;
 /// Worker processes one person may have at once, busy and idle: a person's burst of
 /// requests cannot fill the machine with processes; one more is `429 too_many_workers`.
 pub const WORKERS_PER_PERSON_MAX: usize = 64;
@@ -208,32 +214,24 @@ pub struct WorkerSpawn {
     pub account: String,
 }
 
-impl WorkerSpawn {
-    /// Refuses, naming the fix, when the person's POSIX account is gone (removed by hand):
-    /// the helper would refuse to start the worker.
-    fn require_account(&self) -> Result<(), RequestError> {
-        match crate::account::exists(&self.account) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(RequestError::new(
-                Code::AccountMissing,
-                format!(
-                    "the POSIX account {} of the person {} does not exist; run \
-                     `ferry site init --mode host` to make it again",
-                    self.account, self.person
-                ),
-            )),
-            Err(e) => Err(worker_failed(e)),
-        }
-    }
-}
+/// How long an idle worker is kept unused before it is ended. A burst of uploads leaves
+/// up to [`IDLE_WORKERS_MAX`] workers idle, each holding its own memory (about 1.3 MiB
+/// private, 8 MiB resident with the shared pages of the binary); kept forever, a burst's
+/// workers would hold that after the person has gone quiet.
+/// A minute outlasts the pauses within one working session, so the next request usually
+/// still finds a warm worker, and a new one starts in a few milliseconds.
+pub const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Live workers for one person, reused across calls.
 #[derive(Debug)]
 pub struct WorkerPool {
     spawn: WorkerSpawn,
-    idle: Mutex<Vec<Worker>>,
+    idle: IdleWorkers,
+    /// The person's POSIX account: a worker is handed a request only while it is the
+    /// account the worker runs as.
+    account: AccountWatch,
     /// Workers alive now, busy or idle; each [`Worker`] gives its count back when dropped.
-    live: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    live: Arc<AtomicUsize>,
 }
 
 #[derive(Debug)]
@@ -242,18 +240,38 @@ pub(crate) struct Worker {
     child: Child,
     /// False once a call failed on the socket: the worker is not used again.
     healthy: bool,
+    /// The era of the account (see [`Seen`]) when the worker started as it.
+    era: u64,
     /// The pool's count of live workers, given back when this one ends.
-    live: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    live: Arc<AtomicUsize>,
 }
 
 impl WorkerPool {
-    /// A pool that has no workers yet; they start on first use.
+    /// A pool that has no workers yet; they start on first use, and end after
+    /// [`WORKER_IDLE_TIMEOUT`] unused.
     pub fn new(spawn: WorkerSpawn) -> WorkerPool {
+        WorkerPool::with_idle_timeout(spawn, WORKER_IDLE_TIMEOUT)
+    }
+
+    /// A pool whose idle workers end after `idle_timeout` unused.
+    pub fn with_idle_timeout(spawn: WorkerSpawn, idle_timeout: Duration) -> WorkerPool {
+        let account = AccountWatch::new(spawn.account.clone(), ACCOUNT_CHECK_INTERVAL);
         WorkerPool {
             spawn,
-            idle: Mutex::new(Vec::new()),
+            idle: IdleWorkers::new(idle_timeout, IDLE_WORKERS_MAX),
+            account,
             live: Default::default(),
         }
+    }
+
+    /// How many workers wait idle now.
+    pub fn idle_count(&self) -> usize {
+        self.idle.len()
+    }
+
+    /// How many workers are alive now, busy or idle.
+    pub fn live_count(&self) -> usize {
+        self.live.load(Ordering::SeqCst)
     }
 
     /// Performs `op` in an idle worker, or a new one.
@@ -289,19 +307,42 @@ impl WorkerPool {
     }
 
     /// An idle worker (and `true`), or a new one, for the caller alone until
-    /// [`WorkerPool::give_back`].
+    /// [`WorkerPool::give_back`]. An idle worker is handed out only while the account it
+    /// runs as is still the person's (looked at most once per [`ACCOUNT_CHECK_INTERVAL`]).
     fn take(&self) -> Result<(Worker, bool), RequestError> {
-        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        match pooled {
-            Some(worker) => Ok((worker, true)),
-            None => Ok((self.start_checked()?, false)),
+        let era = self.current_era(false)?;
+        while let Some(worker) = self.idle.take() {
+            if worker.era == era {
+                return Ok((worker, true));
+            }
+        }
+        Ok((self.start_checked()?, false))
+    }
+
+    /// The account's era now; when the account is gone, every idle worker is ended and
+    /// the caller hears how to fix it. `fresh`: look it up whatever the last look was.
+    fn current_era(&self, fresh: bool) -> Result<u64, RequestError> {
+        match self.account.look(fresh).map_err(worker_failed)? {
+            Seen::Present { era } => Ok(era),
+            Seen::Missing => {
+                drop(self.idle.drain());
+                Err(RequestError::new(
+                    Code::AccountMissing,
+                    format!(
+                        "the POSIX account {} of the person {} does not exist; run \
+                         `ferry site init --mode host` to make it again",
+                        self.account.name(),
+                        self.spawn.person
+                    ),
+                ))
+            }
         }
     }
 
     /// A new worker, once the person's account is known to exist.
     fn start_checked(&self) -> Result<Worker, RequestError> {
-        use std::sync::atomic::Ordering;
-        self.spawn.require_account()?;
+        // Looked up now whatever the last look: the helper would refuse a missing account.
+        let era = self.current_era(true)?;
         let claimed = self
             .live
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
@@ -316,24 +357,25 @@ impl WorkerPool {
                 ),
             ));
         }
-        self.start().map_err(|e| {
+        self.start(era).map_err(|e| {
             self.live.fetch_sub(1, Ordering::SeqCst);
             worker_failed(e)
         })
     }
 
-    /// Keeps a worker that answered well for the next call.
+    /// Keeps a worker that answered well for the next call; one whose account has since
+    /// gone or changed ends.
     pub(crate) fn give_back(&self, worker: Worker) {
         if !worker.healthy {
             return;
         }
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < IDLE_WORKERS_MAX {
-            idle.push(worker);
+        match self.account.look(false) {
+            Ok(Seen::Present { era }) if era == worker.era => self.idle.put(worker),
+            _ => drop(worker),
         }
     }
 
-    fn start(&self) -> io::Result<Worker> {
+    fn start(&self, era: u64) -> io::Result<Worker> {
         let (ours, theirs) = UnixStream::pair()?;
         let mut child = std::process::Command::new(&self.spawn.helper)
             .arg(&self.spawn.person)
@@ -356,6 +398,7 @@ impl WorkerPool {
             stream: ours,
             child,
             healthy: true,
+            era,
             live: self.live.clone(),
         })
     }
@@ -402,7 +445,7 @@ impl Drop for Worker {
         // Closing the socket ends the worker's loop; reap it so no zombie is left.
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
         let _ = self.child.wait();
-        self.live.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.live.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -449,16 +492,21 @@ fn send_frame(stream: &UnixStream, bytes: &[u8], fd: Option<OwnedFd>) -> io::Res
         fds = [std::os::fd::AsFd::as_fd(fd)];
         ancillary.push(SendAncillaryMessage::ScmRights(&fds));
     }
-    // The descriptor rides on the header's bytes; the body follows as a plain write.
+    // The descriptor rides on the header's bytes, and the body goes in the same call: the
+    // reader wakes once, to a whole frame, not once for the header and again for the body.
     let sent = rustix::net::sendmsg(
         stream,
-        &[IoSlice::new(&header)],
+        &[IoSlice::new(&header), IoSlice::new(bytes)],
         &mut ancillary,
         SendFlags::NOSIGNAL,
     )?;
     let mut writer = stream;
-    writer.write_all(&header[sent..])?;
-    writer.write_all(bytes)?;
+    if sent < header.len() {
+        writer.write_all(&header[sent..])?;
+        writer.write_all(bytes)?;
+    } else {
+        writer.write_all(&bytes[sent - header.len()..])?;
+    }
     Ok(())
 }
 

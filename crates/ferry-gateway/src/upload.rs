@@ -155,7 +155,8 @@ async fn start_upload(
         let name = workspace.upload_name(&raw_name)?;
         // Staged in the main workspace until the project is known: no target to check yet.
         let check = project.as_ref().map(|_| name.as_str());
-        let toolbox = state.member_toolbox(&person, project.as_deref())?;
+        // The workspace was just checked: the toolbox alone, not a second check.
+        let toolbox = state.toolbox(&person).map_err(ApiError::from_tool)?;
         let mut staging = Staging::start(
             toolbox.shared_requester(),
             project.as_deref(),

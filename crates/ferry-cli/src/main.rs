@@ -103,7 +103,9 @@ enum SkillsCommand {
 
 #[derive(Subcommand)]
 enum PersonCommand {
-    /// Adds a person and prints their token (alone on the last line).
+    /// Adds a person and prints their token (alone on the last line). In a host-mode
+    /// site run as root, also makes their POSIX user and folders; the exit status is 3
+    /// when another person had to be left out (the warning names the place).
     Add {
         id: String,
         #[command(flatten)]
@@ -193,14 +195,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             serve(&site.data, config)?;
         }
         Command::Person { command } => match command {
-            PersonCommand::Add { id, site } => {
-                let site = open_site(&site)?;
-                site.add_person(&id)?;
-                site_cmd::reconcile_host_after_change(&site)?;
-                let token = site.create_token(&id, TokenKind::Person)?;
-                println!("added person {id}; their token:");
-                println!("{token}");
-            }
+            PersonCommand::Add { id, site } => return site_cmd::add_person(&site, &id),
             PersonCommand::List { site } => {
                 for person in open_site(&site)?.persons()? {
                     println!("{person}");
@@ -221,8 +216,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         },
         Command::Project { command } => match command {
             ProjectCommand::Add { person, id, site } => {
-                open_site(&site)?.add_project(&person, &id)?;
+                let site = open_site(&site)?;
+                site.add_project(&person, &id)?;
                 println!("added project {id} for {person}");
+                // Host mode: the new folders are root's until handed to the person.
+                return Ok(site_cmd::exit_status(
+                    &site_cmd::reconcile_host_after_change(&site)?,
+                ));
             }
         },
         Command::Docs { command } => match command {

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use ferry_config::SiteMode;
 use ferry_host as host;
-use ferry_site::Site;
+use ferry_site::{Site, TokenKind};
 
 use crate::{SiteArgs, load_config, open_site};
 
@@ -15,7 +15,9 @@ use crate::{SiteArgs, load_config, open_site};
 pub(crate) enum SiteCommand {
     /// Sets a site up for a deployment mode. `host` (as root): a POSIX user per person,
     /// a group per circle, owners and modes of the layout, and the setuid helper.
-    /// Re-running it adds what is missing and fixes owners and modes.
+    /// Re-running it adds what is missing and fixes owners and modes. A person whose
+    /// folders are not as they must be is left out with a warning naming the place, the
+    /// others are set up, and the exit status is 3.
     Init {
         /// The mode to set up (local and container sites need no setup: `ferry serve` makes them).
         #[arg(long, value_parser = ["host"])]
@@ -42,7 +44,8 @@ pub(crate) enum SiteCommand {
 #[derive(Subcommand)]
 pub(crate) enum CircleCommand {
     /// Adds a circle, or adds members to an existing one (members it has stay). In a
-    /// host-mode site run as root, also creates its group and adds the members to it.
+    /// host-mode site run as root, also creates its group and adds the members to it
+    /// (exit status 3 when a person had to be left out; the warning says why).
     Add {
         id: String,
         /// A person to add to the circle (repeat for several).
@@ -70,12 +73,15 @@ pub(crate) fn site(command: SiteCommand) -> Result<ExitCode> {
     }
 }
 
+/// The exit status of a set-up that left some person out (the others were set up).
+pub(crate) const EXIT_SKIPPED: u8 = 3;
+
 pub(crate) fn circle(command: CircleCommand) -> Result<ExitCode> {
     match command {
         CircleCommand::Add { id, members, site } => {
             let site = open_site(&site)?;
             let circle = site.add_circle(&id, &members)?;
-            reconcile_host_after_change(&site)?;
+            let skipped = reconcile_host_after_change(&site)?;
             println!(
                 "circle {}: {}",
                 circle.id,
@@ -85,6 +91,7 @@ pub(crate) fn circle(command: CircleCommand) -> Result<ExitCode> {
                     circle.members.join(", ")
                 }
             );
+            return Ok(exit_status(&skipped));
         }
         CircleCommand::List { site } => {
             for circle in open_site(&site)?.circles()? {
@@ -93,6 +100,31 @@ pub(crate) fn circle(command: CircleCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `ferry person add`: the record, then (host mode, as root) the person's user and
+/// folders, then their token. When the person's own set-up fails, no token is made and
+/// the error says how to finish; when only others were left out, the token is printed and
+/// the exit status is [`EXIT_SKIPPED`].
+pub(crate) fn add_person(args: &SiteArgs, id: &str) -> Result<ExitCode> {
+    let site = open_site(args)?;
+    site.add_person(id)?;
+    let finish = || {
+        format!(
+            "{id} is recorded but not set up for host mode and has no token yet; once it is \
+             fixed, `ferry site init --mode host --data {data}` finishes the set-up and \
+             `ferry token create {id} --data {data}` makes the token",
+            data = args.data.display()
+        )
+    };
+    let skipped = reconcile_host_after_change(&site).with_context(finish)?;
+    if let Some(mine) = skipped.iter().find(|s| s.person == id) {
+        bail!("{}: {}", finish(), mine.why);
+    }
+    let token = site.create_token(id, TokenKind::Person)?;
+    println!("added person {id}; their token:");
+    println!("{token}");
+    Ok(exit_status(&skipped))
 }
 
 /// `ferry site check`: one line per unsafe place, then a summary.
@@ -122,11 +154,12 @@ fn check(args: &SiteArgs) -> Result<ExitCode> {
     Ok(ExitCode::FAILURE)
 }
 
-/// After a person or circle is added: in a host-mode site, run as root, makes their
-/// POSIX user or group and fixes the layout; elsewhere nothing (with a hint in host mode).
-pub(crate) fn reconcile_host_after_change(site: &Site) -> Result<()> {
+/// After a person, project or circle is added: in a host-mode site, run as root, makes
+/// their POSIX user or group and fixes the layout; elsewhere nothing (with a hint in host
+/// mode). The people left out come back, already warned of.
+pub(crate) fn reconcile_host_after_change(site: &Site) -> Result<Vec<host::Skipped>> {
     if site.mode() != SiteMode::Host {
-        return Ok(());
+        return Ok(Vec::new());
     }
     if !rustix::process::geteuid().is_root() {
         eprintln!(
@@ -134,11 +167,20 @@ pub(crate) fn reconcile_host_after_change(site: &Site) -> Result<()> {
              run `ferry site init --mode host --data {}` as root",
             site.path().display()
         );
-        return Ok(());
+        return Ok(Vec::new());
     }
     let report = host::reconcile_host(site).context("updating host-mode users and groups")?;
     print_changes(&report);
-    Ok(())
+    Ok(report.skipped)
+}
+
+/// Success, or [`EXIT_SKIPPED`] when someone was left out.
+pub(crate) fn exit_status(skipped: &[host::Skipped]) -> ExitCode {
+    if skipped.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_SKIPPED)
+    }
 }
 
 fn init_host(
@@ -183,14 +225,15 @@ fn init_host(
         .with_context(|| format!("opening the site at {}", args.data.display()))?;
     let report = host::init_host(&site, &source, &target)?;
     print_changes(&report);
+    let persons = site.persons()?.len();
+    let ready = persons - report.skipped.len();
     println!(
-        "host mode ready at {} ({} person(s), {} circle(s)); helper at {}",
+        "host mode ready at {} ({ready} of {persons} person(s), {} circle(s)); helper at {}",
         args.data.display(),
-        site.persons()?.len(),
         site.circles()?.len(),
         target.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(exit_status(&report.skipped))
 }
 
 /// Records `site.mode = "host"` in a new `<data>/ferry.toml`; an existing config file
@@ -223,8 +266,12 @@ fn write_host_config(args: &SiteArgs, helper_path: Option<&Path>) -> Result<()> 
     Ok(())
 }
 
+/// The changes on stdout; each person left out as a warning on stderr.
 fn print_changes(report: &host::HostReport) {
     for change in &report.changes {
         println!("  {change}");
+    }
+    for skipped in &report.skipped {
+        eprintln!("ferry: warning: {skipped}");
     }
 }

@@ -30,6 +30,14 @@ pub enum HostError {
     /// Something exists that host mode would have to take over or break; fix it by hand.
     #[error("{0}")]
     Conflict(String),
+    /// A folder of the layout is not as it must be, or could not be set up.
+    #[error("{}: {why}", path.display())]
+    Folder {
+        /// The folder, beneath the data folder.
+        path: std::path::PathBuf,
+        /// What is wrong, and what to do.
+        why: String,
+    },
     /// The user or group database could not be read.
     #[error("the user and group database: {0}")]
     Accounts(#[from] nix::Error),

@@ -7,9 +7,15 @@
 //! `root:ferry 4750`. [`reconcile_host`] is the same without the helper, for `ferry person
 //! add` and `ferry circle add`. Both are idempotent: a second run adds what is missing and
 //! fixes owners and modes, and never removes a user, a group, a member or a person's file.
+//!
+//! The site's own folders and accounts are set up first; a failure there stops the run.
+//! People are then set up one at a time: a person whose folders are not as they must be
+//! (a `public/` the person replaced with a link, say) or whose set-up fails is left out
+//! and named in [`HostReport::skipped`], and everyone else is still set up.
 
 mod accounts;
 mod error;
+mod folders;
 mod helper;
 mod names;
 mod owners;
@@ -27,14 +33,32 @@ pub use names::{
 
 use accounts::{ensure_group, ensure_person, ensure_service_user, service_ids};
 use error::io_error;
+use folders::{first_misplaced, person_folders};
 use helper::{check_helper_path, install_helper, read_helper};
 use owners::Layout;
 
-/// What a run changed, one line per change, in order; empty when all was in place.
+/// What a run changed, one line per change, in order, and who it left out.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct HostReport {
-    /// One sentence per change.
+    /// One sentence per change; empty when all was in place.
     pub changes: Vec<String>,
+    /// The people not set up (or only partly), each with why and what to do.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A person the run could not set up; the others were set up all the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The person's id.
+    pub person: String,
+    /// Why, naming the exact place, and what the operator should do.
+    pub why: String,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "person {} was not set up: {}", self.person, self.why)
+    }
 }
 
 impl HostReport {
@@ -62,6 +86,7 @@ pub fn init_host(
 
 /// Creates the service user, `fy_shared`, a group per circle and a user per person (with
 /// their circles), then sets the owners and modes of the layout (core C-SITE). As root.
+/// A person who cannot be set up is left out and named in [`HostReport::skipped`].
 pub fn reconcile_host(site: &Site) -> Result<HostReport, HostError> {
     require_root()?;
     let mut report = HostReport::default();
@@ -79,22 +104,48 @@ pub fn reconcile_host(site: &Site) -> Result<HostReport, HostError> {
 
     let data = std::fs::canonicalize(site.path())
         .map_err(io_error(format!("resolving {}", site.path().display())))?;
-    let persons = site.persons()?;
-    let mut person_ids = Vec::with_capacity(persons.len());
-    for person in &persons {
-        let mut groups = vec![SHARED_GROUP.to_owned()];
-        groups.extend(site.circles_of(person)?.iter().map(|c| circle_group(c)));
-        let home = data.join(layout::home(person));
-        person_ids.push(ensure_person(person, &home, &groups, &mut report)?);
-    }
-
-    let layout = Layout {
+    let mut layout = Layout {
         site,
         root: site.root(),
+        data: &data,
         report: &mut report,
     };
-    layout.apply(service, shared, &circle_gids, &persons, &person_ids)?;
+    layout.apply_site(service, shared, &circle_gids)?;
+    for person in site.persons()? {
+        if let Err(why) = reconcile_person(&mut layout, &person) {
+            layout.report.skipped.push(Skipped { person, why });
+        }
+    }
     Ok(report)
+}
+
+/// One person: their folders checked before anything of theirs is touched, then their
+/// user (with their circles) and the owners and modes of their folders. The error is the
+/// sentence the operator reads.
+fn reconcile_person(layout: &mut Layout, person: &str) -> Result<(), String> {
+    let site = layout.site;
+    let projects: Vec<String> = site
+        .projects(person)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    let folders = person_folders(person, &projects);
+    match first_misplaced(site.root(), &folders) {
+        Ok(None) => {}
+        Ok(Some(misplaced)) => return Err(misplaced.explain(person, layout.data)),
+        Err(e) => return Err(format!("their folders could not be checked: {e}")),
+    }
+    let again = "; fix it, then run `ferry site init --mode host` again";
+    let mut groups = vec![SHARED_GROUP.to_owned()];
+    let circles = site.circles_of(person).map_err(|e| e.to_string())?;
+    groups.extend(circles.iter().map(|c| circle_group(c)));
+    let home = layout.data.join(layout::home(person));
+    let ids = ensure_person(person, &home, &groups, layout.report)
+        .map_err(|e| format!("{e}{again}"))?;
+    layout
+        .person(person, &projects, ids)
+        .map_err(|e| format!("{e}{again}"))
 }
 
 fn require_root() -> Result<(), HostError> {

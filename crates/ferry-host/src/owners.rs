@@ -3,6 +3,7 @@
 //! descriptor.
 
 use std::os::fd::OwnedFd;
+use std::path::Path;
 
 use ferry_fs::{Dir, EntryKind, Follow, FsError};
 use ferry_site::{Site, SiteError, layout};
@@ -58,17 +59,19 @@ impl Want {
 pub(crate) struct Layout<'a> {
     pub(crate) site: &'a Site,
     pub(crate) root: &'a Dir,
+    /// The data folder, resolved: paths in messages are shown beneath it.
+    pub(crate) data: &'a Path,
     pub(crate) report: &'a mut HostReport,
 }
 
 impl Layout<'_> {
-    pub(crate) fn apply(
-        mut self,
+    /// The site's own folders: the root, `.ferry/` (handed to the service), the shared
+    /// folders and one folder per circle.
+    pub(crate) fn apply_site(
+        &mut self,
         service: (u32, u32),
         shared: u32,
         circles: &[(String, u32)],
-        persons: &[String],
-        person_ids: &[(u32, u32)],
     ) -> Result<(), HostError> {
         self.fix_dir(self.root, ".", Want::root(0o755))?;
         let service_dir = Want {
@@ -99,14 +102,17 @@ impl Layout<'_> {
         for (circle, gid) in circles {
             self.ensure(&layout::circle(circle), Want::root_group(*gid, 0o2770))?;
         }
-        for (person, ids) in persons.iter().zip(person_ids) {
-            self.person(person, *ids)?;
-        }
         Ok(())
     }
 
-    /// A person's workspace, private folders and every `public/` they have.
-    fn person(&mut self, person: &str, ids: (u32, u32)) -> Result<(), HostError> {
+    /// A person's workspace, private folders and the `public/` of the workspace and of
+    /// each of `projects`. Every failure names the place it happened.
+    pub(crate) fn person(
+        &mut self,
+        person: &str,
+        projects: &[String],
+        ids: (u32, u32),
+    ) -> Result<(), HostError> {
         // The shipped documents and folders first (as root: made root's, handed over below).
         // A memory/ the person replaced is named, not a reason to stop for everyone.
         match self.site.provision_person(person) {
@@ -114,12 +120,14 @@ impl Layout<'_> {
             Err(SiteError::Unsafe { path, why }) => self
                 .report
                 .note(format!("skipped the documents of {path}: it {why}")),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(self.failed_at(&layout::home(person), e.into())),
         }
-        self.site.workspace(person, None)?.public()?;
-        let projects = self.site.projects(person)?;
-        for project in &projects {
-            self.site.workspace(person, Some(&project.id))?.public()?;
+        for project in std::iter::once(None).chain(projects.iter().map(|p| Some(p.as_str()))) {
+            let workspace = self.site.workspace(person, project)?;
+            if let Err(e) = workspace.public() {
+                let public = layout::public_of(&workspace.container_rel());
+                return Err(self.failed_at(&public, e.into()));
+            }
         }
 
         let home = layout::home(person);
@@ -133,8 +141,8 @@ impl Layout<'_> {
         if !projects.is_empty() {
             self.ensure(&layout::projects(person), Want::person(ids, None))?;
         }
-        for project in &projects {
-            let dir = layout::project(person, &project.id);
+        for project in projects {
+            let dir = layout::project(person, project);
             self.ensure(&dir, Want::person(ids, None))?;
             publics.push(dir);
         }
@@ -146,10 +154,22 @@ impl Layout<'_> {
             match self.root.open_dir(&attachments, Follow::Never) {
                 Ok(dir) => self.fix_dir(&dir, &attachments, Want::person(ids, None))?,
                 Err(FsError::NotFound | FsError::PathEscapes | FsError::NotADirectory) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(self.failed_at(&attachments, e.into())),
             }
         }
         Ok(())
+    }
+
+    /// `error`, said of the place `rel` of the site (shown beneath the data folder).
+    fn failed_at(&self, rel: &str, error: HostError) -> HostError {
+        match error {
+            // Already names its place.
+            HostError::Folder { .. } | HostError::Conflict(_) => error,
+            error => HostError::Folder {
+                path: self.data.join(rel),
+                why: error.to_string(),
+            },
+        }
     }
 
     /// Opens `rel` beneath the site (making it if missing) and sets its owner and mode.
@@ -159,15 +179,18 @@ impl Layout<'_> {
             Err(FsError::NotFound) => {
                 match self.root.create_dir(rel, want.mode.unwrap_or(0o700)) {
                     Ok(()) | Err(FsError::Exists) => {}
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(self.failed_at(rel, e.into())),
                 }
                 self.report.note(format!("created {rel}/"));
-                self.root.open_dir(rel, Follow::Never)?
+                self.root
+                    .open_dir(rel, Follow::Never)
+                    .map_err(|e| self.failed_at(rel, e.into()))?
             }
             Err(e) => {
-                return Err(HostError::Conflict(format!(
-                    "{rel} in the site must be a folder: {e}"
-                )));
+                return Err(HostError::Folder {
+                    path: self.data.join(rel),
+                    why: format!("must be a folder ({e}); links are never followed"),
+                });
             }
         };
         self.fix_dir(&dir, rel, want)?;
@@ -179,13 +202,17 @@ impl Layout<'_> {
         let (uid, gid) = (stat.st_uid, stat.st_gid);
         if (uid, gid) != (want.uid, want.gid) {
             if want.take == Take::FromRoot && uid != 0 && uid != want.uid {
-                return Err(HostError::Conflict(format!(
-                    "{rel} is owned by uid {uid}, expected uid {} (or root, to hand it over); \
-                     fix it by hand",
-                    want.uid
-                )));
+                return Err(HostError::Folder {
+                    path: self.data.join(rel),
+                    why: format!(
+                        "is owned by uid {uid}, expected uid {} (or root, to hand it over); \
+                         fix it by hand",
+                        want.uid
+                    ),
+                });
             }
-            dir.chown(want.uid, want.gid)?;
+            dir.chown(want.uid, want.gid)
+                .map_err(|e| self.failed_at(rel, e.into()))?;
             self.report.note(format!(
                 "owner of {rel}: {uid}:{gid} -> {}:{}",
                 want.uid, want.gid

@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{Peer, Reply, Server, SseStream, client, create_project, post_json, write_file};
+use support::{
+    Peer, Reply, Server, SseStream, assert_error, client, create_project, json_answer, post_json,
+    upload, write_file,
+};
 
 /// Files written straight to disk are seen within a poll (400 ms) when their folder moved;
 /// this leaves room for a loaded machine.
@@ -34,6 +37,25 @@ fn open_events(server: &Server) -> SseStream {
         .unwrap();
     assert_eq!(response.status().as_u16(), 200);
     SseStream::new(response)
+}
+
+/// `GET /v1/events?project=…`: the open stream, or the refusal's status and body.
+fn open_project_events(
+    server: &Server,
+    token: &str,
+    project: &str,
+) -> Result<SseStream, (u16, Value)> {
+    let response = client()
+        .get(server.url("/v1/events"))
+        .query(&[("project", project)])
+        .bearer_auth(token)
+        .send()
+        .unwrap();
+    if response.status().as_u16() == 200 {
+        Ok(SseStream::new(response))
+    } else {
+        Err(json_answer(response))
+    }
 }
 
 /// The next `files` event within `wait`; `None` when none came.
@@ -143,4 +165,57 @@ fn events_over_many_unchanged_files_cost_little_and_a_new_one_is_still_announced
     // the full reading.
     write_file(&attachments.join("f7"), b"changed in place");
     expect(&mut stream, BIG_WAIT, None, "public/attachments/f7");
+}
+
+#[test]
+fn events_of_a_project_are_scoped_to_it_and_an_unknown_project_is_not_found() {
+    let server = Server::start();
+    let bob = server.add_person("bob");
+    create_project(&server, &server.token, "p1");
+    create_project(&server, &bob, "bobs");
+
+    // A project no one has and one of another person are not found; names no project
+    // can have are refused as the listing refuses them.
+    for project in ["nope", "bobs", "../p1", "", "p1/..", "P1"] {
+        let Err((status, body)) = open_project_events(&server, &server.token, project) else {
+            panic!("events of {project:?} were opened");
+        };
+        let listing = client()
+            .get(server.url("/v1/files"))
+            .query(&[("project", project)])
+            .bearer_auth(&server.token)
+            .send()
+            .unwrap();
+        let (want_status, want) = json_answer(listing);
+        assert_error(status, &body, want_status, support::error_code(&want));
+        if ["nope", "bobs"].contains(&project) {
+            assert_error(status, &body, 404, "unknown_project");
+        }
+    }
+    // Another parameter is refused, as on the listing.
+    let response = client()
+        .get(server.url("/v1/events"))
+        .query(&[("projects", "p1")])
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    let (status, body) = json_answer(response);
+    assert_error(status, &body, 400, "bad_query");
+
+    // A known project: its changes come, the main workspace's do not.
+    let mut scoped = open_project_events(&server, &server.token, "p1").unwrap();
+    let mut all = open_events(&server);
+    let (status, body) = upload(&server, &server.token, "main.txt", b"main", None);
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = upload(&server, &server.token, "in-p1.txt", b"p1", Some("p1"));
+    assert_eq!(status, 201, "{body}");
+    expect(&mut all, POLL_WAIT, None, "public/main.txt");
+    expect(&mut all, POLL_WAIT, Some("p1"), "public/in-p1.txt");
+    expect(&mut scoped, POLL_WAIT, Some("p1"), "public/in-p1.txt");
+    write_file(
+        &attachments_dir(&server, "me", None).join("ondisk.txt"),
+        b"main again",
+    );
+    expect(&mut all, POLL_WAIT, None, "public/attachments/ondisk.txt");
+    assert_eq!(next_files(&mut scoped, FULL_WAIT), None);
 }

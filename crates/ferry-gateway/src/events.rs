@@ -22,6 +22,11 @@
 //!
 //! A person holds at most `server.max_event_streams` streams; one more is `429`.
 //!
+//! `?project=P` scopes a stream to that project's files: the project is checked like on
+//! every other project route (`404 unknown_project` for one the person does not have),
+//! and only its `files` events are sent (with the person's `interaction` events, which
+//! belong to no workspace).
+//!
 //! The same watcher keeps the web presence of those people fresh and tells their pages
 //! when their pending approvals and picks change (`interaction` events; see
 //! `interactions.rs`), since the agent tool asking may run in another process.
@@ -42,6 +47,8 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::auth::Member;
+use crate::extract::QueryParams;
+use crate::files::ProjectQuery;
 use crate::interactions::InteractionsEvent;
 use crate::{ApiError, AppState, blocking};
 
@@ -123,6 +130,15 @@ impl PageEvent {
             PageEvent::Files(e) => &e.person,
             PageEvent::Interactions(e) => &e.person,
         }
+    }
+
+    /// Whether a stream of `person`, scoped to `project` when one is given, sends it.
+    fn is_for(&self, person: &str, project: Option<&str>) -> bool {
+        self.person() == person
+            && match (self, project) {
+                (PageEvent::Files(e), Some(project)) => e.project.as_deref() == Some(project),
+                _ => true,
+            }
     }
 
     fn to_sse(&self) -> Event {
@@ -376,7 +392,13 @@ impl Drop for Listening {
 pub async fn stream(
     State(state): State<AppState>,
     Member(who): Member,
+    QueryParams(q): QueryParams<ProjectQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let project = q.project;
+    if let Some(project) = &project {
+        let (site, person, project) = (state.site.clone(), who.person.clone(), project.clone());
+        blocking(move || site.workspace(&person, Some(&project)).map(|_| ())).await?;
+    }
     // Subscribed before counted, so nothing published once the stream counts is missed.
     let rx = state.events.tx.subscribe();
     let max = state.site.config().server.max_event_streams;
@@ -410,21 +432,22 @@ pub async fn stream(
         }
     }
     crate::interactions::page_opened(&state, &who.person).await;
-    let events = futures_util::stream::unfold((rx, listening), |(mut rx, listening)| async move {
+    let scope = (rx, listening, project);
+    let events = futures_util::stream::unfold(scope, |(mut rx, listening, project)| async move {
         loop {
             let event = match rx.recv().await {
-                Ok(event) if event.person() == listening.person => event,
+                Ok(event) if event.is_for(&listening.person, project.as_deref()) => event,
                 Ok(_) => continue,
                 // Fell behind: a files event without paths makes the page reload everything,
                 // its pending requests included.
                 Err(broadcast::error::RecvError::Lagged(_)) => PageEvent::Files(FileEvent {
                     person: listening.person.clone(),
-                    project: None,
+                    project: project.clone(),
                     paths: Vec::new(),
                 }),
                 Err(broadcast::error::RecvError::Closed) => return None,
             };
-            return Some((Ok(event.to_sse()), (rx, listening)));
+            return Some((Ok(event.to_sse()), (rx, listening, project)));
         }
     });
     let events = events.take_until(state.closing.clone().cancelled_owned());

@@ -1321,6 +1321,47 @@ fn temporary_of_an_upload_in_progress_is_hidden_and_removed_when_the_client_leav
     assert_alive(&mut server);
 }
 
+/// The person moves `public/` away while an upload streams into it: whether the client
+/// then finishes the body or leaves, no temporary is left, neither in the new `public/`
+/// nor in the folder moved away, and the answer is a clear one, never a 500.
+#[test]
+fn a_public_moved_away_mid_upload_leaves_no_temporary_anywhere() {
+    let mut server = Server::start_with_env(&[("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "30")]);
+    let public = public_dir(&server);
+    for (n, client_finishes) in [true, false].into_iter().enumerate() {
+        let moved = server.home("me").join(format!("public.old{n}"));
+        let (name, bytes) = (format!("moved{n}.txt"), vec![b'm'; 200_000]);
+        let body = file_body(&name, &bytes);
+        let mut stream = TcpStream::connect(&server.addr).unwrap();
+        stream.set_read_timeout(Some(RAW_READ_TIMEOUT)).unwrap();
+        stream
+            .write_all(&head(&server, &server.token, Some(body.len())))
+            .unwrap();
+        stream.write_all(&body[..body.len() / 2]).unwrap();
+        assert!(
+            eventually(|| !temporaries(&public).is_empty()),
+            "the upload was never staged"
+        );
+        std::fs::rename(&public, &moved).unwrap();
+        if client_finishes {
+            stream.write_all(&body[body.len() / 2..]).unwrap();
+            let answer = read_one_response(&mut stream);
+            // The file was written whole: it lands in public/, which is made again.
+            assert_eq!(support::status_of(&answer), 201, "{answer}");
+            assert_eq!(std::fs::read(public.join(&name)).unwrap(), bytes);
+        } else {
+            drop(stream);
+        }
+        assert!(
+            eventually(|| temporaries(&server.data).is_empty()),
+            "temporaries left behind: {:?}",
+            temporaries(&server.data)
+        );
+        assert!(!moved.join(&name).exists());
+    }
+    assert_alive(&mut server);
+}
+
 #[test]
 fn concurrent_uploads_of_one_name_leave_one_whole_file() {
     let mut server = Server::start();

@@ -13,7 +13,10 @@
 //! `staging.rs`), and [`MemberAction::Commit`] places it.
 
 use ferry_codes::Code;
+use std::collections::BTreeMap;
 use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 use ferry_fs::{Dir, FileId, FsError};
@@ -26,6 +29,15 @@ use crate::RequestError;
 
 /// The mode a placed upload or delivery gets: the person's alone, as the temporary was.
 const PLACED_FILE_MODE: u32 = 0o600;
+
+/// The folder each temporary was made in, by home and temporary name, kept from its
+/// stage to its commit or discard: the temporary is found there even when the person
+/// moved that folder away meanwhile. A process that did not stage it walks the path.
+static STAGED_IN: Mutex<BTreeMap<(PathBuf, String), Dir>> = Mutex::new(BTreeMap::new());
+
+fn staged_in() -> std::sync::MutexGuard<'static, BTreeMap<(PathBuf, String), Dir>> {
+    STAGED_IN.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// What to do in one workspace's `public/`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -165,6 +177,14 @@ pub(crate) fn perform(
         PublicFolder::open(&open_container(&root, person, project, owner)?, owner)
     };
     let public = |project: Option<&str>| opened(project).map_err(site_error);
+    // A discard needs no walk when this process staged the temporary: its folder may be
+    // gone from the path (moved away, or replaced by a link) by now.
+    if let MemberAction::Discard { staged } = &action
+        && let Some(dir) = staged_in().remove(&(home.to_path_buf(), staged.temp.clone()))
+    {
+        ferry_fs::remove_temporary(&dir, &staged.temp).map_err(site_error_from_fs)?;
+        return Ok((MemberReply::Done, None));
+    }
     let folder = match (&action, project) {
         // A new project's folders: a link in the way is named as such.
         (MemberAction::Prepare, Some(id)) => opened(project)
@@ -213,6 +233,7 @@ pub(crate) fn perform(
                 ferry_fs::check_placeable(&dir, &name).map_err(site_error_from_fs)?;
             }
             let (temp, file) = ferry_fs::create_temporary(&dir).map_err(site_error_from_fs)?;
+            staged_in().insert((home.to_path_buf(), temp.clone()), dir);
             return Ok((MemberReply::Staged { temp }, Some(file)));
         }
         MemberAction::Commit {
@@ -224,11 +245,15 @@ pub(crate) fn perform(
                 true => None,
                 false => Some(public(staged.project.as_deref())?),
             };
-            let from_dir = from
-                .as_ref()
-                .unwrap_or(&folder)
-                .place_dir(staged.place)
-                .map_err(site_error)?;
+            let key = (home.to_path_buf(), staged.temp.clone());
+            let from_dir = match staged_in().get(&key).map(Dir::try_clone) {
+                Some(kept) => kept.map_err(site_error_from_fs)?,
+                None => from
+                    .as_ref()
+                    .unwrap_or(&folder)
+                    .place_dir(staged.place)
+                    .map_err(site_error)?,
+            };
             let to_dir = folder.place_dir(place).map_err(site_error)?;
             let id = FileId {
                 dev: staged.dev,
@@ -244,6 +269,7 @@ pub(crate) fn perform(
                 owner,
             )
             .map_err(site_error_from_fs)?;
+            staged_in().remove(&key);
             MemberReply::Done
         }
         MemberAction::Discard { staged } => {

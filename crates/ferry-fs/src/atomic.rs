@@ -204,7 +204,7 @@ pub struct FileId {
 impl FileId {
     /// The id of an open file.
     pub fn of(file: &File) -> Result<FileId, FsError> {
-        let meta = file.metadata().map_err(FsError::Io)?;
+        let meta = file.metadata().map_err(FsError::from)?;
         Ok(FileId {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -232,7 +232,7 @@ pub fn place_temporary(
         rustix::fs::openat(dir.fd(), temp_name, flags, Mode::empty())
             .map_err(FsError::from_errno)?,
     );
-    let meta = file.metadata().map_err(FsError::Io)?;
+    let meta = file.metadata().map_err(FsError::from)?;
     if !meta.is_file() || meta.dev() != expect.dev || meta.ino() != expect.ino {
         return Err(FsError::PathEscapes);
     }

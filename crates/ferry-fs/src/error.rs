@@ -53,8 +53,17 @@ pub enum FsError {
         used: u64,
     },
     /// The kernel refused the operation (EACCES or EPERM).
-    #[error("permission denied")]
+    #[error("permission denied (the permissions of the file or of a folder on its way do not allow this)")]
     PermissionDenied,
+    /// What the process acting as the person answered when it did file work for this
+    /// one (counting their files, say): its code and sentence, kept as they came.
+    #[error("{message}")]
+    Relayed {
+        /// The code it failed with.
+        code: Code,
+        /// Its sentence.
+        message: String,
+    },
     /// Any other failure of the operating system, kept as it came.
     #[error(transparent)]
     Io(std::io::Error),
@@ -76,6 +85,7 @@ impl FsError {
             FsError::TooLarge(_) => Code::TooLarge,
             FsError::QuotaExceeded { .. } => Code::QuotaExceeded,
             FsError::PermissionDenied => Code::PermissionDenied,
+            FsError::Relayed { code, .. } => *code,
             FsError::Io(_) => Code::IoError,
         }
     }
@@ -84,6 +94,16 @@ impl FsError {
     /// through plain paths), mapped as the confined operations map theirs.
     pub fn from_raw_os_error(errno: i32) -> FsError {
         FsError::from_errno(Errno::from_raw_os_error(errno))
+    }
+
+    /// The error for a failed `std` call: mapped by its `errno` like every confined
+    /// operation (so EACCES is [`FsError::PermissionDenied`], never an `io_error`), kept as
+    /// it came when it has none.
+    pub fn from_io(e: std::io::Error) -> FsError {
+        match e.raw_os_error() {
+            Some(errno) => FsError::from_raw_os_error(errno),
+            None => FsError::Io(e),
+        }
     }
 
     pub(crate) fn from_errno(e: Errno) -> FsError {
@@ -99,5 +119,39 @@ impl FsError {
             Errno::NAMETOOLONG => FsError::PathTooLong,
             other => FsError::Io(other.into()),
         }
+    }
+}
+
+impl From<std::io::Error> for FsError {
+    fn from(e: std::io::Error) -> FsError {
+        FsError::from_io(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_std_call_is_permission_denied_not_io() {
+        for errno in [Errno::ACCESS, Errno::PERM].map(Errno::raw_os_error) {
+            let e = FsError::from(std::io::Error::from_raw_os_error(errno));
+            assert_eq!(e.code(), Code::PermissionDenied, "{errno}: {e:?}");
+        }
+        let e = FsError::from(std::io::Error::from_raw_os_error(Errno::NOENT.raw_os_error()));
+        assert_eq!(e.code(), Code::NotFound);
+        // No errno: kept as it came.
+        let e = FsError::from(std::io::Error::other("gone wrong"));
+        assert_eq!(e.code(), Code::IoError);
+    }
+
+    #[test]
+    fn a_relayed_failure_keeps_its_code_and_sentence() {
+        let e = FsError::Relayed {
+            code: Code::WorkerFailed,
+            message: "the worker went away".into(),
+        };
+        assert_eq!(e.code(), Code::WorkerFailed);
+        assert_eq!(e.to_string(), "the worker went away");
     }
 }

@@ -99,7 +99,7 @@ impl ByteSink {
     /// Appends bytes; past the limit or the budget nothing more is written.
     pub fn write(&mut self, bytes: &[u8]) -> Result<(), FsError> {
         self.take(bytes.len() as u64)?;
-        self.file.write_all(bytes).map_err(FsError::Io)?;
+        self.file.write_all(bytes).map_err(FsError::from)?;
         self.hasher.update(bytes);
         self.size += bytes.len() as u64;
         self.ends_in_hole = false;
@@ -120,7 +120,7 @@ impl ByteSink {
         let offset = i64::try_from(len).map_err(|_| FsError::TooLarge(i64::MAX as u64))?;
         self.file
             .seek(SeekFrom::Current(offset))
-            .map_err(FsError::Io)?;
+            .map_err(FsError::from)?;
         let mut left = len;
         while left > 0 {
             let n = left.min(ZEROS.len() as u64) as usize;
@@ -138,7 +138,7 @@ impl ByteSink {
     /// limit and the budget count its apparent size, and refuse before anything is
     /// copied when that alone is over them.
     pub fn copy_sparse(&mut self, source: &File) -> Result<(), FsError> {
-        let len = source.metadata().map_err(FsError::Io)?.len();
+        let len = source.metadata().map_err(FsError::from)?.len();
         self.check_room(len)?;
         let mut buf = vec![0u8; COPY_CHUNK_BYTES];
         let mut pos = 0u64;
@@ -160,7 +160,7 @@ impl ByteSink {
             };
             while pos < hole {
                 let want = ((hole - pos) as usize).min(buf.len());
-                let n = source.read_at(&mut buf[..want], pos).map_err(FsError::Io)?;
+                let n = source.read_at(&mut buf[..want], pos).map_err(FsError::from)?;
                 if n == 0 {
                     return Err(FsError::Io(std::io::Error::other(
                         "the file shrank while it was copied",
@@ -187,9 +187,9 @@ impl ByteSink {
     pub fn finish(&mut self) -> Result<Written, FsError> {
         if self.ends_in_hole {
             // Seeking past the end wrote nothing: the length makes the trailing hole.
-            self.file.set_len(self.size).map_err(FsError::Io)?;
+            self.file.set_len(self.size).map_err(FsError::from)?;
         }
-        self.file.sync_all().map_err(FsError::Io)?;
+        self.file.sync_all().map_err(FsError::from)?;
         Ok(Written {
             size: self.size,
             sha256: self.hasher.clone().finalize().into(),

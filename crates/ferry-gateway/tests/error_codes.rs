@@ -72,7 +72,7 @@ fn assert_covers(kind: &str, seen: impl IntoIterator<Item = usize>, count: usize
 
 // ------------------------------------------------------------------------------- FsError
 
-const FS_VARIANTS: usize = 15;
+const FS_VARIANTS: usize = 16;
 
 fn fs_variant(e: &FsError) -> usize {
     match e {
@@ -91,6 +91,7 @@ fn fs_variant(e: &FsError) -> usize {
         FsError::QuotaExceeded { .. } => 12,
         FsError::PermissionDenied => 13,
         FsError::Io(_) => 14,
+        FsError::Relayed { .. } => 15,
     }
 }
 
@@ -111,6 +112,10 @@ fn fs_samples() -> Vec<FsError> {
         FsError::QuotaExceeded { limit: 10, used: 9 },
         FsError::PermissionDenied,
         FsError::Io(io::Error::other("disk on fire")),
+        FsError::Relayed {
+            code: ferry_codes::Code::WorkerFailed,
+            message: "the worker went away".into(),
+        },
     ]
 }
 

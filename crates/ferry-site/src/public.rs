@@ -474,8 +474,11 @@ fn list_dir(
                 } else {
                     match dir.open_dir(&entry.name, Follow::Never) {
                         Ok(child) => list_dir(&child, &child_path, depth + 1, budget, truncated)?,
-                        // Replaced by a link or removed since it was read: show it empty.
-                        Err(FsError::PathEscapes | FsError::NotFound) => Vec::new(),
+                        // Replaced by a link or removed since it was read, or its own
+                        // permissions keep its owner out: shown empty, the rest listed.
+                        Err(
+                            FsError::PathEscapes | FsError::NotFound | FsError::PermissionDenied,
+                        ) => Vec::new(),
                         Err(e) => return Err(e.into()),
                     }
                 };

@@ -79,7 +79,7 @@ impl Account {
             }
             (Instant::now(), tally.recent)
         };
-        let counted = counter()?;
+        let counted = counter().map_err(uncounted)?;
         let mut tally = self.tally();
         tally.counted = counted;
         tally.counted_at = Some(started);
@@ -87,6 +87,21 @@ impl Account {
         // so they stay added (counted twice at worst, until the next count).
         tally.recent = tally.recent.saturating_sub(recent_before);
         Ok(())
+    }
+}
+
+/// A count that failed, said as such; a count the permissions stopped says what to fix.
+fn uncounted(e: FsError) -> FsError {
+    match e.code() {
+        ferry_codes::Code::PermissionDenied => FsError::Relayed {
+            code: ferry_codes::Code::PermissionDenied,
+            message: format!(
+                "the storage quota could not be counted: {e}. A folder under public/ whose \
+                 permissions keep even its owner out stops the count: make it readable \
+                 again (chmod u+rwx) or delete it"
+            ),
+        },
+        _ => e,
     }
 }
 

@@ -228,7 +228,10 @@ impl Toolbox {
         let counter: ferry_site::Counter = Arc::new(move || {
             requester
                 .count_bytes(roots.clone())
-                .map_err(|e| ferry_fs::FsError::Io(std::io::Error::other(e.message)))
+                .map_err(|e| ferry_fs::FsError::Relayed {
+                    code: e.code,
+                    message: e.message,
+                })
         });
         Ok(site.quota_claim_counted_by(self.person(), counter)?)
     }

@@ -142,7 +142,7 @@ pub enum FieldOrder {
 }
 
 /// Who owns `path` (uid, gid), and its mode.
-fn owned_by(path: &Path, user: &str) {
+pub fn owned_by(path: &Path, user: &str) {
     let (uid, gid, _) = owner_mode(path);
     assert_eq!(
         (uid, gid),
@@ -153,7 +153,7 @@ fn owned_by(path: &Path, user: &str) {
 }
 
 /// Every temporary left anywhere beneath `dir`.
-fn temporaries_beneath(dir: &Path) -> Vec<PathBuf> {
+pub fn temporaries_beneath(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -764,7 +764,7 @@ pub fn a_deep_tree_is_listed(gw: &HostGateway, site: &MemberSite) {
 /// Sends the head of an upload of `name` whose file part holds `len` bytes, over a raw
 /// connection, so a test can send the bytes when it likes; the multipart tail to send
 /// after them.
-fn raw_upload(gw: &HostGateway, token: &str, name: &str, len: usize) -> (TcpStream, String) {
+pub fn raw_upload(gw: &HostGateway, token: &str, name: &str, len: usize) -> (TcpStream, String) {
     let addr = gw.base.trim_start_matches("http://").to_owned();
     let mut stream = TcpStream::connect(&addr).unwrap();
     stream

@@ -53,7 +53,9 @@ pub enum FsError {
         used: u64,
     },
     /// The kernel refused the operation (EACCES or EPERM).
-    #[error("permission denied (the permissions of the file or of a folder on its way do not allow this)")]
+    #[error(
+        "permission denied (the permissions of the file or of a folder on its way do not allow this)"
+    )]
     PermissionDenied,
     /// What the process acting as the person answered when it did file work for this
     /// one (counting their files, say): its code and sentence, kept as they came.
@@ -138,7 +140,9 @@ mod tests {
             let e = FsError::from(std::io::Error::from_raw_os_error(errno));
             assert_eq!(e.code(), Code::PermissionDenied, "{errno}: {e:?}");
         }
-        let e = FsError::from(std::io::Error::from_raw_os_error(Errno::NOENT.raw_os_error()));
+        let e = FsError::from(std::io::Error::from_raw_os_error(
+            Errno::NOENT.raw_os_error(),
+        ));
         assert_eq!(e.code(), Code::NotFound);
         // No errno: kept as it came.
         let e = FsError::from(std::io::Error::other("gone wrong"));

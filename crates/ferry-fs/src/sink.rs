@@ -160,7 +160,9 @@ impl ByteSink {
             };
             while pos < hole {
                 let want = ((hole - pos) as usize).min(buf.len());
-                let n = source.read_at(&mut buf[..want], pos).map_err(FsError::from)?;
+                let n = source
+                    .read_at(&mut buf[..want], pos)
+                    .map_err(FsError::from)?;
                 if n == 0 {
                     return Err(FsError::Io(std::io::Error::other(
                         "the file shrank while it was copied",

@@ -43,7 +43,10 @@ pub(crate) fn person_folders(person: &str, projects: &[String]) -> Vec<String> {
 
 /// The first of `folders` (relative to `root`, parents first) that exists but is not a
 /// real folder; `Ok(None)` when each is a folder or missing.
-pub(crate) fn first_misplaced(root: &Dir, folders: &[String]) -> Result<Option<Misplaced>, FsError> {
+pub(crate) fn first_misplaced(
+    root: &Dir,
+    folders: &[String],
+) -> Result<Option<Misplaced>, FsError> {
     for rel in folders {
         let meta = match root.metadata(rel) {
             Ok(meta) => meta,

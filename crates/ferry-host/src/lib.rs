@@ -141,8 +141,8 @@ fn reconcile_person(layout: &mut Layout, person: &str) -> Result<(), String> {
     let circles = site.circles_of(person).map_err(|e| e.to_string())?;
     groups.extend(circles.iter().map(|c| circle_group(c)));
     let home = layout.data.join(layout::home(person));
-    let ids = ensure_person(person, &home, &groups, layout.report)
-        .map_err(|e| format!("{e}{again}"))?;
+    let ids =
+        ensure_person(person, &home, &groups, layout.report).map_err(|e| format!("{e}{again}"))?;
     layout
         .person(person, &projects, ids)
         .map_err(|e| format!("{e}{again}"))

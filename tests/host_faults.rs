@@ -37,6 +37,8 @@ const USER_A: &str = "fy_person_hfa";
 const USER_B: &str = "fy_person_hfb";
 const USER_C: &str = "fy_person_hfc";
 const USER_D: &str = "fy_person_hfd";
+const CIRCLE: &str = "hfx";
+const CIRCLE_GROUP: &str = "fy_circle_hfx";
 /// The exit status of a set-up that had to leave a person out.
 const SKIPPED: i32 = 3;
 
@@ -117,7 +119,7 @@ fn a_persons_own_hand_breaks_nothing_for_the_others() {
     build_helper();
     let mut guard = AccountsGuard::new(
         &[USER_A, USER_B, USER_C, USER_D],
-        &[USER_A, USER_B, USER_C, USER_D],
+        &[USER_A, USER_B, USER_C, USER_D, CIRCLE_GROUP],
         &["ferry", "fy_shared"],
     );
     let site = Site::new();
@@ -199,6 +201,13 @@ fn a_linked_public_leaves_only_its_person_out(site: &Site) {
             .unwrap()
             .is_symlink()
     );
+    // A circle is made and joined all the same.
+    let (_, err) = exits(
+        &site.ferry(&["circle", "add", CIRCLE, "--member", B]),
+        SKIPPED,
+    );
+    assert_left_out(&err, A, &alice_public, &bob_home.display().to_string());
+    assert!(host_support::groups_of(USER_B).contains(&CIRCLE_GROUP.to_owned()));
     // A project's public/ replaced by a file is named the same way.
     let project_public = site.home(A).join("projects/pa/public");
     assert!(site.sh(

@@ -13,10 +13,7 @@
 //! `staging.rs`), and [`MemberAction::Commit`] places it.
 
 use ferry_codes::Code;
-use std::collections::BTreeMap;
 use std::fs::File;
-use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::SystemTime;
 
 use ferry_fs::{Dir, FileId, FsError};
@@ -26,18 +23,10 @@ use ferry_site::{
 use serde::{Deserialize, Serialize};
 
 use crate::RequestError;
+use crate::staged_at::StagedDirs;
 
 /// The mode a placed upload or delivery gets: the person's alone, as the temporary was.
 const PLACED_FILE_MODE: u32 = 0o600;
-
-/// The folder each temporary was made in, by home and temporary name, kept from its
-/// stage to its commit or discard: the temporary is found there even when the person
-/// moved that folder away meanwhile. A process that did not stage it walks the path.
-static STAGED_IN: Mutex<BTreeMap<(PathBuf, String), Dir>> = Mutex::new(BTreeMap::new());
-
-fn staged_in() -> std::sync::MutexGuard<'static, BTreeMap<(PathBuf, String), Dir>> {
-    STAGED_IN.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// What to do in one workspace's `public/`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -164,6 +153,7 @@ pub struct Opened {
 pub(crate) fn perform(
     base: &std::path::Path,
     home: &std::path::Path,
+    staged_in: &StagedDirs,
     owner: Option<(u32, u32)>,
     project: Option<&str>,
     action: MemberAction,
@@ -180,7 +170,7 @@ pub(crate) fn perform(
     // A discard needs no walk when this process staged the temporary: its folder may be
     // gone from the path (moved away, or replaced by a link) by now.
     if let MemberAction::Discard { staged } = &action
-        && let Some(dir) = staged_in().remove(&(home.to_path_buf(), staged.temp.clone()))
+        && let Some(dir) = staged_in.take(&staged.temp)
     {
         ferry_fs::remove_temporary(&dir, &staged.temp).map_err(site_error_from_fs)?;
         return Ok((MemberReply::Done, None));
@@ -233,7 +223,7 @@ pub(crate) fn perform(
                 ferry_fs::check_placeable(&dir, &name).map_err(site_error_from_fs)?;
             }
             let (temp, file) = ferry_fs::create_temporary(&dir).map_err(site_error_from_fs)?;
-            staged_in().insert((home.to_path_buf(), temp.clone()), dir);
+            staged_in.keep(&temp, dir);
             return Ok((MemberReply::Staged { temp }, Some(file)));
         }
         MemberAction::Commit {
@@ -245,8 +235,7 @@ pub(crate) fn perform(
                 true => None,
                 false => Some(public(staged.project.as_deref())?),
             };
-            let key = (home.to_path_buf(), staged.temp.clone());
-            let from_dir = match staged_in().get(&key).map(Dir::try_clone) {
+            let from_dir = match staged_in.get(&staged.temp) {
                 Some(kept) => kept.map_err(site_error_from_fs)?,
                 None => from
                     .as_ref()
@@ -269,7 +258,7 @@ pub(crate) fn perform(
                 owner,
             )
             .map_err(site_error_from_fs)?;
-            staged_in().remove(&key);
+            staged_in.take(&staged.temp);
             MemberReply::Done
         }
         MemberAction::Discard { staged } => {

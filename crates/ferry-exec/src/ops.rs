@@ -17,6 +17,7 @@ use crate::member::{MemberAction, MemberReply};
 use crate::scope::Scope;
 pub use crate::settings::{RunSettings, SandboxKind};
 pub use crate::staged_at::Placement;
+use crate::staged_at::StagedDirs;
 use crate::{Command, ExecError, Identity, Output, Policy, RequestError, Sandbox, Strongest};
 
 /// One operation, as the person.
@@ -154,6 +155,8 @@ pub struct Executor {
     run: RunSettings,
     /// Owner given to every file and folder created (container mode: the agent's ids).
     owner: Option<(u32, u32)>,
+    /// The folder each temporary staged here was made in, until it is placed or removed.
+    pub(crate) staged_in: StagedDirs,
 }
 
 /// A file mode for new files: readable by the person's group, so circles can share.
@@ -163,7 +166,12 @@ const NEW_DIR_MODE: u32 = 0o755;
 impl Executor {
     /// An executor for the person `scope` describes; `owner` is given every file it creates.
     pub fn new(scope: Scope, run: RunSettings, owner: Option<(u32, u32)>) -> Executor {
-        Executor { scope, run, owner }
+        Executor {
+            scope,
+            run,
+            owner,
+            staged_in: StagedDirs::default(),
+        }
     }
 
     /// Where this executor may reach, and how it opens paths.
@@ -208,6 +216,7 @@ impl Executor {
                 let (reply, file) = crate::member::perform(
                     self.scope.base(),
                     self.scope.home(),
+                    &self.staged_in,
                     self.owner,
                     project.as_deref(),
                     action,

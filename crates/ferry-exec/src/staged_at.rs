@@ -8,10 +8,12 @@
 //! [`Op::PlaceAll`]: crate::ops::Op::PlaceAll
 //! [`Op::DiscardAt`]: crate::ops::Op::DiscardAt
 
+use std::collections::HashMap;
 use std::fs::File;
+use std::sync::Mutex;
 
 use ferry_codes::Code;
-use ferry_fs::{FileId, Follow};
+use ferry_fs::{Dir, FileId, Follow, FsError};
 use serde::{Deserialize, Serialize};
 
 use crate::RequestError;
@@ -33,6 +35,34 @@ pub struct Placement {
     pub expect_sha256: Option<String>,
 }
 
+/// The folder each temporary was made in, by the temporary's name, kept by the executor
+/// that made it from its staging to its placing or removal: the temporary is found there
+/// even when the person moved that folder away meanwhile. An executor that did not make
+/// it (a fresh worker after one died) finds it by its path.
+#[derive(Debug, Default)]
+pub(crate) struct StagedDirs(Mutex<HashMap<String, Dir>>);
+
+impl StagedDirs {
+    /// Keeps `dir` as where `temp` lies.
+    pub(crate) fn keep(&self, temp: &str, dir: Dir) {
+        self.lock().insert(temp.to_owned(), dir);
+    }
+
+    /// A handle of the folder `temp` lies in, if this executor made it.
+    pub(crate) fn get(&self, temp: &str) -> Option<Result<Dir, FsError>> {
+        self.lock().get(temp).map(Dir::try_clone)
+    }
+
+    /// Forgets `temp`, handing back its folder.
+    pub(crate) fn take(&self, temp: &str) -> Option<Dir> {
+        self.lock().remove(temp)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Dir>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 impl Executor {
     /// Makes the temporary for `path` (its folders made): its name, the absolute path
     /// the file will have, and the temporary open for writing.
@@ -40,6 +70,7 @@ impl Executor {
         let target = self.target_of(path, true)?;
         ferry_fs::check_placeable(&target.dir, &target.name)?;
         let (temp, file) = ferry_fs::create_temporary(&target.dir)?;
+        self.staged_in.keep(&temp, target.dir);
         Ok((temp, target.display.display().to_string(), file))
     }
 
@@ -73,8 +104,15 @@ impl Executor {
                     dev: file.dev,
                     ino: file.ino,
                 };
+                let made_in = match self.staged_in.get(&file.temp).transpose() {
+                    Ok(made_in) => made_in,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                };
                 result = ferry_fs::place_temporary(
-                    &target.dir,
+                    made_in.as_ref().unwrap_or(&target.dir),
                     &file.temp,
                     &target.dir,
                     &target.name,
@@ -85,6 +123,7 @@ impl Executor {
                 if result.is_err() {
                     break;
                 }
+                self.staged_in.take(&file.temp);
                 placed += 1;
             }
         }
@@ -109,6 +148,9 @@ impl Executor {
 
     /// Removes the temporary `temp` made for `path`.
     pub(crate) fn discard_at(&self, path: &str, temp: &str) -> Result<(), RequestError> {
+        if let Some(made_in) = self.staged_in.take(temp) {
+            return Ok(ferry_fs::remove_temporary(&made_in, temp)?);
+        }
         let target = self.target_of(path, false)?;
         Ok(ferry_fs::remove_temporary(&target.dir, temp)?)
     }

@@ -147,3 +147,36 @@ fn as_the_person_a_write_makes_its_folders_and_lands_where_a_link_points() {
     assert!(!home.join("dropped.txt").exists());
     assert!(temporaries(&home).is_empty());
 }
+
+#[test]
+fn a_folder_moved_away_before_placing_keeps_no_temporary() {
+    for made_again in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(home.join("sub")).unwrap();
+        let mut change = Change::new(requester(&home, Access::AsPerson));
+        change
+            .stage("sub/a.txt", None)
+            .unwrap()
+            .write(b"a")
+            .unwrap();
+        std::fs::rename(home.join("sub"), home.join("sub.old")).unwrap();
+        if made_again {
+            std::fs::create_dir(home.join("sub")).unwrap();
+            change.commit().unwrap();
+            assert_eq!(read(&home.join("sub/a.txt")), "a");
+        } else {
+            assert_eq!(change.commit().unwrap_err().code, "not_found");
+        }
+        assert!(
+            temporaries(&home.join("sub.old")).is_empty(),
+            "{made_again}"
+        );
+        assert!(
+            std::fs::read_dir(home.join("sub.old"))
+                .unwrap()
+                .next()
+                .is_none()
+        );
+    }
+}

@@ -99,7 +99,9 @@ pub enum ArchiveError {
         limit: u64,
     },
     /// A file given to the writer had another size than it declared.
-    #[error("the file {path:?} changed while it was archived: {declared} bytes were declared, {found}")]
+    #[error(
+        "the file {path:?} changed while it was archived: {declared} bytes were declared, {found}"
+    )]
     ChangedMeanwhile {
         /// The file's name in the archive.
         path: String,

@@ -8,13 +8,13 @@
 
 use std::io::Read;
 
-use ferry_fs::{AtomicWriter, Dir, FsError, Follow};
+use ferry_fs::{AtomicWriter, Dir, Follow, FsError};
 
+use crate::ArchiveError;
 use crate::input::Input;
 use crate::names;
 use crate::plan::{EntryType, Plan, PlannedEntry};
 use crate::stream::{MemberKind, Stream};
-use crate::ArchiveError;
 
 /// The mode of every folder extraction makes.
 const DIR_MODE: u32 = 0o700;
@@ -63,7 +63,10 @@ pub fn extract(
 
 /// Writes every entry of the archive, checking each against the plan.
 fn write_plan(reader: impl Read, plan: &Plan, root: &Dir) -> Result<(u64, u64), ArchiveError> {
-    let mut stream = Stream::new(Input::new(reader, plan.limits.archive_max_bytes)?, plan.limits);
+    let mut stream = Stream::new(
+        Input::new(reader, plan.limits.archive_max_bytes)?,
+        plan.limits,
+    );
     let mut expected = plan.entries.iter();
     let (mut files, mut bytes) = (0u64, 0u64);
     let mut index = 0usize;
@@ -106,7 +109,12 @@ fn write_plan(reader: impl Read, plan: &Plan, root: &Dir) -> Result<(u64, u64), 
 }
 
 /// Writes one file of `size` bytes at `path`, its parents made as needed.
-fn write_file(stream: &mut Stream<'_>, root: &Dir, path: &str, size: u64) -> Result<(), ArchiveError> {
+fn write_file(
+    stream: &mut Stream<'_>,
+    root: &Dir,
+    path: &str,
+    size: u64,
+) -> Result<(), ArchiveError> {
     let parent;
     let (dir, name) = match path.rsplit_once('/') {
         Some((parent_path, name)) => {

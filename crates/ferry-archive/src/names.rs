@@ -88,7 +88,9 @@ pub(crate) fn admit(
         return Err(escapes("the name is absolute"));
     }
     if platform == Platform::Windows && text.contains('\\') {
-        return Err(escapes("the name holds a backslash, a separator on Windows"));
+        return Err(escapes(
+            "the name holds a backslash, a separator on Windows",
+        ));
     }
     let body = match kind {
         MemberKind::Dir => text.strip_suffix('/').unwrap_or(text),
@@ -132,8 +134,7 @@ pub(crate) fn admit(
         }
         if component.chars().any(is_byte_char) {
             return Err(refuse(
-                "it holds a character of U+10FF80–U+10FFFF, which ferry keeps for raw bytes"
-                    .into(),
+                "it holds a character of U+10FF80–U+10FFFF, which ferry keeps for raw bytes".into(),
             ));
         }
         if platform == Platform::Windows {

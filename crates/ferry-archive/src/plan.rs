@@ -188,7 +188,12 @@ impl<'a> Tree<'a> {
         Ok(())
     }
 
-    fn add_name(&mut self, path: &str, kind: MemberKind, explicit: bool) -> Result<(), ArchiveError> {
+    fn add_name(
+        &mut self,
+        path: &str,
+        kind: MemberKind,
+        explicit: bool,
+    ) -> Result<(), ArchiveError> {
         let key = self.options.platform.collision_key(path);
         let is_dir = kind == MemberKind::Dir;
         if let Some(node) = self.nodes.get_mut(&key) {
@@ -249,7 +254,12 @@ impl<'a> Tree<'a> {
         if !self.options.policy.has_allow() {
             return Ok(());
         }
-        match self.nodes.values().filter(|n| !n.allowed).min_by_key(|n| n.order) {
+        match self
+            .nodes
+            .values()
+            .filter(|n| !n.allowed)
+            .min_by_key(|n| n.order)
+        {
             Some(node) => Err(ArchiveError::PathDenied {
                 path: node.exact.clone(),
             }),

@@ -97,7 +97,8 @@ impl<'a> Stream<'a> {
                     if pending.pax.is_some() {
                         return Err(ArchiveError::malformed("two PAX headers for one entry"));
                     }
-                    let data = self.read_record(header.size, "PAX header", self.limits.pax_max_bytes)?;
+                    let data =
+                        self.read_record(header.size, "PAX header", self.limits.pax_max_bytes)?;
                     pending.pax = Some(pax::parse(&data)?);
                 }
                 Kind::PaxGlobal => {
@@ -105,12 +106,19 @@ impl<'a> Stream<'a> {
                         return Err(ArchiveError::malformed("two global PAX headers in a row"));
                     }
                     pending.global_seen = true;
-                    let data =
-                        self.read_record(header.size, "global PAX header", self.limits.pax_max_bytes)?;
+                    let data = self.read_record(
+                        header.size,
+                        "global PAX header",
+                        self.limits.pax_max_bytes,
+                    )?;
                     let global = pax::parse(&data)?;
                     // A global name, size or link would change every later entry: refused
                     // rather than guessed at.
-                    if global.path.is_some() || global.size.is_some() || global.link || global.sparse {
+                    if global.path.is_some()
+                        || global.size.is_some()
+                        || global.link
+                        || global.sparse
+                    {
                         return Err(ArchiveError::UnsupportedEntry {
                             path: String::new(),
                             what: "a global PAX header that sets names, sizes or links".into(),
@@ -145,7 +153,9 @@ impl<'a> Stream<'a> {
         if self.data_left == 0 {
             return Ok(0);
         }
-        let want = buf.len().min(usize::try_from(self.data_left).unwrap_or(usize::MAX));
+        let want = buf
+            .len()
+            .min(usize::try_from(self.data_left).unwrap_or(usize::MAX));
         let n = self.input.read_some(&mut buf[..want])?;
         if n == 0 {
             return Err(ArchiveError::malformed(
@@ -198,7 +208,12 @@ impl<'a> Stream<'a> {
     }
 
     /// Reads a metadata record whole, after checking its size against `cap`.
-    fn read_record(&mut self, size: u64, what: &'static str, cap: u64) -> Result<Vec<u8>, ArchiveError> {
+    fn read_record(
+        &mut self,
+        size: u64,
+        what: &'static str,
+        cap: u64,
+    ) -> Result<Vec<u8>, ArchiveError> {
         if size > cap {
             return Err(ArchiveError::HeaderTooLarge {
                 what,
@@ -227,7 +242,9 @@ impl<'a> Stream<'a> {
             let want = scratch.len().min(self.padding_left as usize);
             let n = self.input.read_some(&mut scratch[..want])?;
             if n == 0 {
-                return Err(ArchiveError::malformed("the stream ends inside an entry's padding"));
+                return Err(ArchiveError::malformed(
+                    "the stream ends inside an entry's padding",
+                ));
             }
             self.padding_left -= n as u64;
         }

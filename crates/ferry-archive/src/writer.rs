@@ -140,7 +140,13 @@ impl<W: Write> TarWriter<W> {
             records.extend(pax_record("size", size.to_string().as_bytes()));
         }
         if !records.is_empty() {
-            let pax = block(b"././@PaxHeader", b"", b'x', records.len() as u64, EntryMeta::default());
+            let pax = block(
+                b"././@PaxHeader",
+                b"",
+                b'x',
+                records.len() as u64,
+                EntryMeta::default(),
+            );
             self.out.write_all(&pax).map_err(ArchiveError::Io)?;
             self.out.write_all(&records).map_err(ArchiveError::Io)?;
             self.pad(records.len() as u64)?;
@@ -171,7 +177,10 @@ fn check_name(path: &str) -> Result<(), ArchiveError> {
     if path.starts_with('/') {
         return Err(bad("the name is absolute"));
     }
-    if path.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+    if path
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
         return Err(bad("the name has an empty, '.' or '..' component"));
     }
     Ok(())
@@ -263,7 +272,10 @@ mod tests {
         for len in [1, 5, 94, 95, 96, 200, 995, 996, 997, 9990] {
             let record = pax_record("path", &long.repeat(len / 95 + 1)[..len]);
             let space = record.iter().position(|&b| b == b' ').unwrap();
-            let declared: usize = std::str::from_utf8(&record[..space]).unwrap().parse().unwrap();
+            let declared: usize = std::str::from_utf8(&record[..space])
+                .unwrap()
+                .parse()
+                .unwrap();
             assert_eq!(declared, record.len(), "{len}");
         }
     }
@@ -273,7 +285,9 @@ mod tests {
         let name = format!("{}/{}", "p".repeat(155), "n".repeat(100));
         let (prefix, short) = split_ustar(name.as_bytes()).unwrap();
         assert_eq!((prefix.len(), short.len()), (155, 100));
-        assert!(split_ustar(format!("{}/{}", "p".repeat(156), "n".repeat(10)).as_bytes()).is_none());
+        assert!(
+            split_ustar(format!("{}/{}", "p".repeat(156), "n".repeat(10)).as_bytes()).is_none()
+        );
         assert!(split_ustar("n".repeat(101).as_bytes()).is_none());
     }
 

@@ -19,7 +19,9 @@ fn with(limits: Limits) -> PlanOptions {
 
 /// `Ok` when admitted, else the refusal's code.
 fn outcome(bytes: &[u8], options: &PlanOptions) -> Result<(), Code> {
-    ferry_archive::plan(bytes, options).map(|_| ()).map_err(|e| e.code())
+    ferry_archive::plan(bytes, options)
+        .map(|_| ())
+        .map_err(|e| e.code())
 }
 
 #[test]
@@ -98,7 +100,10 @@ fn descendants_at_the_shipped_cap() {
     assert_eq!(outcome(&files(4999, ""), &options), Ok(()));
     let plan = ferry_archive::plan(&files(5000, "")[..], &options).unwrap();
     assert_eq!(plan.descendants, 5000);
-    assert_eq!(outcome(&files(5001, ""), &options), Err(Code::TooManyEntries));
+    assert_eq!(
+        outcome(&files(5001, ""), &options),
+        Err(Code::TooManyEntries)
+    );
 }
 
 #[test]
@@ -108,7 +113,10 @@ fn implicit_parents_count_toward_the_cap_once_each() {
     let plan = ferry_archive::plan(&files(4999, "d/")[..], &options).unwrap();
     assert_eq!(plan.descendants, 5000);
     assert_eq!(plan.entries.len(), 4999);
-    assert_eq!(outcome(&files(5000, "d/"), &options), Err(Code::TooManyEntries));
+    assert_eq!(
+        outcome(&files(5000, "d/"), &options),
+        Err(Code::TooManyEntries)
+    );
     // Deep names: every level is a descendant.
     let small = |n| {
         with(Limits {
@@ -182,21 +190,34 @@ fn pax_of_len(len: usize) -> Vec<u8> {
 #[test]
 fn pax_headers_at_the_cap() {
     let cap = ARCHIVE_PAX_MAX_BYTES as usize;
-    for (len, expected) in [(cap - 1, Ok(())), (cap, Ok(())), (cap + 1, Err(Code::TooLarge))] {
+    for (len, expected) in [
+        (cap - 1, Ok(())),
+        (cap, Ok(())),
+        (cap + 1, Err(Code::TooLarge)),
+    ] {
         let records = pax_of_len(len);
         assert_eq!(records.len(), len);
         let tar = Tar::new().pax_raw(&records).file("a", b"").end();
         assert_eq!(outcome(&tar, &PlanOptions::default()), expected, "{len}");
     }
     // A claimed size far past the cap is refused before anything is allocated or read.
-    let claimed = Tar::new().raw(&header(b"././@PaxHeader", b'x', 1 << 40)).bytes;
-    assert_eq!(outcome(&claimed, &PlanOptions::default()), Err(Code::TooLarge));
+    let claimed = Tar::new()
+        .raw(&header(b"././@PaxHeader", b'x', 1 << 40))
+        .bytes;
+    assert_eq!(
+        outcome(&claimed, &PlanOptions::default()),
+        Err(Code::TooLarge)
+    );
 }
 
 #[test]
 fn gnu_long_names_at_the_cap() {
     let cap = ARCHIVE_LONG_NAME_MAX_BYTES as usize;
-    for (len, expected) in [(cap - 1, Ok(())), (cap, Ok(())), (cap + 1, Err(Code::TooLarge))] {
+    for (len, expected) in [
+        (cap - 1, Ok(())),
+        (cap, Ok(())),
+        (cap + 1, Err(Code::TooLarge)),
+    ] {
         // The name ends at its first NUL; the record is padded to `len` with NULs.
         let mut data = b"short".to_vec();
         data.resize(len, 0);
@@ -206,8 +227,13 @@ fn gnu_long_names_at_the_cap() {
             .end();
         assert_eq!(outcome(&tar, &PlanOptions::default()), expected, "{len}");
     }
-    let claimed = Tar::new().raw(&header(b"././@LongLink", b'L', 1 << 40)).bytes;
-    assert_eq!(outcome(&claimed, &PlanOptions::default()), Err(Code::TooLarge));
+    let claimed = Tar::new()
+        .raw(&header(b"././@LongLink", b'L', 1 << 40))
+        .bytes;
+    assert_eq!(
+        outcome(&claimed, &PlanOptions::default()),
+        Err(Code::TooLarge)
+    );
 }
 
 /// A gzip tar of files of zeros of the given sizes, streamed through the writer.

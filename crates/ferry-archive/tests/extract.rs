@@ -24,7 +24,12 @@ fn tree(root: &Path) -> Vec<String> {
     while let Some(dir) = stack.pop() {
         for entry in fs::read_dir(&dir).unwrap() {
             let entry = entry.unwrap();
-            let rel = entry.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let rel = entry
+                .path()
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             if entry.file_type().unwrap().is_dir() {
                 out.push(format!("{rel}/"));
                 stack.push(entry.path());
@@ -62,7 +67,14 @@ fn writes_exactly_the_plan_private_and_fresh() {
     let out = tmp.path().join("out");
     assert_eq!(
         tree(&out),
-        ["deep/", "deep/er/", "deep/er/f.txt", "line\nbreak", "open/", "run.sh"]
+        [
+            "deep/",
+            "deep/er/",
+            "deep/er/f.txt",
+            "line\nbreak",
+            "open/",
+            "run.sh"
+        ]
     );
     assert_eq!(fs::read(out.join("deep/er/f.txt")).unwrap(), b"hello");
     assert_eq!(mode(&out), 0o700);
@@ -70,7 +82,11 @@ fn writes_exactly_the_plan_private_and_fresh() {
     assert_eq!(mode(&out.join("deep/er")), 0o700);
     assert_eq!(mode(&out.join("run.sh")), 0o600, "no setuid, no exec");
     let me = fs::metadata(tmp.path()).unwrap().uid();
-    assert_eq!(fs::metadata(out.join("run.sh")).unwrap().uid(), me, "no owner change");
+    assert_eq!(
+        fs::metadata(out.join("run.sh")).unwrap().uid(),
+        me,
+        "no owner change"
+    );
 }
 
 #[test]
@@ -82,7 +98,11 @@ fn the_destination_must_not_exist() {
     fs::write(tmp.path().join("taken/keep"), b"mine").unwrap();
     let err = extract(&tar[..], &plan, &parent, "taken").unwrap_err();
     assert_eq!(err.code(), Code::Exists);
-    assert_eq!(fs::read(tmp.path().join("taken/keep")).unwrap(), b"mine", "left alone");
+    assert_eq!(
+        fs::read(tmp.path().join("taken/keep")).unwrap(),
+        b"mine",
+        "left alone"
+    );
     // A symlink at the name is not followed either.
     let elsewhere = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(elsewhere.path(), tmp.path().join("link")).unwrap();
@@ -101,7 +121,11 @@ fn an_archive_changed_since_its_plan_writes_nothing() {
     let renamed = Tar::new().file("a", b"1").file("../b", b"22").end();
     let resized = Tar::new().file("a", b"1").file("b", b"333").end();
     let retyped = Tar::new().file("a", b"1").dir("b/").end();
-    let longer = Tar::new().file("a", b"1").file("b", b"22").file("c", b"").end();
+    let longer = Tar::new()
+        .file("a", b"1")
+        .file("b", b"22")
+        .file("c", b"")
+        .end();
     let shorter = Tar::new().file("a", b"1").end();
     let reordered = Tar::new().file("b", b"22").file("a", b"1").end();
     let damaged = Tar::new().file("a", b"1").bytes;
@@ -117,7 +141,11 @@ fn an_archive_changed_since_its_plan_writes_nothing() {
         let (tmp, parent) = scratch();
         let err = extract(&tar[..], &plan, &parent, "out").unwrap_err();
         assert_eq!(err.code(), code, "{what}");
-        assert!(tree(tmp.path()).is_empty(), "{what}: {:?}", tree(tmp.path()));
+        assert!(
+            tree(tmp.path()).is_empty(),
+            "{what}: {:?}",
+            tree(tmp.path())
+        );
     }
 }
 
@@ -158,7 +186,12 @@ fn extraction_keeps_the_caps_of_its_plan() {
 
 #[test]
 fn implicit_and_explicit_folders_meet_without_conflict() {
-    let tar = Tar::new().file("d/x", b"1").dir("d/").dir("e/").file("e/y", b"2").end();
+    let tar = Tar::new()
+        .file("d/x", b"1")
+        .dir("d/")
+        .dir("e/")
+        .file("e/y", b"2")
+        .end();
     let plan = plan(&tar).unwrap();
     let (tmp, parent) = scratch();
     extract(&tar[..], &plan, &parent, "out").unwrap();

@@ -48,7 +48,12 @@ fn bad_octal_is_malformed() {
             common::seal(&mut h);
         }
         let tar = Tar::new().entry(h, b"").end();
-        assert_eq!(refusal(&tar), Code::MalformedArchive, "{:?}", String::from_utf8_lossy(bytes));
+        assert_eq!(
+            refusal(&tar),
+            Code::MalformedArchive,
+            "{:?}",
+            String::from_utf8_lossy(bytes)
+        );
     }
 }
 
@@ -82,7 +87,11 @@ fn a_truncated_stream_is_malformed() {
     // A truncated gzip stream is damaged, not merely short.
     let gz = gzip(&whole);
     assert_eq!(refusal(&gz[..gz.len() / 2]), Code::MalformedArchive);
-    assert_eq!(refusal(&gz[..gz.len() - 4]), Code::MalformedArchive, "CRC or length lost");
+    assert_eq!(
+        refusal(&gz[..gz.len() - 4]),
+        Code::MalformedArchive,
+        "CRC or length lost"
+    );
 }
 
 #[test]
@@ -98,7 +107,12 @@ fn broken_pax_is_malformed() {
         b"30 size=999999999999999999999\n",
     ] {
         let tar = Tar::new().pax_raw(records).file("a", b"").end();
-        assert_eq!(refusal(&tar), Code::MalformedArchive, "{:?}", String::from_utf8_lossy(records));
+        assert_eq!(
+            refusal(&tar),
+            Code::MalformedArchive,
+            "{:?}",
+            String::from_utf8_lossy(records)
+        );
     }
 }
 
@@ -106,9 +120,17 @@ fn broken_pax_is_malformed() {
 fn metadata_records_must_lead_to_one_entry() {
     let dangling = Tar::new().pax(&[("path", b"x")]).end();
     assert_eq!(refusal(&dangling), Code::MalformedArchive);
-    let two_pax = Tar::new().pax(&[("path", b"x")]).pax(&[("path", b"y")]).file("a", b"").end();
+    let two_pax = Tar::new()
+        .pax(&[("path", b"x")])
+        .pax(&[("path", b"y")])
+        .file("a", b"")
+        .end();
     assert_eq!(refusal(&two_pax), Code::MalformedArchive);
-    let two_long = Tar::new().long_name(b"x").long_name(b"y").file("a", b"").end();
+    let two_long = Tar::new()
+        .long_name(b"x")
+        .long_name(b"y")
+        .file("a", b"")
+        .end();
     assert_eq!(refusal(&two_long), Code::MalformedArchive);
     let dangling_long = Tar::new().long_name(b"x").end();
     assert_eq!(refusal(&dangling_long), Code::MalformedArchive);

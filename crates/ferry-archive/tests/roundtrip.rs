@@ -16,7 +16,10 @@ use proptest::prelude::*;
 fn names() -> Vec<(String, Vec<u8>)> {
     let long_component = "l".repeat(200);
     let over_255 = format!("{}/{}/{}", "p".repeat(120), "q".repeat(120), "r".repeat(60));
-    let deep = (0..60).map(|i| format!("d{i}")).collect::<Vec<_>>().join("/");
+    let deep = (0..60)
+        .map(|i| format!("d{i}"))
+        .collect::<Vec<_>>()
+        .join("/");
     let pax_only = format!("{}/{}", "x".repeat(160), "y".repeat(150));
     vec![
         ("unicode/".into(), vec![]),
@@ -63,8 +66,16 @@ fn the_writers_archives_plan_and_extract_exactly() {
         let expected: Vec<&str> = tree.iter().map(|(n, _)| n.trim_end_matches('/')).collect();
         assert_eq!(paths(&plan), expected);
         for ((name, data), entry) in tree.iter().zip(&plan.entries) {
-            let kind = if name.ends_with('/') { EntryType::Dir } else { EntryType::File };
-            assert_eq!((entry.kind, entry.size), (kind, data.len() as u64), "{name:?}");
+            let kind = if name.ends_with('/') {
+                EntryType::Dir
+            } else {
+                EntryType::File
+            };
+            assert_eq!(
+                (entry.kind, entry.size),
+                (kind, data.len() as u64),
+                "{name:?}"
+            );
         }
         let tmp = tempfile::tempdir().unwrap();
         let parent = Dir::open_ambient(tmp.path()).unwrap();
@@ -111,14 +122,18 @@ fn a_file_that_grew_or_shrank_is_refused() {
         .unwrap_err();
     assert_eq!(err.code(), Code::ChangedMeanwhile);
     let mut writer = TarWriter::new(Vec::new());
-    writer.add_file("exact", 5, EntryMeta::default(), &b"12345"[..]).unwrap();
+    writer
+        .add_file("exact", 5, EntryMeta::default(), &b"12345"[..])
+        .unwrap();
 }
 
 #[test]
 fn the_writer_refuses_names_the_planner_would_not_admit() {
     for bad in ["", "/abs", "a//b", "../x", "a/./b", "a/", "a\0b"] {
         let mut writer = TarWriter::new(Vec::new());
-        let err = writer.add_file(bad, 0, EntryMeta::default(), &b""[..]).unwrap_err();
+        let err = writer
+            .add_file(bad, 0, EntryMeta::default(), &b""[..])
+            .unwrap_err();
         assert_eq!(err.code(), Code::BadPath, "{bad:?}");
         let err = writer.add_dir(bad, EntryMeta::default()).unwrap_err();
         assert_eq!(err.code(), Code::BadPath, "{bad:?}");
@@ -126,8 +141,9 @@ fn the_writer_refuses_names_the_planner_would_not_admit() {
 }
 
 fn tree_strategy() -> impl Strategy<Value = Vec<(String, Vec<u8>)>> {
-    let component = "[a-zA-Z0-9 ._\u{e9}\u{65e5}\n-]{1,40}"
-        .prop_filter("not a dot name", |c| c != "." && c != ".." && !c.starts_with(".ferry-tmp-"));
+    let component = "[a-zA-Z0-9 ._\u{e9}\u{65e5}\n-]{1,40}".prop_filter("not a dot name", |c| {
+        c != "." && c != ".." && !c.starts_with(".ferry-tmp-")
+    });
     let path = prop::collection::vec(component, 1..8).prop_map(|c| c.join("/"));
     prop::collection::btree_map(path, prop::collection::vec(any::<u8>(), 0..600), 1..12)
         .prop_map(|map| map.into_iter().collect::<Vec<_>>())

@@ -70,7 +70,10 @@ fn only_files_and_folders_are_supported() {
 
 #[test]
 fn pax_links_and_sparse_files_are_unsupported() {
-    let link = Tar::new().pax(&[("linkpath", b"/etc/passwd")]).file("a", b"").end();
+    let link = Tar::new()
+        .pax(&[("linkpath", b"/etc/passwd")])
+        .file("a", b"")
+        .end();
     assert_eq!(refusal(&link), Code::UnsupportedEntry);
     let sparse = Tar::new()
         .pax(&[("GNU.sparse.major", b"1"), ("GNU.sparse.minor", b"0")])
@@ -80,7 +83,10 @@ fn pax_links_and_sparse_files_are_unsupported() {
     let global = Tar::new().global(&[("path", b"x")]).file("a", b"").end();
     assert_eq!(refusal(&global), Code::UnsupportedEntry);
     // A global header that only comments (as `git archive` writes) is harmless.
-    let comment = Tar::new().global(&[("comment", b"abc123")]).file("a", b"").end();
+    let comment = Tar::new()
+        .global(&[("comment", b"abc123")])
+        .file("a", b"")
+        .end();
     assert_eq!(paths(&plan(&comment).unwrap()), ["a"]);
 }
 
@@ -102,7 +108,10 @@ fn traversal_and_absolute_names_escape() {
     let dir = Tar::new().dir("../up/").end();
     assert_eq!(refusal(&dir), Code::PathEscapes);
     // The same names, spelled by a PAX record or a GNU long name, are no different.
-    let pax = Tar::new().pax(&[("path", b"../evil")]).file("fine", b"").end();
+    let pax = Tar::new()
+        .pax(&[("path", b"../evil")])
+        .file("fine", b"")
+        .end();
     assert_eq!(refusal(&pax), Code::PathEscapes);
     let gnu = Tar::new().long_name(b"/abs").file("fine", b"").end();
     assert_eq!(refusal(&gnu), Code::PathEscapes);
@@ -116,7 +125,11 @@ fn traversal_and_absolute_names_escape() {
 fn backslashes_escape_on_windows_only() {
     for name in ["a\\..\\..\\evil", "C:\\x", "dir\\f"] {
         let tar = Tar::new().file(name, b"x").end();
-        assert_eq!(refusal_with(&tar, &on(Platform::Windows)), Code::PathEscapes, "{name:?}");
+        assert_eq!(
+            refusal_with(&tar, &on(Platform::Windows)),
+            Code::PathEscapes,
+            "{name:?}"
+        );
         assert!(plan(&tar).is_ok(), "{name:?} is a plain name on Linux");
     }
 }
@@ -133,7 +146,14 @@ fn dot_components_are_dropped_and_the_root_is_no_entry() {
 
 #[test]
 fn names_keep_their_exact_bytes() {
-    let names = ["relatório.pdf", "line\nbreak", "tab\there", "日本/語", " lead", "trail "];
+    let names = [
+        "relatório.pdf",
+        "line\nbreak",
+        "tab\there",
+        "日本/語",
+        " lead",
+        "trail ",
+    ];
     let mut tar = Tar::new();
     for name in names {
         tar = tar.file(name, b"x");
@@ -148,7 +168,10 @@ fn names_keep_their_exact_bytes() {
 fn invalid_utf8_is_refused() {
     let tar = Tar::new().raw_file(b"caf\xe9", b"").end();
     assert_eq!(refusal(&tar), Code::InvalidUnicode);
-    let pax = Tar::new().pax(&[("path", b"\xff\xfe")]).file("ok", b"").end();
+    let pax = Tar::new()
+        .pax(&[("path", b"\xff\xfe")])
+        .file("ok", b"")
+        .end();
     assert_eq!(refusal(&pax), Code::InvalidUnicode);
 }
 
@@ -162,7 +185,10 @@ fn pax_path_overrides_and_gnu_long_names_are_honoured() {
     let plan_pax = plan(&pax).unwrap();
     assert_eq!(paths(&plan_pax), [long.as_str()]);
     assert_eq!(plan_pax.descendants, 2);
-    let gnu = Tar::new().long_name(long.as_bytes()).file("ignored", b"abc").end();
+    let gnu = Tar::new()
+        .long_name(long.as_bytes())
+        .file("ignored", b"abc")
+        .end();
     assert_eq!(paths(&plan(&gnu).unwrap()), [long.as_str()]);
     // The ustar prefix field joins the name.
     let mut h = header(b"name", b'0', 0);
@@ -205,69 +231,135 @@ fn a_file_and_a_folder_at_one_name_collide() {
 fn case_and_normalization_collide_where_the_destination_folds_them() {
     let case = Tar::new().file("Readme", b"").file("README", b"").end();
     let parents = Tar::new().file("Dir/a", b"").file("dir/b", b"").end();
-    let nfc_nfd = Tar::new().file("caf\u{e9}", b"").file("cafe\u{301}", b"").end();
+    let nfc_nfd = Tar::new()
+        .file("caf\u{e9}", b"")
+        .file("cafe\u{301}", b"")
+        .end();
     let sharp = Tar::new().file("STRASSE", b"").file("strasse", b"").end();
     for tar in [&case, &parents, &sharp] {
         assert!(plan(tar).is_ok(), "Linux keeps them apart");
-        assert_eq!(refusal_with(tar, &on(Platform::Windows)), Code::NameCollision);
+        assert_eq!(
+            refusal_with(tar, &on(Platform::Windows)),
+            Code::NameCollision
+        );
         assert_eq!(refusal_with(tar, &on(Platform::Macos)), Code::NameCollision);
     }
     assert!(plan(&nfc_nfd).is_ok());
-    assert!(plan_with(&nfc_nfd, &on(Platform::Windows)).is_ok(), "Windows does not normalize");
-    assert_eq!(refusal_with(&nfc_nfd, &on(Platform::Macos)), Code::NameCollision);
+    assert!(
+        plan_with(&nfc_nfd, &on(Platform::Windows)).is_ok(),
+        "Windows does not normalize"
+    );
+    assert_eq!(
+        refusal_with(&nfc_nfd, &on(Platform::Macos)),
+        Code::NameCollision
+    );
 }
 
 #[test]
 fn windows_reserved_names_are_refused_not_repaired() {
     for name in [
-        "CON", "con.txt", "dir/PRN.log", "Aux", "NUL.tar.gz", "COM1", "com9.x", "LPT1", "lpt9",
-        "ends.", "ends ", "a<b", "a>b", "a:b", "a\"b", "a|b", "a?b", "a*b", "bell\u{7}",
+        "CON",
+        "con.txt",
+        "dir/PRN.log",
+        "Aux",
+        "NUL.tar.gz",
+        "COM1",
+        "com9.x",
+        "LPT1",
+        "lpt9",
+        "ends.",
+        "ends ",
+        "a<b",
+        "a>b",
+        "a:b",
+        "a\"b",
+        "a|b",
+        "a?b",
+        "a*b",
+        "bell\u{7}",
         "dir./x",
     ] {
         let tar = Tar::new().file(name, b"").end();
-        assert_eq!(refusal_with(&tar, &on(Platform::Windows)), Code::PlatformName, "{name:?}");
+        assert_eq!(
+            refusal_with(&tar, &on(Platform::Windows)),
+            Code::PlatformName,
+            "{name:?}"
+        );
         assert!(plan(&tar).is_ok(), "{name:?} exists on Linux");
     }
     let reserved_dir = Tar::new().dir("aux/").end();
-    assert_eq!(refusal_with(&reserved_dir, &on(Platform::Windows)), Code::PlatformName);
+    assert_eq!(
+        refusal_with(&reserved_dir, &on(Platform::Windows)),
+        Code::PlatformName
+    );
     let implied = Tar::new().file("con/x", b"").end();
-    assert_eq!(refusal_with(&implied, &on(Platform::Windows)), Code::PlatformName);
+    assert_eq!(
+        refusal_with(&implied, &on(Platform::Windows)),
+        Code::PlatformName
+    );
 }
 
 #[test]
 fn the_policy_denies_any_name_implicit_parents_included() {
-    let tar = Tar::new().file("src/.git/config", b"").file("src/main.rs", b"").end();
+    let tar = Tar::new()
+        .file("src/.git/config", b"")
+        .file("src/main.rs", b"")
+        .end();
     let err = plan_with(&tar, &policy(&[], &["**/.git"])).unwrap_err();
     assert_eq!(err.code(), Code::PathDenied);
     assert!(err.to_string().contains("src/.git"), "{err}");
     assert!(plan_with(&tar, &policy(&[], &["*.txt"])).is_ok());
     let explicit = Tar::new().file("a/secret.key", b"").end();
-    assert_eq!(refusal_with(&explicit, &policy(&[], &["*.key"])), Code::PathDenied);
+    assert_eq!(
+        refusal_with(&explicit, &policy(&[], &["*.key"])),
+        Code::PathDenied
+    );
 }
 
 #[test]
 fn apple_double_files_meet_the_policy_like_any_other() {
-    let tar = Tar::new().file("docs/a.txt", b"").file("docs/._a.txt", b"").end();
+    let tar = Tar::new()
+        .file("docs/a.txt", b"")
+        .file("docs/._a.txt", b"")
+        .end();
     assert_eq!(paths(&plan(&tar).unwrap()), ["docs/a.txt", "docs/._a.txt"]);
-    assert_eq!(refusal_with(&tar, &policy(&[], &["**/._*"])), Code::PathDenied);
+    assert_eq!(
+        refusal_with(&tar, &policy(&[], &["**/._*"])),
+        Code::PathDenied
+    );
     // `*.txt` matches `._a.txt` too: an allow glob does not exempt it either way.
     assert!(plan_with(&tar, &policy(&["*.txt"], &[])).is_ok());
-    assert_eq!(refusal_with(&tar, &policy(&["**/a.txt"], &[])), Code::PathDenied);
+    assert_eq!(
+        refusal_with(&tar, &policy(&["**/a.txt"], &[])),
+        Code::PathDenied
+    );
 }
 
 #[test]
 fn allow_globs_admit_only_what_they_name() {
-    let tar = Tar::new().file("docs/a.txt", b"").file("docs/b.md", b"").end();
+    let tar = Tar::new()
+        .file("docs/a.txt", b"")
+        .file("docs/b.md", b"")
+        .end();
     let err = plan_with(&tar, &policy(&["*.txt"], &[])).unwrap_err();
     assert_eq!(err.code(), Code::PathDenied);
     assert!(err.to_string().contains("docs/b.md"));
     let txt = Tar::new().dir("docs/").file("docs/a.txt", b"").end();
-    assert!(plan_with(&txt, &policy(&["*.txt"], &[])).is_ok(), "its folder holds an allowed file");
+    assert!(
+        plan_with(&txt, &policy(&["*.txt"], &[])).is_ok(),
+        "its folder holds an allowed file"
+    );
     let empty_dir = Tar::new().file("a.txt", b"").dir("empty/").end();
-    assert_eq!(refusal_with(&empty_dir, &policy(&["*.txt"], &[])), Code::PathDenied);
+    assert_eq!(
+        refusal_with(&empty_dir, &policy(&["*.txt"], &[])),
+        Code::PathDenied
+    );
     assert!(plan_with(&empty_dir, &policy(&["*.txt", "empty"], &[])).is_ok());
     // Deny wins over allow.
-    assert_eq!(refusal_with(&txt, &policy(&["**"], &["docs"])), Code::PathDenied);
+    assert_eq!(
+        refusal_with(&txt, &policy(&["**"], &["docs"])),
+        Code::PathDenied
+    );
 }
 
 #[test]

@@ -7,7 +7,15 @@ fn code(raw: &str, kind: MemberKind, platform: Platform) -> Code {
 
 #[test]
 fn exact_names_are_kept() {
-    for name in ["a", "a b/c", "relatório.pdf", "line\nbreak", "ü/日本語", "..a", "a.."] {
+    for name in [
+        "a",
+        "a b/c",
+        "relatório.pdf",
+        "line\nbreak",
+        "ü/日本語",
+        "..a",
+        "a..",
+    ] {
         let got = admit(name.as_bytes(), MemberKind::File, Platform::Linux).unwrap();
         assert_eq!(got.as_deref(), Some(name));
     }
@@ -15,20 +23,38 @@ fn exact_names_are_kept() {
     assert_eq!(got.as_deref(), Some("a/b"));
     let got = admit(b"dir/", MemberKind::Dir, Platform::Linux).unwrap();
     assert_eq!(got.as_deref(), Some("dir"));
-    assert_eq!(admit(b"./", MemberKind::Dir, Platform::Linux).unwrap(), None);
+    assert_eq!(
+        admit(b"./", MemberKind::Dir, Platform::Linux).unwrap(),
+        None
+    );
 }
 
 #[test]
 fn escapes_are_refused() {
-    for name in ["/etc/passwd", "../x", "a/../../x", "a//b", "", "a\0b", "dir/", "."] {
+    for name in [
+        "/etc/passwd",
+        "../x",
+        "a/../../x",
+        "a//b",
+        "",
+        "a\0b",
+        "dir/",
+        ".",
+    ] {
         assert_eq!(
             code(name, MemberKind::File, Platform::Linux),
             Code::PathEscapes,
             "{name:?}"
         );
     }
-    assert_eq!(code("a//", MemberKind::Dir, Platform::Linux), Code::PathEscapes);
-    assert_eq!(code("a\\b", MemberKind::File, Platform::Windows), Code::PathEscapes);
+    assert_eq!(
+        code("a//", MemberKind::Dir, Platform::Linux),
+        Code::PathEscapes
+    );
+    assert_eq!(
+        code("a\\b", MemberKind::File, Platform::Windows),
+        Code::PathEscapes
+    );
     assert!(admit(b"a\\b", MemberKind::File, Platform::Linux).is_ok());
 }
 
@@ -41,8 +67,25 @@ fn invalid_utf8_is_refused() {
 #[test]
 fn windows_names_are_refused() {
     for name in [
-        "CON", "con.txt", "Nul.tar.gz", "COM1", "lpt9.x", "dir/aux", "a.", "a ", "dir./b", "a<b",
-        "a>b", "a:b", "a\"b", "a|b", "a?b", "a*b", "a\u{1}b", "a\tb", "con .txt",
+        "CON",
+        "con.txt",
+        "Nul.tar.gz",
+        "COM1",
+        "lpt9.x",
+        "dir/aux",
+        "a.",
+        "a ",
+        "dir./b",
+        "a<b",
+        "a>b",
+        "a:b",
+        "a\"b",
+        "a|b",
+        "a?b",
+        "a*b",
+        "a\u{1}b",
+        "a\tb",
+        "con .txt",
     ] {
         assert_eq!(
             code(name, MemberKind::File, Platform::Windows),
@@ -65,11 +108,17 @@ fn lengths_are_bounded_not_cut() {
     let long_component = "a".repeat(NAME_MAX_BYTES);
     assert!(admit(long_component.as_bytes(), MemberKind::File, Platform::Linux).is_ok());
     let too_long = "a".repeat(NAME_MAX_BYTES + 1);
-    assert_eq!(code(&too_long, MemberKind::File, Platform::Linux), Code::PlatformName);
+    assert_eq!(
+        code(&too_long, MemberKind::File, Platform::Linux),
+        Code::PlatformName
+    );
     let deep = vec!["a"; PATH_MAX_BYTES / 2].join("/");
     assert!(admit(deep.as_bytes(), MemberKind::File, Platform::Linux).is_ok());
     let deeper = format!("{deep}/bb");
-    assert_eq!(code(&deeper, MemberKind::File, Platform::Linux), Code::PlatformName);
+    assert_eq!(
+        code(&deeper, MemberKind::File, Platform::Linux),
+        Code::PlatformName
+    );
 }
 
 #[test]
@@ -97,8 +146,14 @@ fn collision_keys() {
     );
     let nfd = "cafe\u{301}";
     let nfc = "caf\u{e9}";
-    assert_ne!(Platform::Windows.collision_key(nfd), Platform::Windows.collision_key(nfc));
-    assert_eq!(Platform::Macos.collision_key(nfd), Platform::Macos.collision_key("CAF\u{c9}"));
+    assert_ne!(
+        Platform::Windows.collision_key(nfd),
+        Platform::Windows.collision_key(nfc)
+    );
+    assert_eq!(
+        Platform::Macos.collision_key(nfd),
+        Platform::Macos.collision_key("CAF\u{c9}")
+    );
 }
 
 #[test]

@@ -268,7 +268,7 @@ mod tests {
     #[test]
     fn pax_records_count_their_own_length() {
         assert_eq!(pax_record("path", b"abc"), b"12 path=abc\n");
-        let long = vec![b'a'; 95];
+        let long = [b'a'; 95];
         for len in [1, 5, 94, 95, 96, 200, 995, 996, 997, 9990] {
             let record = pax_record("path", &long.repeat(len / 95 + 1)[..len]);
             let space = record.iter().position(|&b| b == b' ').unwrap();

@@ -416,6 +416,12 @@ mod tests {
             ("refused_as_root", 503),
             ("bad_page_token", 400),
             ("invalid_request", 400),
+            ("unsupported_entry", 400),
+            ("name_collision", 400),
+            ("platform_name", 400),
+            ("path_denied", 403),
+            ("malformed_archive", 400),
+            ("too_many_entries", 413),
         ] {
             let code = Code::parse(text).unwrap_or_else(|| panic!("{text} is missing"));
             assert_eq!(code.status(), status, "{text}");

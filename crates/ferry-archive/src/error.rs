@@ -76,8 +76,11 @@ pub enum ArchiveError {
         /// The cap, in bytes.
         limit: u64,
     },
-    /// The files of the archive together pass their cap.
-    #[error("the archive's files hold more than the limit of {limit} bytes unpacked")]
+    /// The files of the archive (with their PAX and long-name records) together pass their cap.
+    #[error(
+        "the archive unpacks to more than the limit of {limit} bytes (its files with their \
+         PAX and long-name records)"
+    )]
     UnpackedTooLarge {
         /// The cap, in bytes.
         limit: u64,

@@ -13,7 +13,7 @@ use ferry_fs::{AtomicWriter, Dir, Follow, FsError};
 use crate::ArchiveError;
 use crate::input::Input;
 use crate::names;
-use crate::plan::{EntryType, Plan, PlannedEntry};
+use crate::plan::{EntryType, Plan, PlannedEntry, RootEntry};
 use crate::stream::{MemberKind, Stream};
 
 /// The mode of every folder extraction makes.
@@ -70,8 +70,10 @@ fn write_plan(reader: impl Read, plan: &Plan, root: &Dir) -> Result<(u64, u64), 
     let mut expected = plan.entries.iter();
     let (mut files, mut bytes) = (0u64, 0u64);
     let mut index = 0usize;
+    let mut root_entry = RootEntry::default();
     while let Some(member) = stream.next_member()? {
         let Some(path) = names::admit(&member.name, member.kind, plan.platform)? else {
+            root_entry.met()?;
             continue;
         };
         let differs = || {

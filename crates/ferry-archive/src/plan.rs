@@ -111,26 +111,12 @@ pub fn plan(reader: impl Read, options: &PlanOptions) -> Result<Plan, ArchiveErr
     let mut stream = Stream::new(Input::new(reader, limits.archive_max_bytes)?, limits);
     let mut tree = Tree::new(options);
     let mut entries = Vec::new();
-    let mut unpacked: u64 = 0;
+    let mut root_entry = RootEntry::default();
     while let Some(member) = stream.next_member()? {
         let Some(path) = names::admit(&member.name, member.kind, options.platform)? else {
+            root_entry.met()?;
             continue;
         };
-        if member.kind == MemberKind::File {
-            if member.size > limits.entry_max_bytes {
-                return Err(ArchiveError::EntryTooLarge {
-                    path,
-                    size: member.size,
-                    limit: limits.entry_max_bytes,
-                });
-            }
-            unpacked = unpacked.saturating_add(member.size);
-            if unpacked > limits.unpacked_max_bytes {
-                return Err(ArchiveError::UnpackedTooLarge {
-                    limit: limits.unpacked_max_bytes,
-                });
-            }
-        }
         tree.add(&path, member.kind)?;
         entries.push(PlannedEntry {
             path,
@@ -145,6 +131,27 @@ pub fn plan(reader: impl Read, options: &PlanOptions) -> Result<Plan, ArchiveErr
         limits,
         platform: options.platform,
     })
+}
+
+/// The archive's entry for the destination itself (`./`), which is no descendant: one is
+/// accepted, a second collides, so entries that are never counted cannot be repeated
+/// without end.
+#[derive(Default)]
+pub(crate) struct RootEntry {
+    seen: bool,
+}
+
+impl RootEntry {
+    pub(crate) fn met(&mut self) -> Result<(), ArchiveError> {
+        if std::mem::replace(&mut self.seen, true) {
+            return Err(ArchiveError::NameCollision {
+                path: ".".into(),
+                other: ".".into(),
+                why: "the archive names the destination itself twice",
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Every name the tree will hold, by the key names collide by on the destination.

@@ -1,8 +1,11 @@
 //! The entries of a tar stream, one at a time, with their metadata records applied.
 //!
-//! A PAX header (`x`), a GNU long name (`L`) and a global PAX header (`g`) may each come
-//! at most once before an entry; each is read into memory only after its size is checked
-//! against its cap. Entry data is never held: it is read in small pieces or skipped.
+//! Every byte cap but the compressed one is enforced here, before what it counts is read:
+//! a file's size against the per-file cap, files and metadata records together against
+//! the unpacked cap. A PAX header (`x`), a GNU long name (`L`) and a global PAX header
+//! (`g`) may each come at most once before an entry; each is read into memory only after
+//! its size is checked against its own cap. Entry data is never held: it is read in small
+//! pieces or skipped.
 
 use crate::header::{self, BLOCK_BYTES, Header, Kind};
 use crate::input::Input;
@@ -40,6 +43,8 @@ pub(crate) struct Stream<'a> {
     data_left: u64,
     /// Padding after the current member's data.
     padding_left: u64,
+    /// Bytes of files and metadata records met so far, against the unpacked cap.
+    unpacked: u64,
     ended: bool,
 }
 
@@ -59,6 +64,7 @@ impl<'a> Stream<'a> {
             limits,
             data_left: 0,
             padding_left: 0,
+            unpacked: 0,
             ended: false,
         }
     }
@@ -193,13 +199,37 @@ impl<'a> Stream<'a> {
                 self.start_data(size);
             }
         }
-        if kind == MemberKind::Dir && size != 0 {
-            return Err(ArchiveError::malformed(format!(
-                "the folder {:?} has {size} bytes of content",
-                String::from_utf8_lossy(&name)
-            )));
+        match kind {
+            MemberKind::Dir if size != 0 => {
+                return Err(ArchiveError::malformed(format!(
+                    "the folder {:?} has {size} bytes of content",
+                    String::from_utf8_lossy(&name)
+                )));
+            }
+            MemberKind::Dir => {}
+            MemberKind::File => {
+                if size > self.limits.entry_max_bytes {
+                    return Err(ArchiveError::EntryTooLarge {
+                        path: String::from_utf8_lossy(&name).into_owned(),
+                        size,
+                        limit: self.limits.entry_max_bytes,
+                    });
+                }
+                self.count_unpacked(size)?;
+            }
         }
         Ok(Member { name, kind, size })
+    }
+
+    /// Counts `size` more unpacked bytes, refusing them past the cap before they are read.
+    fn count_unpacked(&mut self, size: u64) -> Result<(), ArchiveError> {
+        self.unpacked = self.unpacked.saturating_add(size);
+        if self.unpacked > self.limits.unpacked_max_bytes {
+            return Err(ArchiveError::UnpackedTooLarge {
+                limit: self.limits.unpacked_max_bytes,
+            });
+        }
+        Ok(())
     }
 
     fn start_data(&mut self, size: u64) {
@@ -221,6 +251,8 @@ impl<'a> Stream<'a> {
                 limit: cap,
             });
         }
+        // Records count as unpacked bytes too, so their number is bounded as well.
+        self.count_unpacked(size)?;
         // The size is at most the cap, so this allocation is bounded.
         let mut data = vec![0u8; size as usize];
         let mut have = 0;

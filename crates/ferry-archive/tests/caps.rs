@@ -171,20 +171,20 @@ fn unpacked_bytes_at_the_cap() {
         }),
     )
     .unwrap_err();
-    assert!(err.to_string().contains("unpacked"), "{err}");
+    assert!(err.to_string().contains("unpacks to more than"), "{err}");
 }
 
-/// PAX records of exactly `len` bytes.
+/// PAX records of exactly `len` bytes: one record, or two where one cannot have that
+/// length (a record of 1000 bytes would need a length that is both 3 and 4 digits long).
 fn pax_of_len(len: usize) -> Vec<u8> {
-    let mut value_len = len.saturating_sub(20);
-    loop {
-        let r = record("comment", &vec![b'c'; value_len]);
-        match r.len().cmp(&len) {
-            std::cmp::Ordering::Equal => return r,
-            std::cmp::Ordering::Less => value_len += 1,
-            std::cmp::Ordering::Greater => value_len -= 1,
-        }
-    }
+    let one = |n: usize| {
+        (n.saturating_sub(30)..n)
+            .map(|v| record("comment", &vec![b'c'; v]))
+            .find(|r| r.len() == n)
+    };
+    one(len)
+        .or_else(|| Some([one(12)?, one(len - 12)?].concat()))
+        .unwrap_or_else(|| panic!("no records of {len} bytes"))
 }
 
 #[test]
@@ -260,4 +260,23 @@ fn unpacked_bytes_at_the_shipped_cap() {
     assert_eq!(outcome(&exact, &options), Ok(()));
     let over = zeros_gz(&[entry, entry, entry, entry, 1]);
     assert_eq!(outcome(&over, &options), Err(Code::TooLarge));
+}
+
+#[test]
+fn metadata_records_count_as_unpacked_bytes() {
+    let small = with(Limits {
+        unpacked_max_bytes: 1200,
+        ..Limits::default()
+    });
+    let records = pax_of_len(1000);
+    for (file, expected) in [(199, Ok(())), (200, Ok(())), (201, Err(Code::TooLarge))] {
+        let tar = Tar::new()
+            .pax_raw(&records)
+            .file("a", &vec![0u8; file])
+            .end();
+        assert_eq!(outcome(&tar, &small), expected, "{file}");
+    }
+    // A record alone past the cap is refused before it is read.
+    let tar = Tar::new().pax_raw(&pax_of_len(1201)).file("a", b"").end();
+    assert_eq!(outcome(&tar, &small), Err(Code::TooLarge));
 }

@@ -368,3 +368,12 @@ fn a_bad_glob_is_refused_with_a_clear_error() {
     assert_eq!(err.code(), Code::InvalidRequest);
     assert!(err.to_string().contains("a[b"));
 }
+
+#[test]
+fn the_destination_itself_may_be_named_once() {
+    let once = Tar::new().dir("./").file("a", b"").end();
+    assert!(plan(&once).is_ok());
+    // Entries that count toward no cap cannot be repeated without end.
+    let twice = Tar::new().dir("./").file("a", b"").dir(".").end();
+    assert_eq!(refusal(&twice), Code::NameCollision);
+}

@@ -64,6 +64,17 @@ fn a_good_archive_prints_its_plan() {
         .unwrap();
     writer.add_file("src/lib.rs", 2, meta, &b"//"[..]).unwrap();
     let file = write(tmp.path(), "good.tar.gz", &writer.finish().unwrap());
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["archive", "plan"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with(r#"{"entries":[{"path":"docs","type":"dir","size":0},"#),
+        "keys in the order N-ADMIN gives: {text}"
+    );
+    assert!(text.trim_end().ends_with(r#"],"descendants":4}"#), "{text}");
     let (code, json) = plan(&file, &[]);
     assert_eq!(code, 0, "{json}");
     assert_eq!(
@@ -180,6 +191,8 @@ fn hostile_archives_print_their_refusal() {
                 .is_some_and(|m| !m.is_empty())
         );
         assert_eq!(json.as_object().unwrap().len(), 1, "only the error: {json}");
+        let keys: Vec<_> = json["error"].as_object().unwrap().keys().collect();
+        assert_eq!(keys.len(), 2, "code and message: {json}");
     }
 }
 

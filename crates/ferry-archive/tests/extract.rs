@@ -118,7 +118,8 @@ fn the_destination_must_not_exist() {
 fn an_archive_changed_since_its_plan_writes_nothing() {
     let planned = Tar::new().file("a", b"1").file("b", b"22").end();
     let plan = plan(&planned).unwrap();
-    let renamed = Tar::new().file("a", b"1").file("../b", b"22").end();
+    let renamed = Tar::new().file("a", b"1").file("c", b"22").end();
+    let hostile = Tar::new().file("a", b"1").file("../b", b"22").end();
     let resized = Tar::new().file("a", b"1").file("b", b"333").end();
     let retyped = Tar::new().file("a", b"1").dir("b/").end();
     let longer = Tar::new()
@@ -130,7 +131,8 @@ fn an_archive_changed_since_its_plan_writes_nothing() {
     let reordered = Tar::new().file("b", b"22").file("a", b"1").end();
     let damaged = Tar::new().file("a", b"1").bytes;
     for (what, tar, code) in [
-        ("renamed", &renamed, Code::PathEscapes),
+        ("renamed", &renamed, Code::MalformedArchive),
+        ("hostile", &hostile, Code::PathEscapes),
         ("resized", &resized, Code::MalformedArchive),
         ("retyped", &retyped, Code::MalformedArchive),
         ("longer", &longer, Code::MalformedArchive),

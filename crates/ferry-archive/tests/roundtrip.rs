@@ -32,6 +32,12 @@ fn names() -> Vec<(String, Vec<u8>)> {
         (format!("{deep}/leaf"), b"deep".to_vec()),
         (pax_only, b"pax".to_vec()),
         ("empty".into(), vec![]),
+        (format!("{}/", "e".repeat(250)), vec![]),
+        ("c".repeat(100), b"fills the name field".to_vec()),
+        (
+            format!("{}/{}", "p".repeat(155), "q".repeat(100)),
+            b"fills both".to_vec(),
+        ),
         ("exact512".into(), vec![5u8; 512]),
     ]
 }

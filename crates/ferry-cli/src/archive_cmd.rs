@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Subcommand;
 use ferry_archive::{ArchiveError, PathPolicy, Plan, PlanOptions, Platform};
-use serde_json::json;
+use serde::Serialize;
 
 #[derive(Subcommand)]
 pub(crate) enum ArchiveCommand {
@@ -35,26 +35,67 @@ pub(crate) fn archive(command: ArchiveCommand) -> Result<ExitCode> {
         deny,
         platform,
     } = command;
-    let answer = match plan_file(&file, &allow, &deny, &platform) {
-        Ok(plan) => {
-            let entries: Vec<_> = plan
-                .entries
-                .iter()
-                .map(|e| json!({"path": e.path, "type": e.kind.as_str(), "size": e.size}))
-                .collect();
-            println!(
-                "{}",
-                json!({"entries": entries, "descendants": plan.descendants})
-            );
-            ExitCode::SUCCESS
-        }
+    let (json, code) = match plan_file(&file, &allow, &deny, &platform) {
+        Ok(plan) => (
+            serde_json::to_string(&PlanJson::of(&plan)),
+            ExitCode::SUCCESS,
+        ),
         Err(e) => {
-            let error = json!({"error": {"code": e.code().as_str(), "message": e.to_string()}});
-            println!("{error}");
-            ExitCode::FAILURE
+            let error = ErrorJson {
+                error: ErrorBody {
+                    code: e.code().as_str(),
+                    message: e.to_string(),
+                },
+            };
+            (serde_json::to_string(&error), ExitCode::FAILURE)
         }
     };
-    Ok(answer)
+    println!("{}", json?);
+    Ok(code)
+}
+
+/// The plan as N-ADMIN spells it, keys in its order.
+#[derive(Serialize)]
+struct PlanJson<'a> {
+    entries: Vec<EntryJson<'a>>,
+    descendants: u64,
+}
+
+#[derive(Serialize)]
+struct EntryJson<'a> {
+    path: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    size: u64,
+}
+
+impl PlanJson<'_> {
+    fn of(plan: &Plan) -> PlanJson<'_> {
+        let entries = plan
+            .entries
+            .iter()
+            .map(|e| EntryJson {
+                path: &e.path,
+                kind: e.kind.as_str(),
+                size: e.size,
+            })
+            .collect();
+        PlanJson {
+            entries,
+            descendants: plan.descendants,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ErrorJson {
+    error: ErrorBody,
+}
+
+#[derive(Serialize)]
+struct ErrorBody {
+    code: &'static str,
+    message: String,
 }
 
 fn plan_file(

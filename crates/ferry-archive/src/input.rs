@@ -2,12 +2,15 @@
 //! read, and gunzipped when they start with gzip's magic.
 
 use std::cell::Cell;
-use std::io::{self, Read};
+use std::io::{self, BufReader, Read};
 use std::rc::Rc;
 
-use flate2::read::MultiGzDecoder;
+use flate2::bufread::MultiGzDecoder;
 
 use crate::ArchiveError;
+
+/// How much of the source is read at once.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// The two bytes every gzip member starts with.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -79,11 +82,12 @@ impl<'a> Input<'a> {
         }
         let head = io::Cursor::new(magic[..have].to_vec());
         let gzip = have == 2 && magic == GZIP_MAGIC;
-        let chained = head.chain(counted);
+        // Blocks are read 512 bytes at a time: the source is read in larger pieces.
+        let buffered = BufReader::with_capacity(READ_BUFFER_BYTES, head.chain(counted));
         let reader: Box<dyn Read + 'a> = if gzip {
-            Box::new(MultiGzDecoder::new(chained))
+            Box::new(MultiGzDecoder::new(buffered))
         } else {
-            Box::new(chained)
+            Box::new(buffered)
         };
         Ok(Input {
             reader,

@@ -109,6 +109,8 @@ fn descendants_at_the_shipped_cap() {
 #[test]
 fn implicit_parents_count_toward_the_cap_once_each() {
     let options = PlanOptions::default();
+    let under = ferry_archive::plan(&files(4998, "d/")[..], &options).unwrap();
+    assert_eq!(under.descendants, 4999);
     // 4999 files and their one implicit folder: 5000.
     let plan = ferry_archive::plan(&files(4999, "d/")[..], &options).unwrap();
     assert_eq!(plan.descendants, 5000);

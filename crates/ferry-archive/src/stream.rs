@@ -126,7 +126,7 @@ impl<'a> Stream<'a> {
                         || global.sparse
                     {
                         return Err(ArchiveError::UnsupportedEntry {
-                            path: String::new(),
+                            path: String::from_utf8_lossy(&header.name).into_owned(),
                             what: "a global PAX header that sets names, sizes or links".into(),
                         });
                     }

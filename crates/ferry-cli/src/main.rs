@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use ferry_config::{Config, SiteMode};
 use ferry_site::{Site, TokenKind};
 
+mod archive_cmd;
 mod mcp_cmd;
 mod site_cmd;
 
@@ -92,6 +93,11 @@ enum Command {
     Circle {
         #[command(subcommand)]
         command: site_cmd::CircleCommand,
+    },
+    /// Runs the archive planner on a local tar or tar.gz.
+    Archive {
+        #[command(subcommand)]
+        command: archive_cmd::ArchiveCommand,
     },
 }
 
@@ -233,6 +239,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         },
         Command::Site { command } => return site_cmd::site(command),
         Command::Circle { command } => return site_cmd::circle(command),
+        Command::Archive { command } => return archive_cmd::archive(command),
         Command::Mcp { site, person } => return mcp_cmd::mcp(&site, &person),
         Command::Worker => return mcp_cmd::worker(),
     }

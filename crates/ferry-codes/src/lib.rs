@@ -180,6 +180,21 @@ codes! {
     /// The skills cannot be read.
     SkillsUnavailable = "skills_unavailable" => 503,
 
+    // ---------------------------------------------------------------------- archives
+    /// The archive holds an entry that is not a regular file or a folder (a link, a
+    /// device, a FIFO, a sparse file or an unknown type).
+    UnsupportedEntry = "unsupported_entry" => 400,
+    /// Two names of the archive would be one on the destination.
+    NameCollision = "name_collision" => 400,
+    /// A name of the archive cannot exist on the destination platform.
+    PlatformName = "platform_name" => 400,
+    /// A name of the archive is denied by the path policy.
+    PathDenied = "path_denied" => 403,
+    /// The archive is damaged or is not a tar.
+    MalformedArchive = "malformed_archive" => 400,
+    /// The archive has more entries than it may.
+    TooManyEntries = "too_many_entries" => 413,
+
     // ---------------------------------------------------------------------- commands
     /// Commands are never run while the service is effectively root.
     RefusedAsRoot = "refused_as_root" => 503,
@@ -401,6 +416,12 @@ mod tests {
             ("refused_as_root", 503),
             ("bad_page_token", 400),
             ("invalid_request", 400),
+            ("unsupported_entry", 400),
+            ("name_collision", 400),
+            ("platform_name", 400),
+            ("path_denied", 403),
+            ("malformed_archive", 400),
+            ("too_many_entries", 413),
         ] {
             let code = Code::parse(text).unwrap_or_else(|| panic!("{text} is missing"));
             assert_eq!(code.status(), status, "{text}");

@@ -152,3 +152,21 @@ pub const EXEC_OUTPUT_TTL_HOURS: u64 = 24;
 /// Bytes of saved command output one person may keep at once (1 GiB;
 /// `exec.output_max_bytes`); the oldest files go first to make room.
 pub const EXEC_OUTPUT_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+
+// ---- archives (core C-ARCHIVE) ----------------------------------------------------------
+
+/// The largest archive the planner reads, in bytes as they arrive (compressed, if the
+/// archive is gzip; 16 MiB).
+pub const ARCHIVE_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// The most descendants an archive may hold, every implicit parent folder counted once.
+pub const ARCHIVE_MAX_DESCENDANTS: u64 = 5000;
+/// The largest file inside an archive, in bytes (16 MiB).
+pub const ARCHIVE_ENTRY_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// The most bytes all files of an archive may hold together, unpacked (64 MiB).
+pub const ARCHIVE_UNPACKED_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// The largest PAX extended header record set of one entry, in bytes (64 KiB): room for
+/// a path of [`ARCHIVE_LONG_NAME_MAX_BYTES`] and the attributes other writers add.
+pub const ARCHIVE_PAX_MAX_BYTES: u64 = 64 * 1024;
+/// The largest GNU long name record, in bytes (8 KiB): a name longer than the 4096 bytes
+/// a path may have is refused anyway.
+pub const ARCHIVE_LONG_NAME_MAX_BYTES: u64 = 8 * 1024;

@@ -80,15 +80,17 @@ impl Executor {
     pub(crate) fn place_all(&self, files: &[Placement]) -> Result<(), RequestError> {
         let mut targets = Vec::with_capacity(files.len());
         for file in files {
-            let target = self.target_of(&file.path, false)?;
-            if let Some(expected) = &file.expect_sha256 {
-                check_unchanged(&target, expected, &file.path)?;
-            }
-            targets.push(target);
+            targets.push(self.target_of(&file.path, false)?);
         }
+        // Held until every file is placed: a concurrent change of the same file waits,
+        // then finds it changed, instead of both passing the check and one edit being lost.
+        let _locked = lock_unchanged(files, &targets)?;
         let mut kept: Vec<Option<String>> = Vec::with_capacity(targets.len());
         let mut result = Ok(());
-        for target in &targets {
+        // One file alone is placed or not: nothing to put back, so nothing is kept (and
+        // no second link is made to a file another may own, in a sticky folder).
+        let keeping = targets.len() > 1;
+        for target in targets.iter().filter(|_| keeping) {
             match ferry_fs::keep_previous(&target.dir, &target.name) {
                 Ok(previous) => kept.push(previous),
                 Err(e) => {
@@ -156,14 +158,66 @@ impl Executor {
     }
 }
 
-/// Refuses a change to a file that is no longer the content it was read with.
-fn check_unchanged(target: &WriteTarget, expected: &str, path: &str) -> Result<(), RequestError> {
-    let mut file = target.dir.open_file(&target.name, Follow::Never)?;
-    if ferry_fs::sha256_hex_of_reader(&mut file)? != expected {
+/// How long a change waits for another change of one of its files to finish.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Opens every file a change expects a content of, locks them (`flock`, exclusive, in
+/// inode order so two changes of the same files cannot wait on each other), then checks
+/// each is still at its name and still the content it was read with.
+fn lock_unchanged(files: &[Placement], targets: &[WriteTarget]) -> Result<Vec<File>, RequestError> {
+    let mut expected = Vec::new();
+    for (file, target) in files.iter().zip(targets) {
+        if let Some(sha256) = &file.expect_sha256 {
+            let opened = target.dir.open_file(&target.name, Follow::Never)?;
+            let id = FileId::of(&opened)?;
+            expected.push((id, opened, target, sha256, &file.path));
+        }
+    }
+    expected.sort_by_key(|(id, ..)| (id.dev, id.ino));
+    if expected.windows(2).any(|pair| pair[0].0 == pair[1].0) {
         return Err(RequestError::new(
-            Code::ChangedMeanwhile,
-            format!("{path} changed since it was read; read it again and redo the edit"),
+            Code::InvalidArguments,
+            "the change names one file twice (through a link, or by two names)",
         ));
     }
-    Ok(())
+    let mut locked = Vec::with_capacity(expected.len());
+    for (id, mut opened, target, sha256, path) in expected {
+        lock(&opened, path)?;
+        let still = target.dir.metadata(&target.name).is_ok_and(|meta| meta.inode == id.ino);
+        if !still || &ferry_fs::sha256_hex_of_reader(&mut opened)? != sha256 {
+            return Err(changed(path));
+        }
+        locked.push(opened);
+    }
+    Ok(locked)
+}
+
+/// Takes the exclusive lock of `file`, waiting at most [`LOCK_WAIT`].
+fn lock(file: &File, path: &str) -> Result<(), RequestError> {
+    use rustix::fs::{FlockOperation, flock};
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match flock(file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR)
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(RequestError::new(
+                    Code::ChangedMeanwhile,
+                    format!("{path} is being changed by another edit; read it again and redo the edit"),
+                ));
+            }
+            Err(e) => return Err(std::io::Error::from(e).into()),
+        }
+    }
+}
+
+fn changed(path: &str) -> RequestError {
+    RequestError::new(
+        Code::ChangedMeanwhile,
+        format!("{path} changed since it was read; read it again and redo the edit"),
+    )
 }

@@ -180,3 +180,54 @@ fn a_folder_moved_away_before_placing_keeps_no_temporary() {
         );
     }
 }
+
+/// Two editors of one file at once, each reading it, adding its own line and placing
+/// the result with the content it read as the expectation, retrying when told the file
+/// changed: every change that was answered as placed is in the file at the end.
+#[test]
+fn concurrent_changes_of_one_file_lose_nothing_they_report_as_placed() {
+    const ROUNDS: usize = 100;
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(home.join("log.txt"), "").unwrap();
+    let requester = requester(&home, Access::Confined);
+    let editors: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|who| {
+            let (requester, path) = (requester.clone(), home.join("log.txt"));
+            std::thread::spawn(move || {
+                let mut placed = Vec::new();
+                for round in 0..ROUNDS {
+                    let line = format!("{who}{round}\n");
+                    for _attempt in 0..1000 {
+                        let before = std::fs::read(&path).unwrap();
+                        let mut after = before.clone();
+                        after.extend_from_slice(line.as_bytes());
+                        let mut change = Change::new(requester.clone());
+                        let expect = Some(ferry_fs::sha256_hex(&before));
+                        change.stage("log.txt", expect).unwrap().write(&after).unwrap();
+                        match change.commit() {
+                            Ok(_) => {
+                                placed.push(line.clone());
+                                break;
+                            }
+                            Err(e) => assert_eq!(e.code, "changed_meanwhile", "{e}"),
+                        }
+                    }
+                }
+                placed
+            })
+        })
+        .collect();
+    let placed: Vec<String> = editors
+        .into_iter()
+        .flat_map(|editor| editor.join().unwrap())
+        .collect();
+    let text = read(&home.join("log.txt"));
+    assert_eq!(placed.len(), 2 * ROUNDS);
+    for line in &placed {
+        assert!(text.contains(line.as_str()), "{line:?} was answered as placed but is lost");
+    }
+    assert!(temporaries(&home).is_empty());
+}

@@ -4,7 +4,7 @@ use std::io::Read;
 
 use ferry_codes::Code;
 use ferry_exec::{Change, RequestError};
-use ferry_fs::sha256_hex;
+use ferry_fs::{FileId, sha256_hex};
 use serde_json::json;
 
 use crate::args::{self, FileEdit};
@@ -80,6 +80,9 @@ pub(crate) fn file_write(
 struct Pending {
     path: String,
     display: String,
+    /// Which file it is: two paths to one file (through a link, or spelled two ways)
+    /// are one file, edited once.
+    id: FileId,
     before_sha256: String,
     text: String,
 }
@@ -108,9 +111,10 @@ pub(crate) fn file_edit(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
                 format!("edit {number} ({}): oldText is empty", edit.path),
             ));
         }
-        // Several spellings of one file (`a.txt`, `~/a.txt`) are one file.
+        // Several paths to one file (`a.txt`, `~/a.txt`, a link to it) are one file.
         let (mut file, info) = tools.requester().open(&edit.path)?;
-        let slot = match files.iter().position(|p| p.display == info.path) {
+        let id = FileId::of(&file).map_err(RequestError::from)?;
+        let slot = match files.iter().position(|p| p.id == id) {
             Some(slot) => slot,
             None if files.len() == FILE_EDIT_MAX_FILES => {
                 return Err(ToolError::new(
@@ -123,7 +127,7 @@ pub(crate) fn file_edit(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
                 ));
             }
             None => {
-                files.push(read_for_edit(&mut file, &edit.path, &info.path, info.size)?);
+                files.push(read_for_edit(&mut file, &edit.path, &info.path, info.size, id)?);
                 files.len() - 1
             }
         };
@@ -189,6 +193,7 @@ fn read_for_edit(
     path: &str,
     display: &str,
     size: u64,
+    id: FileId,
 ) -> Result<Pending, ToolError> {
     if size > TEXT_FILE_MAX_BYTES as u64 {
         return Err(ToolError::new(
@@ -213,6 +218,7 @@ fn read_for_edit(
     Ok(Pending {
         path: path.to_owned(),
         display: display.to_owned(),
+        id,
         before_sha256,
         text,
     })

@@ -254,6 +254,33 @@ fn file_edit_lands_all_edits_or_none() {
 }
 
 #[test]
+fn file_edit_edits_a_file_named_twice_once_with_every_edit() {
+    let fixture = Fixture::new();
+    std::fs::write(fixture.home().join("mine.txt"), "aaa bbb\n").unwrap();
+    std::os::unix::fs::symlink("mine.txt", fixture.home().join("rel.txt")).unwrap();
+    // Through a link and by its name: one file, both edits in it.
+    fixture.ok(
+        "file_edit",
+        json!({"edits": [
+            {"path": "mine.txt", "oldText": "aaa", "newText": "AAA"},
+            {"path": "rel.txt", "oldText": "bbb", "newText": "BBB"},
+        ]}),
+    );
+    assert_eq!(std::fs::read_to_string(fixture.home().join("mine.txt")).unwrap(), "AAA BBB\n");
+    // Named through the link first: writes follow no link here, so the whole edit is
+    // refused; never one edit applied and the other dropped.
+    let code = fixture.refused(
+        "file_edit",
+        json!({"edits": [
+            {"path": "rel.txt", "oldText": "AAA", "newText": "x"},
+            {"path": "mine.txt", "oldText": "BBB", "newText": "y"},
+        ]}),
+    );
+    assert_eq!(code, "path_escapes");
+    assert_eq!(std::fs::read_to_string(fixture.home().join("mine.txt")).unwrap(), "AAA BBB\n");
+}
+
+#[test]
 fn file_edit_takes_edits_and_files_up_to_their_limits() {
     use ferry_config::limits::{FILE_EDIT_MAX_EDITS, FILE_EDIT_MAX_FILES};
     let fixture = Fixture::new();

@@ -6,10 +6,15 @@
 //! binary messages, so the gateway (axum's WebSocket), the node (tokio-tungstenite) and
 //! the tests (an in-memory duplex) plug in the same code.
 
+mod body;
 mod error;
 pub mod frame;
 pub mod handshake;
 pub mod identity;
+pub mod mux;
+mod shared;
 
+pub use body::{Call, DataReader, DataWriter, Incoming, Reply, Response};
 pub use error::NodeError;
 pub use identity::Identity;
+pub use mux::{Link, LinkConfig, Role};

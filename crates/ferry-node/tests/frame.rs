@@ -10,7 +10,15 @@ use proptest::prelude::*;
 use serde_json::json;
 
 /// A message with the given header fields and payload, valid or not.
-fn message(version: u8, kind: u8, flags: u8, reserved: u8, stream: u32, declared: u32, payload: &[u8]) -> Bytes {
+fn message(
+    version: u8,
+    kind: u8,
+    flags: u8,
+    reserved: u8,
+    stream: u32,
+    declared: u32,
+    payload: &[u8],
+) -> Bytes {
     let mut out = BytesMut::new();
     out.put_u8(version);
     out.put_u8(kind);
@@ -35,11 +43,35 @@ fn every_kind_round_trips() {
         Frame::control(Kind::Challenge, 0, false, &json!({})),
         Frame::control(Kind::Proof, 0, false, &json!({})),
         Frame::control(Kind::Welcome, 0, false, &json!({})),
-        Frame::control(Kind::Request, 7, true, &RequestBody { command: "file.stat".into(), args: json!({"path": "/x"}) }),
+        Frame::control(
+            Kind::Request,
+            7,
+            true,
+            &RequestBody {
+                command: "file.stat".into(),
+                args: json!({"path": "/x"}),
+            },
+        ),
         Frame::control(Kind::Response, 7, false, &json!({"result": 1})),
         Frame::data(7, Bytes::from_static(b"\x00\xffbytes"), true),
-        Frame::control(Kind::Error, 7, true, &ErrorBody { code: Code::NotFound, message: "gone".into() }),
-        Frame::control(Kind::Error, 0, true, &ErrorBody { code: Code::BadFrame, message: "bye".into() }),
+        Frame::control(
+            Kind::Error,
+            7,
+            true,
+            &ErrorBody {
+                code: Code::NotFound,
+                message: "gone".into(),
+            },
+        ),
+        Frame::control(
+            Kind::Error,
+            0,
+            true,
+            &ErrorBody {
+                code: Code::BadFrame,
+                message: "bye".into(),
+            },
+        ),
         Frame::empty(Kind::Cancel, 7),
         Frame::control(Kind::Window, 7, false, &WindowBody { grant: 42 }),
         Frame::empty(Kind::Heartbeat, 0),
@@ -60,7 +92,15 @@ fn data_frames_at_the_limit() {
         (FRAME_DATA_MAX_BYTES + 1, false),
     ] {
         let payload = vec![9u8; len];
-        let m = message(FRAME_VERSION, Kind::Data as u8, 0, 0, 3, len as u32, &payload);
+        let m = message(
+            FRAME_VERSION,
+            Kind::Data as u8,
+            0,
+            0,
+            3,
+            len as u32,
+            &payload,
+        );
         assert_eq!(Frame::decode(m).is_ok(), ok, "{len}");
     }
     assert_eq!(FRAME_MAX_BYTES, FRAME_HEADER_BYTES + FRAME_DATA_MAX_BYTES);
@@ -74,7 +114,15 @@ fn control_frames_at_the_limit() {
         (FRAME_CONTROL_MAX_BYTES + 1, false),
     ] {
         let payload = vec![b' '; len];
-        let m = message(FRAME_VERSION, Kind::Request as u8, 0, 0, 3, len as u32, &payload);
+        let m = message(
+            FRAME_VERSION,
+            Kind::Request as u8,
+            0,
+            0,
+            3,
+            len as u32,
+            &payload,
+        );
         assert_eq!(Frame::decode(m).is_ok(), ok, "{len}");
     }
 }
@@ -82,7 +130,15 @@ fn control_frames_at_the_limit() {
 #[test]
 fn a_message_over_the_frame_limit_is_refused_before_its_header_is_read() {
     // Even a header that claims a small payload: the message size alone decides.
-    let m = message(FRAME_VERSION, Kind::Data as u8, 0, 0, 3, 1, &vec![0u8; FRAME_DATA_MAX_BYTES + 1]);
+    let m = message(
+        FRAME_VERSION,
+        Kind::Data as u8,
+        0,
+        0,
+        3,
+        1,
+        &vec![0u8; FRAME_DATA_MAX_BYTES + 1],
+    );
     assert!(refused(m).contains("frame limit"));
 }
 
@@ -93,10 +149,16 @@ fn every_header_field_is_checked() {
     assert!(refused(message(2, 7, 0, 0, 3, 1, b"x")).contains("version"));
     assert!(refused(message(0, 7, 0, 0, 3, 1, b"x")).contains("version"));
     for kind in [0u8, 12, 0x80, 0xff] {
-        assert!(refused(message(1, kind, 0, 0, 3, 1, b"x")).contains("unknown"), "{kind}");
+        assert!(
+            refused(message(1, kind, 0, 0, 3, 1, b"x")).contains("unknown"),
+            "{kind}"
+        );
     }
     for flags in [2u8, 0x80, 0xff] {
-        assert!(refused(message(1, 7, flags, 0, 3, 1, b"x")).contains("flags"), "{flags}");
+        assert!(
+            refused(message(1, 7, flags, 0, 3, 1, b"x")).contains("flags"),
+            "{flags}"
+        );
     }
     assert!(refused(message(1, 7, 0, 1, 3, 1, b"x")).contains("reserved"));
     assert!(refused(message(1, 7, 0, 0, 3, 2, b"x")).contains("declares"));
@@ -112,12 +174,21 @@ fn every_header_field_is_checked() {
 fn streams_are_checked_against_the_kind() {
     // Link-level kinds live on stream 0, calls never do; an error may be either.
     for kind in [Kind::Hello, Kind::Challenge, Kind::Proof, Kind::Welcome] {
-        assert!(Frame::decode(message(1, kind as u8, 0, 0, 1, 2, b"{}")).is_err(), "{kind:?}");
-        assert!(Frame::decode(message(1, kind as u8, 0, 0, 0, 2, b"{}")).is_ok(), "{kind:?}");
+        assert!(
+            Frame::decode(message(1, kind as u8, 0, 0, 1, 2, b"{}")).is_err(),
+            "{kind:?}"
+        );
+        assert!(
+            Frame::decode(message(1, kind as u8, 0, 0, 0, 2, b"{}")).is_ok(),
+            "{kind:?}"
+        );
     }
     assert!(Frame::decode(message(1, Kind::Heartbeat as u8, 0, 0, 5, 0, b"")).is_err());
     for kind in [Kind::Request, Kind::Response, Kind::Window] {
-        assert!(Frame::decode(message(1, kind as u8, 0, 0, 0, 2, b"{}")).is_err(), "{kind:?}");
+        assert!(
+            Frame::decode(message(1, kind as u8, 0, 0, 0, 2, b"{}")).is_err(),
+            "{kind:?}"
+        );
     }
     assert!(Frame::decode(message(1, Kind::Data as u8, 0, 0, 0, 1, b"x")).is_err());
     assert!(Frame::decode(message(1, Kind::Cancel as u8, 0, 0, 0, 0, b"")).is_err());
@@ -135,7 +206,15 @@ fn empty_kinds_carry_nothing_and_empty_data_must_end() {
 #[test]
 fn control_payloads_are_strict_json() {
     let decode = |payload: &[u8]| {
-        let m = message(1, Kind::Window as u8, 0, 0, 3, payload.len() as u32, payload);
+        let m = message(
+            1,
+            Kind::Window as u8,
+            0,
+            0,
+            3,
+            payload.len() as u32,
+            payload,
+        );
         Frame::decode(m).unwrap().body::<WindowBody>()
     };
     assert_eq!(decode(br#"{"grant":5}"#).unwrap(), WindowBody { grant: 5 });

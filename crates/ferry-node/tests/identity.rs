@@ -122,11 +122,11 @@ fn bad_contents_are_refused() {
     let bad: Vec<String> = vec![
         String::new(),
         "\n".into(),
-        format!("ferry-node-key-v1 {digits}"),            // no newline
-        format!("ferry-node-key-v1 {digits}\n\n"),        // two
-        format!("ferry-node-key-v2 {digits}\n"),          // another version
+        format!("ferry-node-key-v1 {digits}"),     // no newline
+        format!("ferry-node-key-v1 {digits}\n\n"), // two
+        format!("ferry-node-key-v2 {digits}\n"),   // another version
         format!("ferry-node-key-v1 {}\n", &digits[..62]), // short
-        format!("ferry-node-key-v1 {digits}00\n"),        // long
+        format!("ferry-node-key-v1 {digits}00\n"), // long
         format!("ferry-node-key-v1 {}\n", digits.to_uppercase()),
         format!("ferry-node-key-v1 {}zz\n", &digits[..62]),
         "x".repeat(4096),
@@ -134,7 +134,10 @@ fn bad_contents_are_refused() {
     for contents in bad {
         fs::write(key_file_path(&state), &contents).unwrap();
         let e = refused(&state);
-        assert!(e.contains("not a node key") || e.contains("too long"), "{contents:?}: {e}");
+        assert!(
+            e.contains("not a node key") || e.contains("too long"),
+            "{contents:?}: {e}"
+        );
     }
     fs::write(key_file_path(&state), [0xffu8, 0xfe, 0x00]).unwrap();
     assert!(refused(&state).contains("not a node key"));

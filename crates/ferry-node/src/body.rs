@@ -9,7 +9,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::NodeError;
-use crate::frame::{FRAME_DATA_MAX_BYTES, Frame, Kind, ResponseBody};
+use crate::frame::{FRAME_DATA_MAX_BYTES, Frame, Kind, RequestBody, ResponseBody};
 use crate::shared::{Event, Shared, charge};
 
 /// One stream of one link, as a handle sees it.
@@ -48,9 +48,7 @@ impl DataReader {
                 self.ungranted += charge(bytes.len());
                 // Give back in batches, but at once whenever nothing more is queued: the
                 // sender may be waiting for exactly this credit.
-                if self.ungranted >= self.stream.shared.config.window_bytes / 4
-                    || self.events.is_empty()
-                {
+                if self.ungranted >= crate::mux::STREAM_WINDOW_BYTES / 4 || self.events.is_empty() {
                     self.stream.shared.grant(self.stream.id, self.ungranted);
                     self.ungranted = 0;
                 }
@@ -330,16 +328,15 @@ impl Drop for Reply {
 pub(crate) fn incoming(
     shared: Arc<Shared>,
     id: u32,
-    command: String,
-    args: serde_json::Value,
+    request: RequestBody,
     events: mpsc::UnboundedReceiver<Event>,
     body_done: bool,
     credit: Arc<Semaphore>,
     cancel: CancellationToken,
 ) -> Incoming {
     Incoming {
-        command,
-        args,
+        command: request.command,
+        args: request.args,
         body: DataReader::new(
             StreamRef {
                 shared: shared.clone(),

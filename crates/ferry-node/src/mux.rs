@@ -3,8 +3,8 @@
 //! - **Streams.** A call opens a stream with a request; the other end answers with a
 //!   response, and either side may follow with a body in data frames ending with END. The
 //!   gateway numbers its calls odd, the node even, so ids never clash; 0 is the link.
-//! - **Flow control.** Each side of each stream has a window (`window_bytes`, the same on
-//!   both ends): a sender never has more than the window in flight, and the receiver gives
+//! - **Flow control.** Each side of each stream has a window of [`STREAM_WINDOW_BYTES`]
+//!   (part of the protocol, so both ends agree without saying it): a sender never has more than the window in flight, and the receiver gives
 //!   bytes back as its reader takes them. A data frame costs its length plus
 //!   [`DATA_FRAME_OVERHEAD_BYTES`]. A peer that sends past its window breaks the protocol
 //!   and the link is closed, so what one stream buffers is bounded by its window.
@@ -40,8 +40,13 @@ use crate::shared::{Entry, Event, Shared, Streams, charge};
 
 /// Calls of each direction open at once on a link, by default.
 pub const LINK_MAX_STREAMS: usize = 64;
-/// Window of each side of each stream, by default: 1 MiB.
-pub const LINK_WINDOW_BYTES: u32 = 1024 * 1024;
+/// Window of each side of each stream: 1 MiB. Both ends assume it from the frame
+/// version, so changing it is a change of protocol.
+pub const STREAM_WINDOW_BYTES: u32 = 1024 * 1024;
+// A full data frame must fit in a window, or its sender would wait for ever.
+const _: () =
+    assert!(STREAM_WINDOW_BYTES >= FRAME_DATA_MAX_BYTES as u32 + DATA_FRAME_OVERHEAD_BYTES);
+
 /// Most data frames waiting for the writer: what a small call can find ahead of it.
 pub const DATA_QUEUE_FRAMES: usize = 4;
 /// How often each side says it is alive, by default.
@@ -78,8 +83,6 @@ pub struct LinkConfig {
     pub role: Role,
     /// Calls of each direction open at once.
     pub max_streams: usize,
-    /// Window of each side of each stream; at least one full data frame's charge.
-    pub window_bytes: u32,
     /// How often to send a heartbeat.
     pub heartbeat_interval: Duration,
     /// How long a link may bring nothing before it is dead.
@@ -92,7 +95,6 @@ impl LinkConfig {
         LinkConfig {
             role,
             max_streams: LINK_MAX_STREAMS,
-            window_bytes: LINK_WINDOW_BYTES,
             heartbeat_interval: HEARTBEAT_INTERVAL,
             heartbeat_timeout: HEARTBEAT_TIMEOUT,
         }
@@ -111,10 +113,22 @@ where
     Arc::new(move |incoming| Box::pin(serve(incoming)))
 }
 
-/// One end of a running link; clones share it.
+/// One end of a running link; clones share it, and when the last is dropped the link is
+/// closed (calls still in flight then fail with `node_offline`).
 #[derive(Clone)]
 pub struct Link {
     shared: Arc<Shared>,
+    _owner: Arc<CloseOnDrop>,
+}
+
+/// Closes the link when the last [`Link`] handle goes: the reader and writer tasks would
+/// otherwise keep a link nobody uses alive on heartbeats.
+struct CloseOnDrop(Arc<Shared>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.die(NodeError::Offline("the link was let go".into()));
+    }
 }
 
 impl Link {
@@ -132,10 +146,6 @@ impl Link {
         St: Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
         E: std::fmt::Display + Send + 'static,
     {
-        assert!(
-            config.window_bytes >= charge(FRAME_DATA_MAX_BYTES),
-            "a window must hold at least one full data frame"
-        );
         let (control, control_rx) = mpsc::unbounded_channel();
         let (data, data_rx) = mpsc::channel(DATA_QUEUE_FRAMES);
         let shared = Arc::new(Shared {
@@ -150,7 +160,10 @@ impl Link {
         });
         tokio::spawn(write_loop(shared.clone(), sink, control_rx, data_rx));
         tokio::spawn(read_loop(shared.clone(), stream, handler));
-        Link { shared }
+        Link {
+            _owner: Arc::new(CloseOnDrop(shared.clone())),
+            shared,
+        }
     }
 
     /// Whether the link is up.
@@ -188,7 +201,7 @@ impl Link {
             return Err(shared.offline());
         }
         let (events_tx, events) = mpsc::unbounded_channel();
-        let credit = Arc::new(Semaphore::new(shared.config.window_bytes as usize));
+        let credit = Arc::new(Semaphore::new(STREAM_WINDOW_BYTES as usize));
         let cancel = shared.closed.child_token();
         let id = {
             let mut streams = shared.streams();
@@ -208,7 +221,7 @@ impl Link {
                 id,
                 Entry {
                     events: events_tx,
-                    recv_credit: shared.config.window_bytes,
+                    recv_credit: STREAM_WINDOW_BYTES,
                     send_credit: credit.clone(),
                     sent_ungranted: 0,
                     cancel: cancel.clone(),
@@ -439,7 +452,7 @@ fn serve(shared: &Arc<Shared>, frame: Frame, handler: &Option<Handler>) -> Resul
     }
     let request: RequestBody = frame.body()?;
     let (events_tx, events) = mpsc::unbounded_channel();
-    let credit = Arc::new(Semaphore::new(shared.config.window_bytes as usize));
+    let credit = Arc::new(Semaphore::new(STREAM_WINDOW_BYTES as usize));
     let cancel = shared.closed.child_token();
     {
         let mut streams = shared.streams();
@@ -456,7 +469,7 @@ fn serve(shared: &Arc<Shared>, frame: Frame, handler: &Option<Handler>) -> Resul
             id,
             Entry {
                 events: events_tx,
-                recv_credit: shared.config.window_bytes,
+                recv_credit: STREAM_WINDOW_BYTES,
                 send_credit: credit.clone(),
                 sent_ungranted: 0,
                 cancel: cancel.clone(),
@@ -470,8 +483,7 @@ fn serve(shared: &Arc<Shared>, frame: Frame, handler: &Option<Handler>) -> Resul
     let incoming = incoming(
         shared.clone(),
         id,
-        request.command,
-        request.args,
+        request,
         events,
         frame.end,
         credit,

@@ -187,12 +187,14 @@ impl Shared {
         streams.remove_if_done(id);
     }
 
-    /// Gives stream `id` up from our side: a caller sends a cancel, a server an error.
+    /// Gives stream `id` up from our side: a caller sends a cancel; a server that has not
+    /// finished its answer sends an error, one that has but still receives a body sends a
+    /// cancel, so the caller's writer stops waiting for window.
     pub fn abandon(&self, id: u32, server_error: Option<NodeError>) {
         let Some(entry) = self.streams().remove(id) else {
             return;
         };
-        if entry.ours {
+        if entry.ours || (!entry.local_open && entry.remote_open) {
             let _ = self.send_control(Frame::empty(Kind::Cancel, id));
         } else if entry.local_open {
             self.send_error(

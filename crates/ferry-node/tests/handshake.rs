@@ -134,11 +134,14 @@ fn the_signed_bytes_are_domain_separated_and_unambiguous() {
     assert_ne!(message, signed_message(&nonce, "a", &key, "bc"));
 }
 
+/// A change that spoils a hello.
+type Spoil = Box<dyn Fn(&mut Hello)>;
+
 #[test]
 fn malformed_hellos_are_refused() {
     let identity = Identity::generate();
     let good = Hello::new(&identity, info("node-1.lab_a"));
-    let cases: Vec<(&str, Box<dyn Fn(&mut Hello)>)> = vec![
+    let cases: Vec<(&str, Spoil)> = vec![
         ("empty name", Box::new(|h| h.name.clear())),
         ("long name", Box::new(|h| h.name = "a".repeat(65))),
         ("name with a quote", Box::new(|h| h.name = "a\"b".into())),

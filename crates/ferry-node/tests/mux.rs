@@ -13,7 +13,7 @@ use ferry_codes::Code;
 use ferry_node::frame::{
     ErrorBody, FRAME_DATA_MAX_BYTES, Frame, Kind, RequestBody, ResponseBody, WindowBody,
 };
-use ferry_node::mux::{DATA_FRAME_OVERHEAD_BYTES, Handler, LINK_WINDOW_BYTES, Role, handler};
+use ferry_node::mux::{DATA_FRAME_OVERHEAD_BYTES, Handler, Role, STREAM_WINDOW_BYTES, handler};
 use ferry_node::{Incoming, NodeError};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -81,6 +81,8 @@ fn node_handler(stopped: mpsc::UnboundedSender<String>) -> Handler {
                     message: "no such file".into(),
                 }),
                 "forget" => drop(reply),
+                // Answers at once and reads none of the body.
+                "early" => reply.ok(json!("early")).unwrap(),
                 _ => reply.fail(NodeError::Remote {
                     code: Code::NotFound,
                     message: format!("no command {command}"),
@@ -308,11 +310,11 @@ async fn a_sender_never_has_more_than_the_window_in_flight() {
         charged += frame.payload.len() as u64 + u64::from(DATA_FRAME_OVERHEAD_BYTES);
     }
     assert!(
-        charged <= u64::from(LINK_WINDOW_BYTES),
+        charged <= u64::from(STREAM_WINDOW_BYTES),
         "{charged} bytes in flight"
     );
     assert!(
-        charged > u64::from(LINK_WINDOW_BYTES) / 2,
+        charged > u64::from(STREAM_WINDOW_BYTES) / 2,
         "only {charged} bytes sent"
     );
     // Granting what arrived lets about as much again through, no more.
@@ -500,4 +502,36 @@ async fn concurrent_transfers_each_arrive_whole() {
         task.await.unwrap();
     }
     assert_eq!(gateway.open_streams(), 0);
+}
+
+#[tokio::test]
+async fn a_body_the_node_stops_reading_fails_the_writer_instead_of_hanging() {
+    let (gateway, _node, _) = nodes();
+    let mut call = gateway.open("early", json!({}), true).unwrap();
+    let mut writer = call.take_body().unwrap();
+    let response = call.response().await.unwrap();
+    assert_eq!(response.result, json!("early"));
+    let piece = Bytes::from(vec![0u8; 1024 * 1024]);
+    let sent = tokio::time::timeout(Duration::from_secs(2), async {
+        for _ in 0..16 {
+            writer.send(piece.clone()).await?;
+        }
+        Ok::<_, NodeError>(())
+    })
+    .await
+    .expect("the writer was left waiting for window");
+    assert_eq!(sent.unwrap_err().code(), Code::CallCancelled);
+}
+
+#[tokio::test]
+async fn letting_go_of_every_handle_closes_the_link() {
+    let (gateway, node, _) = nodes();
+    let clone = gateway.clone();
+    drop(gateway);
+    assert!(clone.is_open());
+    drop(clone);
+    let e = tokio::time::timeout(Duration::from_secs(2), node.closed())
+        .await
+        .unwrap();
+    assert_eq!(e.code(), Code::NodeOffline);
 }

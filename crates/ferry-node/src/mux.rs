@@ -257,6 +257,19 @@ impl Link {
     }
 }
 
+/// Declares the link dead when its reader or writer ends, however it ends (a panic
+/// included): calls must never wait on a link nobody reads or writes. When the task ended
+/// for a reason, the link is already dead with that reason, which stays.
+struct DieOnExit(Arc<Shared>, &'static str);
+
+impl Drop for DieOnExit {
+    fn drop(&mut self) {
+        let task = self.1;
+        self.0
+            .die(NodeError::Offline(format!("the link's {task} stopped")));
+    }
+}
+
 async fn write_loop<Si>(
     shared: Arc<Shared>,
     mut sink: Si,
@@ -266,6 +279,7 @@ async fn write_loop<Si>(
     Si: Sink<Bytes> + Unpin,
     Si::Error: std::fmt::Display,
 {
+    let _guard = DieOnExit(shared.clone(), "writer");
     let mut heartbeat = tokio::time::interval(shared.config.heartbeat_interval);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -303,6 +317,7 @@ where
     St: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
+    let _guard = DieOnExit(shared.clone(), "reader");
     let silence = shared.config.heartbeat_timeout;
     loop {
         let next = tokio::select! {

@@ -5,6 +5,7 @@
 mod common;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -19,6 +20,8 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 const CHUNK_BYTES: usize = 64 * 1024;
+/// Bytes the `count` command has handed to its writer (one test uses it).
+static COUNTED: AtomicU64 = AtomicU64::new(0);
 const MIB: u64 = 1024 * 1024;
 
 /// What the test node serves; `stopped` hears how each long command ended.
@@ -80,6 +83,13 @@ fn node_handler(stopped: mpsc::UnboundedSender<String>) -> Handler {
                     code: Code::NotFound,
                     message: "no such file".into(),
                 }),
+                "count" => {
+                    let mut writer = reply.stream(json!({})).unwrap();
+                    let chunk = Bytes::from(vec![2u8; CHUNK_BYTES]);
+                    while writer.send(chunk.clone()).await.is_ok() {
+                        COUNTED.fetch_add(CHUNK_BYTES as u64, Ordering::SeqCst);
+                    }
+                }
                 "forget" => drop(reply),
                 // Answers at once and reads none of the body.
                 "early" => reply.ok(json!("early")).unwrap(),
@@ -534,4 +544,72 @@ async fn letting_go_of_every_handle_closes_the_link() {
         .await
         .unwrap();
     assert_eq!(e.code(), Code::NodeOffline);
+}
+
+/// A reader that stops reading holds the sender to one window: memory stays flat however
+/// large the transfer, and nothing queues behind the window.
+#[tokio::test]
+async fn a_stalled_reader_holds_the_sender_to_one_window() {
+    let (gateway, _node, _) = nodes();
+    let response = gateway.call("count", json!({})).await.unwrap();
+    let mut body = response.body;
+    body.next().await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = COUNTED.load(Ordering::SeqCst);
+    let window = u64::from(STREAM_WINDOW_BYTES);
+    assert!(
+        sent <= window + CHUNK_BYTES as u64,
+        "{sent} bytes sent to a stalled reader"
+    );
+    assert!(sent >= window / 2, "only {sent} bytes sent");
+    // Reading on lets it go on.
+    for _ in 0..64 {
+        body.next().await.unwrap().unwrap();
+    }
+    assert!(COUNTED.load(Ordering::SeqCst) > sent);
+}
+
+/// Random frames (valid headers, random kinds, streams and payloads) thrown at a live link
+/// never panic its tasks: the link either carries on or closes with a reason of its own.
+#[test]
+fn random_frames_never_break_the_link_unexpectedly() {
+    use proptest::prelude::*;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let frame = (
+        1u8..=11,
+        0u32..8,
+        any::<bool>(),
+        prop_oneof![
+            Just(b"{}".to_vec()),
+            Just(br#"{"command":"echo","args":{}}"#.to_vec()),
+            Just(br#"{"result":1}"#.to_vec()),
+            Just(br#"{"grant":100}"#.to_vec()),
+            Just(br#"{"code":"not_found","message":"x"}"#.to_vec()),
+            Just(Vec::new()),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        ],
+    );
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(200));
+    runner
+        .run(&proptest::collection::vec(frame, 1..12), |frames| {
+            runtime.block_on(async {
+                let (tx, _stopped) = mpsc::unbounded_channel();
+                let (link, mut peer) = raw_peer(config(Role::Gateway), Some(node_handler(tx)));
+                let _call = link.open("echo", json!({}), false);
+                for (kind, stream, end, payload) in frames {
+                    let mut header = vec![1u8, kind, u8::from(end), 0];
+                    header.extend_from_slice(&stream.to_be_bytes());
+                    header.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+                    header.extend_from_slice(&payload);
+                    peer.send_raw(Bytes::from(header)).await;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                if !link.is_open() {
+                    let cause = link.closed().await.to_string();
+                    assert!(!cause.contains("stopped"), "{cause}");
+                }
+            });
+            Ok(())
+        })
+        .unwrap();
 }

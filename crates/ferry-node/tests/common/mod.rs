@@ -60,7 +60,7 @@ pub fn linked(node_handler: Handler) -> (Link, Link) {
 pub fn raw_peer(gateway: LinkConfig, handler: Option<Handler>) -> (Link, RawPeer) {
     let ((g_tx, g_rx), (p_tx, p_rx)) = duplex();
     let link = Link::spawn(g_tx, g_rx, gateway, handler);
-    (link, RawPeer { tx: p_tx, rx: p_rx })
+    (link, RawPeer { tx: p_tx, rx: p_rx, broken: false })
 }
 
 /// The far end of a link, driven frame by frame.
@@ -69,6 +69,8 @@ pub struct RawPeer {
     pub tx: Tx,
     /// Receives from the link.
     pub rx: Rx,
+    /// A send failed (the link is gone): the sink may not be used again.
+    broken: bool,
 }
 
 impl RawPeer {
@@ -79,7 +81,9 @@ impl RawPeer {
 
     /// Sends raw bytes as one message.
     pub async fn send_raw(&mut self, message: Bytes) {
-        let _ = self.tx.send(message).await;
+        if !self.broken && self.tx.send(message).await.is_err() {
+            self.broken = true;
+        }
     }
 
     /// The next frame that is not a heartbeat, if one comes within `wait`.

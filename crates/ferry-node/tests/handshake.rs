@@ -263,3 +263,16 @@ async fn a_silent_or_wrong_first_frame_ends_the_handshake() {
         .unwrap_err();
     assert_eq!(e.code(), Code::BadFrame);
 }
+
+#[tokio::test]
+async fn a_bad_hello_is_told_bad_hello_before_any_challenge() {
+    let ((mut g_tx, mut g_rx), (mut n_tx, mut n_rx)) = common::duplex();
+    let gateway =
+        tokio::spawn(async move { gateway_handshake(&mut g_tx, &mut g_rx, "gw", TIMEOUT).await });
+    let identity = Identity::generate();
+    let e = node_handshake(&mut n_tx, &mut n_rx, &identity, info("a\"b"), TIMEOUT)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::BadHello, "{e}");
+    assert_eq!(gateway.await.unwrap().unwrap_err().code(), Code::BadHello);
+}

@@ -60,7 +60,14 @@ pub fn linked(node_handler: Handler) -> (Link, Link) {
 pub fn raw_peer(gateway: LinkConfig, handler: Option<Handler>) -> (Link, RawPeer) {
     let ((g_tx, g_rx), (p_tx, p_rx)) = duplex();
     let link = Link::spawn(g_tx, g_rx, gateway, handler);
-    (link, RawPeer { tx: p_tx, rx: p_rx, broken: false })
+    (
+        link,
+        RawPeer {
+            tx: p_tx,
+            rx: p_rx,
+            broken: false,
+        },
+    )
 }
 
 /// The far end of a link, driven frame by frame.

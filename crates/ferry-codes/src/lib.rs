@@ -280,6 +280,23 @@ codes! {
     /// The upstream's reply is over its size limit.
     ReplyTooLarge = "reply_too_large" => 502,
 
+    // -------------------------------------------------------------------------- nodes
+    /// The node is not connected, or its link has just gone down; the call was not made.
+    NodeOffline = "node_offline" => 503,
+    /// The other end of a node link sent a frame that breaks the protocol; the link is
+    /// closed.
+    BadFrame = "bad_frame" => 502,
+    /// A node's hello is malformed (name, platform, shell or commands).
+    BadHello = "bad_hello" => 400,
+    /// A node's proof of identity does not verify.
+    BadProof = "bad_proof" => 401,
+    /// The node's state folder or identity key cannot be used as it is.
+    NodeStateUnusable = "node_state_unusable" => 500,
+    /// The link to the node carries as many calls as it may at once.
+    LinkBusy = "link_busy" => 429,
+    /// The call was cancelled before it finished.
+    CallCancelled = "call_cancelled" => 410,
+
     // ------------------------------------------------------------------------ limits
     /// The person runs as many chat turns as they may.
     TooManyTurns = "too_many_turns" => 429,
@@ -422,6 +439,7 @@ mod tests {
             ("path_denied", 403),
             ("malformed_archive", 400),
             ("too_many_entries", 413),
+            ("node_offline", 503),
         ] {
             let code = Code::parse(text).unwrap_or_else(|| panic!("{text} is missing"));
             assert_eq!(code.status(), status, "{text}");

@@ -26,6 +26,6 @@ pub use dir::{
 pub use error::FsError;
 pub use name::{NAME_MAX_BYTES, name_from_bytes, safe_name};
 pub use path::{PATH_MAX_BYTES, check_relative};
-pub use random::{random_base32, random_hex};
+pub use random::{random_base32, random_bytes, random_hex};
 pub use shown::{is_hidden_or_spoofing, shown_name};
 pub use sink::{ByteSink, Written};

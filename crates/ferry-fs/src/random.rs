@@ -2,7 +2,7 @@
 
 /// `N` bytes from the OS random source. Linux's `getrandom` does not fail once the pool
 /// is initialised at boot, so a failure here is a broken host, not bad input.
-fn random_bytes<const N: usize>() -> [u8; N] {
+pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).expect("the OS random source is available");
     bytes

@@ -488,6 +488,33 @@ fn file_write_is_atomic_creates_parents_and_caps_content() {
     assert!(support::temporaries(&site.home()).is_empty());
 }
 
+/// The same limit over the gateway's `/mcp`: the largest content is written, one byte
+/// more is a tool error result, never a transport error (the request body holds it).
+#[test]
+fn file_write_takes_its_largest_content_over_the_gateway_too() {
+    let (server, harness) = gateway_with_bob(None, None);
+    let cap = 16 * 1024 * 1024;
+    let out = mcp::drive(&json!({
+        "server": mcp::http(&server.url("/mcp"), &harness),
+        "elicitation": null,
+        "steps": [
+            call("file_write", json!({"path": "cap.txt", "content": "a".repeat(cap)})),
+            call("file_write", json!({"path": "over.txt", "content": "a".repeat(cap + 1)})),
+        ],
+        "timeout_secs": 120,
+    }));
+    let r = out["results"].as_array().unwrap();
+    assert_ok(&r[0]);
+    assert_eq!(mcp::protocol_error(&r[1]), None, "{}", r[1]);
+    assert_tool_error(&r[1], "too_large", "16777216");
+    let home = server.data.join("home/me");
+    assert_eq!(
+        std::fs::metadata(home.join("cap.txt")).unwrap().len(),
+        cap as u64
+    );
+    assert!(!home.join("over.txt").exists());
+}
+
 #[test]
 fn file_edit_changes_all_files_or_none_and_says_which_edit_failed() {
     let site = Site::new("");

@@ -121,10 +121,10 @@ pub const MODEL_TEXT_MAX_BYTES: usize = 8192;
 pub const DIR_LIST_DEFAULT_ENTRIES: u64 = 200;
 /// The most entries `dir_list` shows.
 pub const DIR_LIST_MAX_ENTRIES: u64 = 5000;
-/// The longest message accepted on stdio, in bytes (64 MiB): room for the largest
-/// `file_write` content, JSON-escaped, so a too-large one is answered with a tool error
-/// rather than dropped.
-pub const STDIO_MESSAGE_MAX_BYTES: usize = 64 * 1024 * 1024;
+/// The longest MCP message accepted, on stdio and as a `/mcp` request body, in bytes
+/// (64 MiB): room for the largest `file_write` content, JSON-escaped, so a too-large one
+/// is answered with a tool error rather than dropped.
+pub const MCP_MESSAGE_MAX_BYTES: usize = 64 * 1024 * 1024;
 /// Live MCP sessions one harness token may hold at once. An agent harness opens one per
 /// agent process it runs for the person; each costs the gateway about 48 KiB until it is
 /// closed or has been idle for 300 s.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ferry_fs::{ByteSink, FileId};
 
-use crate::ops::{Op, Placement, Reply, WrittenFile};
+use crate::ops::{Op, Placement, Reach, Reply, WrittenFile};
 use crate::staging::{discard, out_of_turn};
 use crate::{Lease, RequestError, Requester};
 
@@ -16,6 +16,7 @@ use crate::{Lease, RequestError, Requester};
 #[derive(Debug)]
 pub struct Change {
     lease: Lease,
+    reach: Reach,
     files: Vec<Staged>,
     placed: bool,
 }
@@ -31,8 +32,19 @@ struct Staged {
 impl Change {
     /// A change made as the requester's person, with one worker leased for its whole life.
     pub fn new(requester: Arc<Requester>) -> Change {
+        Change::reaching(requester, Reach::AsTools)
+    }
+
+    /// A change of files in a place the system made (a pick's folder): reached with no
+    /// link followed, in every mode.
+    pub fn in_system_place(requester: Arc<Requester>) -> Change {
+        Change::reaching(requester, Reach::NoLinks)
+    }
+
+    fn reaching(requester: Arc<Requester>, reach: Reach) -> Change {
         Change {
             lease: Lease::new(requester),
+            reach,
             files: Vec::new(),
             placed: false,
         }
@@ -48,6 +60,7 @@ impl Change {
     ) -> Result<&mut ByteSink, RequestError> {
         let op = Op::StageAt {
             path: path.to_owned(),
+            reach: self.reach,
         };
         let (temp, display, file) = match self.lease.execute(op)? {
             (Reply::StagedAt { temp, path }, Some(file)) => (temp, path, file),
@@ -61,6 +74,7 @@ impl Change {
                 dev: id.dev,
                 ino: id.ino,
                 expect_sha256,
+                reach: self.reach,
             },
             display,
             sink: ByteSink::new(file),
@@ -102,6 +116,7 @@ impl Drop for Change {
             discard(&mut self.lease, || Op::DiscardAt {
                 path: file.placement.path.clone(),
                 temp: file.placement.temp.clone(),
+                reach: self.reach,
             });
         }
     }

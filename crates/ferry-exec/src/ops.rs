@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::info::{FileInfo, Kind, WrittenFile};
 use crate::info::{info_from, info_of};
 use crate::member::{MemberAction, MemberReply};
+pub use crate::scope::Reach;
 use crate::scope::Scope;
 pub use crate::settings::{RunSettings, SandboxKind};
 pub use crate::staged_at::Placement;
@@ -85,6 +86,9 @@ pub enum Op {
     StageAt {
         /// Where the finished file will be placed.
         path: String,
+        /// How that place is reached.
+        #[serde(default)]
+        reach: Reach,
     },
     /// Places temporaries made by [`Op::StageAt`] as one change, all or none: each still
     /// the file it was when filled, and each previous file still the content it was read
@@ -99,6 +103,9 @@ pub enum Op {
         path: String,
         /// The name [`Op::StageAt`] gave the temporary.
         temp: String,
+        /// How `path` is reached, as when it was staged.
+        #[serde(default)]
+        reach: Reach,
     },
     /// Runs a command behind the guardrail (T-GUARD).
     Run {
@@ -223,16 +230,16 @@ impl Executor {
                 )?;
                 return Ok((Reply::Member(reply), file));
             }
-            Op::StageAt { path } => {
-                let (temp, path, file) = self.stage_at(&path)?;
+            Op::StageAt { path, reach } => {
+                let (temp, path, file) = self.stage_at(&path, reach)?;
                 return Ok((Reply::StagedAt { temp, path }, Some(file)));
             }
             Op::PlaceAll { files } => {
                 self.place_all(&files)?;
                 Reply::Done
             }
-            Op::DiscardAt { path, temp } => {
-                self.discard_at(&path, &temp)?;
+            Op::DiscardAt { path, temp, reach } => {
+                self.discard_at(&path, &temp, reach)?;
                 Reply::Done
             }
             Op::Run {
@@ -361,7 +368,7 @@ impl Executor {
             .unwrap_or_default();
         let name = safe_name(&base)?;
         let dest = format!("{}/{name}", to_dir.trim_end_matches('/'));
-        let mut staged = self.stage(&dest, true)?;
+        let mut staged = self.stage(&dest, Reach::NoLinks)?;
         staged.writer.set_limit(max_bytes);
         // Checked again while copying: the file may have grown since it was opened.
         staged.writer.copy_sparse(&source)?;
@@ -428,8 +435,8 @@ impl Executor {
     }
 
     /// A hidden temporary beside `path`, ready for bytes; the previous file's mode is kept.
-    fn stage(&self, path: &str, create_parents: bool) -> Result<Staged, RequestError> {
-        let target = self.target_of(path, create_parents)?;
+    fn stage(&self, path: &str, reach: Reach) -> Result<Staged, RequestError> {
+        let target = self.target_of(path, true, reach)?;
         let mut writer = AtomicWriter::create(&target.dir, &target.name)?.owner(self.owner);
         writer.set_mode(target.mode)?;
         Ok(Staged {
@@ -444,10 +451,11 @@ impl Executor {
         &self,
         path: &str,
         create_parents: bool,
+        reach: Reach,
     ) -> Result<WriteTarget, RequestError> {
         let display = self.scope.absolute(path)?;
         self.scope.check_unlocked(path)?;
-        let target = self.scope.resolve_write(path)?;
+        let target = self.scope.resolve_reached(path, reach)?;
         target.require_writable()?;
         let rel = target.name()?;
         let (parent, name) = match rel.trim_end_matches('/').rsplit_once('/') {

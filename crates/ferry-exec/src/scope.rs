@@ -110,6 +110,20 @@ impl Target<'_> {
     }
 }
 
+/// How a path that will be written is reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reach {
+    /// As the person's tools reach it: as the person (host mode), a link is followed
+    /// wherever the person could follow it at a shell.
+    #[default]
+    AsTools,
+    /// A place the system made and names (`public/attachments/`, a pick's folder):
+    /// reached from its tree's root one component at a time with no link followed, in
+    /// every mode, so a link planted there cannot send the file elsewhere.
+    NoLinks,
+}
+
 /// A tree's root, held by the scope, or a folder opened for one path.
 pub(crate) enum Handle<'a> {
     Tree(&'a Dir),
@@ -276,20 +290,37 @@ impl Scope {
         as_person(&followed)
     }
 
+    /// Resolves a path a file will be written at, reached the way `reach` says.
+    pub(crate) fn resolve_reached(
+        &self,
+        path: &str,
+        reach: Reach,
+    ) -> Result<Target<'_>, RequestError> {
+        match (reach, self.access) {
+            (Reach::AsTools, _) | (Reach::NoLinks, Access::Confined) => self.resolve_write(path),
+            (Reach::NoLinks, Access::AsPerson) => {
+                let abs = self.absolute(path)?;
+                let (tree, root) = self.innermost(&abs).ok_or_else(|| outside(&abs))?;
+                if let Root::Refused(e) = root {
+                    return Err(e.clone());
+                }
+                let rel = rest_beneath(tree, &abs)?;
+                let dir = Base::open(&self.base)?.open_root(&tree.path)?;
+                Ok(Target {
+                    dir: Handle::Opened(dir),
+                    rel,
+                    tree: Some(tree),
+                    follow: Follow::Never,
+                })
+            }
+        }
+    }
+
     /// The tree holding `abs` (the innermost, when trees nest) and the rest of the path
     /// beneath it; a path in none of them escapes.
     pub(crate) fn beneath(&self, abs: &Path) -> Result<Target<'_>, RequestError> {
         let (tree, dir) = self.innermost(abs).ok_or_else(|| outside(abs))?;
-        let rest = abs.strip_prefix(&tree.path).map_err(|_| outside(abs))?;
-        // `..` is refused here rather than by the kernel so the message can say why.
-        if rest.components().any(|c| matches!(c, Component::ParentDir)) {
-            return Err(outside(abs));
-        }
-        let rel = rest
-            .to_str()
-            .ok_or_else(|| RequestError::new(Code::BadPath, "the path is not valid UTF-8"))?
-            .trim_start_matches("./")
-            .to_owned();
+        let rel = rest_beneath(tree, abs)?;
         match dir {
             Root::Open(dir) => Ok(Target {
                 dir: Handle::Tree(dir),
@@ -323,6 +354,20 @@ impl Scope {
             _ => Ok(tree),
         }
     }
+}
+
+/// The rest of `abs` beneath `tree`'s root; `..` is refused here rather than by the
+/// kernel so the message can say why.
+fn rest_beneath(tree: &Tree, abs: &Path) -> Result<String, RequestError> {
+    let rest = abs.strip_prefix(&tree.path).map_err(|_| outside(abs))?;
+    if rest.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(outside(abs));
+    }
+    Ok(rest
+        .to_str()
+        .ok_or_else(|| RequestError::new(Code::BadPath, "the path is not valid UTF-8"))?
+        .trim_start_matches("./")
+        .to_owned())
 }
 
 /// `abs` as the person reaches it: the folder holding its last name, opened as the

@@ -17,7 +17,7 @@ use ferry_fs::{Dir, FileId, Follow, FsError};
 use serde::{Deserialize, Serialize};
 
 use crate::RequestError;
-use crate::ops::{Executor, WriteTarget};
+use crate::ops::{Executor, Reach, WriteTarget};
 
 /// One file of [`Op::PlaceAll`](crate::ops::Op::PlaceAll).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -33,6 +33,9 @@ pub struct Placement {
     /// The sha256 (hex) the file at `path` had when it was read; a change since refuses
     /// the whole change.
     pub expect_sha256: Option<String>,
+    /// How `path` is reached, as when it was staged.
+    #[serde(default)]
+    pub reach: Reach,
 }
 
 /// The folder each temporary was made in, by the temporary's name, kept by the executor
@@ -66,8 +69,12 @@ impl StagedDirs {
 impl Executor {
     /// Makes the temporary for `path` (its folders made): its name, the absolute path
     /// the file will have, and the temporary open for writing.
-    pub(crate) fn stage_at(&self, path: &str) -> Result<(String, String, File), RequestError> {
-        let target = self.target_of(path, true)?;
+    pub(crate) fn stage_at(
+        &self,
+        path: &str,
+        reach: Reach,
+    ) -> Result<(String, String, File), RequestError> {
+        let target = self.target_of(path, true, reach)?;
         ferry_fs::check_placeable(&target.dir, &target.name)?;
         let (temp, file) = ferry_fs::create_temporary(&target.dir)?;
         self.staged_in.keep(&temp, target.dir);
@@ -80,7 +87,7 @@ impl Executor {
     pub(crate) fn place_all(&self, files: &[Placement]) -> Result<(), RequestError> {
         let mut targets = Vec::with_capacity(files.len());
         for file in files {
-            targets.push(self.target_of(&file.path, false)?);
+            targets.push(self.target_of(&file.path, false, file.reach)?);
         }
         // Held until every file is placed: a concurrent change of the same file waits,
         // then finds it changed, instead of both passing the check and one edit being lost.
@@ -149,11 +156,16 @@ impl Executor {
     }
 
     /// Removes the temporary `temp` made for `path`.
-    pub(crate) fn discard_at(&self, path: &str, temp: &str) -> Result<(), RequestError> {
+    pub(crate) fn discard_at(
+        &self,
+        path: &str,
+        temp: &str,
+        reach: Reach,
+    ) -> Result<(), RequestError> {
         if let Some(made_in) = self.staged_in.take(temp) {
             return Ok(ferry_fs::remove_temporary(&made_in, temp)?);
         }
-        let target = self.target_of(path, false)?;
+        let target = self.target_of(path, false, reach)?;
         Ok(ferry_fs::remove_temporary(&target.dir, temp)?)
     }
 }
@@ -183,7 +195,10 @@ fn lock_unchanged(files: &[Placement], targets: &[WriteTarget]) -> Result<Vec<Fi
     let mut locked = Vec::with_capacity(expected.len());
     for (id, mut opened, target, sha256, path) in expected {
         lock(&opened, path)?;
-        let still = target.dir.metadata(&target.name).is_ok_and(|meta| meta.inode == id.ino);
+        let still = target
+            .dir
+            .metadata(&target.name)
+            .is_ok_and(|meta| meta.inode == id.ino);
         if !still || &ferry_fs::sha256_hex_of_reader(&mut opened)? != sha256 {
             return Err(changed(path));
         }
@@ -207,7 +222,9 @@ fn lock(file: &File, path: &str) -> Result<(), RequestError> {
             Err(rustix::io::Errno::WOULDBLOCK) => {
                 return Err(RequestError::new(
                     Code::ChangedMeanwhile,
-                    format!("{path} is being changed by another edit; read it again and redo the edit"),
+                    format!(
+                        "{path} is being changed by another edit; read it again and redo the edit"
+                    ),
                 ));
             }
             Err(e) => return Err(std::io::Error::from(e).into()),

@@ -206,7 +206,11 @@ fn concurrent_changes_of_one_file_lose_nothing_they_report_as_placed() {
                         after.extend_from_slice(line.as_bytes());
                         let mut change = Change::new(requester.clone());
                         let expect = Some(ferry_fs::sha256_hex(&before));
-                        change.stage("log.txt", expect).unwrap().write(&after).unwrap();
+                        change
+                            .stage("log.txt", expect)
+                            .unwrap()
+                            .write(&after)
+                            .unwrap();
                         match change.commit() {
                             Ok(_) => {
                                 placed.push(line.clone());
@@ -227,7 +231,73 @@ fn concurrent_changes_of_one_file_lose_nothing_they_report_as_placed() {
     let text = read(&home.join("log.txt"));
     assert_eq!(placed.len(), 2 * ROUNDS);
     for line in &placed {
-        assert!(text.contains(line.as_str()), "{line:?} was answered as placed but is lost");
+        assert!(
+            text.contains(line.as_str()),
+            "{line:?} was answered as placed but is lost"
+        );
     }
     assert!(temporaries(&home).is_empty());
+}
+
+/// A place the system made (a pick's folder, `public/attachments/`) is reached with no
+/// link followed even as the person: a link the person's agent planted there cannot send
+/// the file elsewhere (here: into a folder everyone reads).
+#[test]
+fn a_link_planted_at_a_system_place_is_refused_as_the_person_too() {
+    use ferry_exec::ops::{Op, Reply};
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(home.join("tmp")).unwrap();
+    std::fs::create_dir_all(home.join("public")).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, home.join("tmp/picks")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, home.join("public/attachments")).unwrap();
+    std::fs::write(home.join("a.txt"), "a").unwrap();
+    let requester = requester(&home, Access::AsPerson);
+    let mut change = Change::in_system_place(requester.clone());
+    let err = change.stage("tmp/picks/p1/f.txt", None).unwrap_err();
+    assert_eq!(err.code, "path_escapes", "{err}");
+    drop(change);
+    let deliver = Op::Deliver {
+        from: "a.txt".into(),
+        to_dir: home.join("public/attachments").display().to_string(),
+        max_bytes: 1024,
+    };
+    let err = requester.execute(deliver).err().unwrap();
+    assert_eq!(err.code, "path_escapes", "{err}");
+    assert!(
+        std::fs::read_dir(&elsewhere).unwrap().next().is_none(),
+        "nothing went through"
+    );
+    // The tools' own writes, as the person, still go where the person could write.
+    let mut change = Change::new(requester.clone());
+    change
+        .stage("tmp/picks/mine.txt", None)
+        .unwrap()
+        .write(b"m")
+        .unwrap();
+    change.commit().unwrap();
+    assert_eq!(read(&elsewhere.join("mine.txt")), "m");
+    // Without the links, the system places work as the person.
+    std::fs::remove_file(home.join("tmp/picks")).unwrap();
+    std::fs::remove_file(home.join("public/attachments")).unwrap();
+    let mut change = Change::in_system_place(requester.clone());
+    change
+        .stage("tmp/picks/p1/f.txt", None)
+        .unwrap()
+        .write(b"f")
+        .unwrap();
+    change.commit().unwrap();
+    assert_eq!(read(&home.join("tmp/picks/p1/f.txt")), "f");
+    let deliver = Op::Deliver {
+        from: "a.txt".into(),
+        to_dir: home.join("public/attachments").display().to_string(),
+        max_bytes: 1024,
+    };
+    assert!(matches!(
+        requester.execute(deliver).unwrap().0,
+        Reply::Written(_)
+    ));
+    assert_eq!(read(&home.join("public/attachments/a.txt")), "a");
 }

@@ -404,7 +404,7 @@ async fn upload_pick(
                 // through its descriptor: never read whole, holes kept.
                 let source = std::fs::File::open(staged).map_err(|e| e.to_string())?;
                 let destination = destination.to_string_lossy();
-                let mut change = Change::new(toolbox.shared_requester());
+                let mut change = Change::in_system_place(toolbox.shared_requester());
                 change
                     .stage(&destination, None)
                     .map_err(|e| e.message)?

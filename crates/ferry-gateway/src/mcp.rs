@@ -44,6 +44,7 @@ pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
     // Every request carries a harness token, which a rebinding page cannot have, so the
     // Host check adds nothing and would break gateways reached by name.
     let config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(ferry_config::limits::MCP_MESSAGE_MAX_BYTES)
         .disable_allowed_hosts()
         .with_allowed_origins(origins)
         .with_cancellation_token(state.closing.child_token());

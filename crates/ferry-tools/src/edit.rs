@@ -127,7 +127,9 @@ pub(crate) fn file_edit(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
                 ));
             }
             None => {
-                files.push(read_for_edit(&mut file, &edit.path, &info.path, info.size, id)?);
+                files.push(read_for_edit(
+                    &mut file, &edit.path, &info.path, info.size, id,
+                )?);
                 files.len() - 1
             }
         };

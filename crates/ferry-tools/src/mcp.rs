@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::approval::{Answered, FirstChannel, WebApprover, delete_question};
 use crate::{Approval, Approver, Content, Question, ToolError, ToolOutput, Toolbox};
-use ferry_config::limits::STDIO_MESSAGE_MAX_BYTES;
+use ferry_config::limits::MCP_MESSAGE_MAX_BYTES;
 
 /// The key of the one input request `file_delete` makes.
 const CONFIRM_KEY: &str = "confirm_delete";
@@ -318,7 +318,7 @@ async fn clean_messages(
     let mut line = Vec::new();
     loop {
         line.clear();
-        let limit = STDIO_MESSAGE_MAX_BYTES as u64 + 1;
+        let limit = MCP_MESSAGE_MAX_BYTES as u64 + 1;
         if (&mut reader)
             .take(limit)
             .read_until(b'\n', &mut line)
@@ -343,7 +343,7 @@ pub async fn serve_stdio(toolbox: Arc<Toolbox>) -> Result<(), std::io::Error> {
         }
     });
     let transport =
-        AsyncRwTransport::new_server(cleaned, stdout).with_max_line_length(STDIO_MESSAGE_MAX_BYTES);
+        AsyncRwTransport::new_server(cleaned, stdout).with_max_line_length(MCP_MESSAGE_MAX_BYTES);
     let service = McpServer::for_toolbox(toolbox)
         .serve(transport)
         .await

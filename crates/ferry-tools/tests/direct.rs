@@ -266,7 +266,10 @@ fn file_edit_edits_a_file_named_twice_once_with_every_edit() {
             {"path": "rel.txt", "oldText": "bbb", "newText": "BBB"},
         ]}),
     );
-    assert_eq!(std::fs::read_to_string(fixture.home().join("mine.txt")).unwrap(), "AAA BBB\n");
+    assert_eq!(
+        std::fs::read_to_string(fixture.home().join("mine.txt")).unwrap(),
+        "AAA BBB\n"
+    );
     // Named through the link first: writes follow no link here, so the whole edit is
     // refused; never one edit applied and the other dropped.
     let code = fixture.refused(
@@ -277,7 +280,10 @@ fn file_edit_edits_a_file_named_twice_once_with_every_edit() {
         ]}),
     );
     assert_eq!(code, "path_escapes");
-    assert_eq!(std::fs::read_to_string(fixture.home().join("mine.txt")).unwrap(), "AAA BBB\n");
+    assert_eq!(
+        std::fs::read_to_string(fixture.home().join("mine.txt")).unwrap(),
+        "AAA BBB\n"
+    );
 }
 
 #[test]

@@ -753,6 +753,16 @@ fn list_caps_at_ten_thousand_entries() {
         if truncated {
             assert_eq!(listing["truncated"], true, "{total} entries");
             assert_eq!(count, 10_000, "{total} entries: at most 10,000 returned");
+            // The cut falls on the deepest entries: every top-level one is still shown.
+            let paths = listed_paths(&listing);
+            for top in [
+                "public/attachments",
+                "public/bulk",
+                "public/top10000.txt",
+                "public/top10001.txt",
+            ] {
+                assert!(paths.iter().any(|p| p == top), "{top} is hidden by the cut");
+            }
         } else {
             assert!(
                 listing.get("truncated").is_none(),

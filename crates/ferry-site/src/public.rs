@@ -456,13 +456,15 @@ fn list_dir(
             .cmp(&rank(b.meta.kind))
             .then_with(|| a.name.cmp(&b.name))
     });
-    let mut nodes = Vec::with_capacity(entries.len().min(*budget));
+    // A folder's own entries are counted before any folder beneath it is read, so one
+    // big subfolder cannot hide its siblings: the cut falls on the deepest entries.
+    if entries.len() > *budget {
+        *truncated = true;
+        entries.truncate(*budget);
+    }
+    *budget -= entries.len();
+    let mut nodes = Vec::with_capacity(entries.len());
     for entry in entries {
-        if *budget == 0 {
-            *truncated = true;
-            break;
-        }
-        *budget -= 1;
         let child_path = format!("{path}/{}", entry.name);
         let managed =
             depth == 0 && entry.name == ATTACHMENTS_DIR_NAME && entry.meta.kind == EntryKind::Dir;

@@ -87,7 +87,8 @@ impl Executor {
     pub(crate) fn place_all(&self, files: &[Placement]) -> Result<(), RequestError> {
         let mut targets = Vec::with_capacity(files.len());
         for file in files {
-            targets.push(self.target_of(&file.path, false, file.reach)?);
+            let target = self.target_of(&file.path, false, file.reach);
+            targets.push(target.map_err(|e| naming(&file.path, e))?);
         }
         // Held until every file is placed: a concurrent change of the same file waits,
         // then finds it changed, instead of both passing the check and one edit being lost.
@@ -97,11 +98,11 @@ impl Executor {
         // One file alone is placed or not: nothing to put back, so nothing is kept (and
         // no second link is made to a file another may own, in a sticky folder).
         let keeping = targets.len() > 1;
-        for target in targets.iter().filter(|_| keeping) {
+        for (index, target) in targets.iter().enumerate().filter(|_| keeping) {
             match ferry_fs::keep_previous(&target.dir, &target.name) {
                 Ok(previous) => kept.push(previous),
                 Err(e) => {
-                    result = Err(e);
+                    result = Err((index, e));
                     break;
                 }
             }
@@ -116,11 +117,11 @@ impl Executor {
                 let made_in = match self.staged_in.get(&file.temp).transpose() {
                     Ok(made_in) => made_in,
                     Err(e) => {
-                        result = Err(e);
+                        result = Err((placed, e));
                         break;
                     }
                 };
-                result = ferry_fs::place_temporary(
+                let placing = ferry_fs::place_temporary(
                     made_in.as_ref().unwrap_or(&target.dir),
                     &file.temp,
                     &target.dir,
@@ -129,7 +130,8 @@ impl Executor {
                     target.mode,
                     self.owner(),
                 );
-                if result.is_err() {
+                if let Err(e) = placing {
+                    result = Err((placed, e));
                     break;
                 }
                 self.staged_in.take(&file.temp);
@@ -152,7 +154,7 @@ impl Executor {
                 let _ = ferry_fs::remove_temporary(&target.dir, previous);
             }
         }
-        Ok(result?)
+        result.map_err(|(index, e)| naming(&files[index].path, e.into()))
     }
 
     /// Removes the temporary `temp` made for `path`.
@@ -180,7 +182,10 @@ fn lock_unchanged(files: &[Placement], targets: &[WriteTarget]) -> Result<Vec<Fi
     let mut expected = Vec::new();
     for (file, target) in files.iter().zip(targets) {
         if let Some(sha256) = &file.expect_sha256 {
-            let opened = target.dir.open_file(&target.name, Follow::Never)?;
+            let opened = target
+                .dir
+                .open_file(&target.name, Follow::Never)
+                .map_err(|e| naming(&file.path, e.into()))?;
             let id = FileId::of(&opened)?;
             expected.push((id, opened, target, sha256, &file.path));
         }
@@ -230,6 +235,14 @@ fn lock(file: &File, path: &str) -> Result<(), RequestError> {
             Err(e) => return Err(std::io::Error::from(e).into()),
         }
     }
+}
+
+/// `e`, saying which file it is about when it does not already.
+fn naming(path: &str, mut e: RequestError) -> RequestError {
+    if !e.message.contains(path) {
+        e.message = format!("{path}: {}", e.message);
+    }
+    e
 }
 
 fn changed(path: &str) -> RequestError {

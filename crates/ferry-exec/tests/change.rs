@@ -74,6 +74,10 @@ fn a_failed_placement_puts_back_what_was_already_placed() {
         std::fs::write(home.join(&swapped), "planted").unwrap();
         let err = change.commit().unwrap_err();
         assert_eq!(err.code, "path_escapes", "{err}");
+        assert!(
+            err.message.starts_with("b.txt: "),
+            "the failure names its file: {err}"
+        );
         assert_eq!(read(&home.join("a.txt")), "old a", "{access:?}");
         assert_eq!(read(&home.join("b.txt")), "old b");
         assert!(!home.join("new.txt").exists(), "a new file is taken back");

@@ -213,26 +213,28 @@ fn check_hello(hello: &Hello) -> Result<NodeInfo, NodeError> {
         b.is_ascii_alphanumeric() || b"._-".contains(&b)
     })?;
     let mut seen = Vec::new();
+    let mut known = Vec::new();
     for command in &hello.commands {
-        if !COMMANDS.contains(&command.as_str()) {
-            return Err(NodeError::BadHello(format!(
-                "unknown command {:?} (known: {})",
-                truncated(command),
-                COMMANDS.join(", ")
-            )));
-        }
+        check_word("command", command, |b| {
+            b.is_ascii_lowercase() || b == b'.' || b == b'_'
+        })?;
         if seen.contains(&command) {
             return Err(NodeError::BadHello(format!(
                 "command {command} is advertised twice"
             )));
         }
         seen.push(command);
+        // A command this gateway does not know is left out of what the node may serve,
+        // so a newer node still pairs with an older gateway and the new command waits.
+        if COMMANDS.contains(&command.as_str()) {
+            known.push(command.clone());
+        }
     }
     Ok(NodeInfo {
         name: hello.name.clone(),
         platform: hello.platform.clone(),
         shell: hello.shell.clone(),
-        commands: hello.commands.clone(),
+        commands: known,
     })
 }
 

@@ -157,8 +157,8 @@ fn malformed_hellos_are_refused() {
         ("empty shell", Box::new(|h| h.shell.clear())),
         ("shell path", Box::new(|h| h.shell = "/bin/bash".into())),
         (
-            "unknown command",
-            Box::new(|h| h.commands.push("shell.exec".into())),
+            "command not a word",
+            Box::new(|h| h.commands.push("Shell Exec!".into())),
         ),
         (
             "command twice",
@@ -187,6 +187,13 @@ fn malformed_hellos_are_refused() {
         let e = verify(&hello, &challenge, &proof).expect_err(what);
         assert_eq!(e.code(), Code::BadHello, "{what}: {e}");
     }
+    // A command this gateway does not know is left out, the others kept.
+    let mut newer = good.clone();
+    newer.commands.push("shell.exec".into());
+    let challenge = Challenge::fresh("s");
+    let proof = prove(&identity, &newer, &challenge).unwrap();
+    let node = verify(&newer, &challenge, &proof).unwrap();
+    assert_eq!(node.info.commands, good.commands);
     // Fewer commands are fine: a node serves what its owner allows.
     let mut few = good.clone();
     few.commands = vec!["file.stat".into()];

@@ -1,0 +1,48 @@
+//! The one error of the media store, each variant with its code.
+
+use ferry_codes::Code;
+
+/// Why a media store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    /// The value is not an id this store issued: a path, a foreign or malformed id, or
+    /// one whose record is gone.
+    #[error("{0:?} is not a media id of this store (ids look like name~k3j9x2m1q8ab.txt)")]
+    UnknownMediaId(String),
+    /// The content is longer than the put's cap.
+    #[error("the content is over {max_bytes} bytes")]
+    TooLarge {
+        /// The cap, in bytes.
+        max_bytes: u64,
+    },
+    /// Reading the content failed (the caller's reader or stream).
+    #[error("reading the content failed: {0}")]
+    Source(std::io::Error),
+    /// The blob store failed.
+    #[error("the media store failed: {0}")]
+    Store(#[from] object_store::Error),
+    /// A record's blob is missing from the store.
+    #[error("the bytes of {0} are missing from the media store")]
+    BlobMissing(String),
+    /// The records failed (the metadata database).
+    #[error("the media records failed: {0}")]
+    Records(String),
+    /// A local file-system call failed.
+    #[error("the media store failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl MediaError {
+    /// The code this failure is answered with.
+    pub fn code(&self) -> Code {
+        match self {
+            MediaError::UnknownMediaId(_) => Code::UnknownMediaId,
+            MediaError::TooLarge { .. } => Code::TooLarge,
+            MediaError::Source(_) => Code::BadBody,
+            MediaError::Store(_)
+            | MediaError::BlobMissing(_)
+            | MediaError::Records(_)
+            | MediaError::Io(_) => Code::IoError,
+        }
+    }
+}

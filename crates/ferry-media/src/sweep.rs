@@ -1,0 +1,76 @@
+//! The sweeper: expired records go, then blobs no record references.
+//!
+//! A put of content whose blob exists already does not write it again, so a sweep can
+//! meet a blob that looks unreferenced while such a put is about to record it. The
+//! two sides are ordered so that the blob survives:
+//! - the put inserts its record, *then* checks the blob is still there, and puts it
+//!   back from its own temporary if not (`Blobs::settle`);
+//! - the sweep moves the blob aside (`trash/`), *then* checks references again, and
+//!   puts it back if a record appeared.
+//!
+//! Whichever of the put's insert and the sweep's second check comes first, one of the
+//! two sees the other. A blob a put has only just placed has no temporary left to put
+//! back from, so young blobs are never candidates: the grace period
+//! (`MEDIA_BLOB_GRACE_SECS`) covers the moment between placing and recording.
+
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use crate::store::seconds;
+use crate::{MediaError, MediaStore};
+
+/// What one sweep removed.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepReport {
+    /// Expired records removed.
+    pub records_removed: usize,
+    /// Blobs no record referenced, removed.
+    pub blobs_removed: usize,
+    /// Blobs a put recorded while the sweep had them aside, put back.
+    pub blobs_kept: usize,
+    /// Temporaries of puts that never finished, removed.
+    pub temporaries_removed: usize,
+}
+
+impl MediaStore {
+    /// Sweeps as of `now`.
+    pub async fn sweep(&self, now: SystemTime) -> Result<SweepReport, MediaError> {
+        let mut report = SweepReport::default();
+        for record in self.records.expired(seconds(now))? {
+            if self.records.delete(&record.id)? {
+                report.records_removed += 1;
+            }
+        }
+        // A sweep that stopped between moving a blob aside and deciding finishes here.
+        for trashed in self.blobs.trashed().await? {
+            self.decide(&trashed.sha256, &mut report).await?;
+        }
+        let cutoff = now
+            .checked_sub(self.grace)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        for blob in self.blobs.list().await? {
+            if blob.modified >= cutoff || self.records.references(&blob.sha256)? {
+                continue;
+            }
+            if self.blobs.move_to_trash(&blob.sha256).await? {
+                self.decide(&blob.sha256, &mut report).await?;
+            }
+        }
+        report.temporaries_removed = self.blobs.remove_stale_temporaries(cutoff)?;
+        Ok(report)
+    }
+
+    /// A trashed blob: back if a record references it now, gone otherwise.
+    async fn decide(&self, sha256: &str, report: &mut SweepReport) -> Result<(), MediaError> {
+        if self.records.references(sha256)? {
+            self.blobs.restore(sha256).await?;
+            report.blobs_kept += 1;
+        } else {
+            self.blobs.drop_trashed(sha256).await?;
+            report.blobs_removed += 1;
+        }
+        Ok(())
+    }
+}

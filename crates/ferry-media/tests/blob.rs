@@ -1,0 +1,164 @@
+//! Blobs: streamed, capped, hashed, placed once.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use ferry_media::blob::Placed;
+use ferry_media::{Blobs, MediaError};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+
+/// Counts live heap bytes and their peak, to show a put's memory is flat in its size.
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(live, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn chunks(
+    total: usize,
+    chunk: usize,
+) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send {
+    let piece = Bytes::from(vec![7u8; chunk]);
+    let count = total / chunk;
+    let rest = total % chunk;
+    stream::iter((0..count).map(move |_| Ok(piece.clone()))).chain(stream::iter(
+        (rest > 0).then(|| Ok(Bytes::from(vec![7u8; rest]))),
+    ))
+}
+
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in walk(dir) {
+        out.push(entry.strip_prefix(dir).unwrap().display().to_string());
+    }
+    out.sort();
+    out
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return files;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[tokio::test]
+async fn the_cap_at_limit_minus_one_limit_and_plus_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = Blobs::local(dir.path()).unwrap();
+    let cap = 3 * 1024 * 1024 + 5;
+    for (size, fits) in [(cap - 1, true), (cap, true), (cap + 1, false)] {
+        let result = blobs.stage(chunks(size as usize, 65536), cap).await;
+        match result {
+            Ok(staged) => {
+                assert!(fits, "{size}");
+                assert_eq!(staged.size, size);
+                blobs.discard(staged).await.unwrap();
+            }
+            Err(e) => {
+                assert!(!fits, "{size}: {e}");
+                assert!(matches!(e, MediaError::TooLarge { max_bytes } if max_bytes == cap));
+                assert_eq!(e.code(), ferry_codes::Code::TooLarge);
+            }
+        }
+    }
+    assert_eq!(
+        files_under(dir.path()),
+        Vec::<String>::new(),
+        "nothing left behind"
+    );
+}
+
+#[tokio::test]
+async fn content_is_keyed_by_its_sha256_and_placed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = Blobs::local(dir.path()).unwrap();
+    let content = b"hello blobs".to_vec();
+    let sha = ferry_fs::sha256_hex(&content);
+    let one = stream::iter([Ok(Bytes::from(content.clone()))]);
+    let staged = blobs.stage(one, 1024).await.unwrap();
+    assert_eq!(staged.sha256, sha);
+    assert_eq!(blobs.place(&staged).await.unwrap(), Placed::New);
+    let path = blobs.local_path(&sha).unwrap();
+    assert!(path.ends_with(format!("blobs/{sha}")));
+    let before = std::fs::metadata(&path).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+
+    let again = blobs
+        .stage(stream::iter([Ok(Bytes::from(content.clone()))]), 1024)
+        .await
+        .unwrap();
+    assert_eq!(blobs.place(&again).await.unwrap(), Placed::Existing);
+    blobs.settle(again).await.unwrap();
+    let after = std::fs::metadata(&path).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        (before.ino(), before.mtime_nsec()),
+        (after.ino(), after.mtime_nsec()),
+        "kept, not rewritten"
+    );
+
+    let read: Vec<Bytes> = blobs.get(&sha).await.unwrap().try_collect().await.unwrap();
+    assert_eq!(read.concat(), content);
+    assert_eq!(files_under(dir.path()), vec![format!("blobs/{sha}")]);
+}
+
+#[tokio::test]
+async fn a_failing_source_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = Blobs::local(dir.path()).unwrap();
+    let failing =
+        chunks(2 * 1024 * 1024, 65536).chain(stream::iter([Err(std::io::Error::other("cut"))]));
+    let err = blobs.stage(failing, u64::MAX).await.unwrap_err();
+    assert!(matches!(err, MediaError::Source(_)), "{err}");
+    assert_eq!(files_under(dir.path()), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_missing_blob_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = Blobs::local(dir.path()).unwrap();
+    let err = blobs.get(&"0".repeat(64)).await.err().unwrap();
+    assert!(matches!(err, MediaError::BlobMissing(_)));
+}
+
+/// A 64 MiB put streams: the heap never holds more than a few MiB of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_64_mib_put_keeps_memory_flat() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = Blobs::local(dir.path()).unwrap();
+    let size = 64 * 1024 * 1024;
+    // The source makes each chunk as it is asked for, so only the put holds bytes.
+    let source = stream::iter(0..size / 65536).map(|_| Ok(Bytes::from(vec![1u8; 65536])));
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let staged = blobs.stage(source, u64::MAX).await.unwrap();
+    let peak = PEAK.load(Ordering::Relaxed) - base;
+    assert_eq!(staged.size, size as u64);
+    blobs.place(&staged).await.unwrap();
+    eprintln!("peak heap during a 64 MiB put: {} KiB", peak / 1024);
+    assert!(peak < 6 * 1024 * 1024, "peak {peak} bytes");
+}

@@ -2,7 +2,7 @@
 //!
 //! A put cannot know its key before it has read every byte, so it streams into a
 //! temporary object (`tmp/<random>`) while hashing and counting, then places it at its
-//! key with a create-once rename: a blob that is there already is kept, never
+//! key with a create-once copy (a hard link on the local file system): a blob that is there already is kept, never
 //! rewritten. Readers of `blobs/` therefore never see a partial blob, and a crash mid-put
 //! leaves only a temporary, which the sweeper removes.
 //!
@@ -19,7 +19,10 @@ use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, RenameOptions, RenameTargetMode, WriteMultipart};
+use object_store::{
+    CopyMode, CopyOptions, ObjectStore, ObjectStoreExt, RenameOptions, RenameTargetMode,
+    WriteMultipart,
+};
 use sha2::{Digest, Sha256};
 
 use crate::MediaError;
@@ -49,7 +52,7 @@ pub struct Staged {
 pub enum Placed {
     /// The blob did not exist; the temporary became it.
     New,
-    /// A blob with this content existed and was kept; the temporary is still there.
+    /// A blob with this content existed and was kept, not rewritten.
     Existing,
 }
 
@@ -125,11 +128,13 @@ impl Blobs {
         })
     }
 
-    /// Places `staged` at its key, create-once.
+    /// Places `staged` at its key, create-once. The temporary stays until
+    /// [`Blobs::settle`]: until the put has recorded the blob, it is the put's only way
+    /// to put the blob back should a sweep take it meanwhile.
     pub async fn place(&self, staged: &Staged) -> Result<Placed, MediaError> {
         match self
             .store
-            .rename_opts(&staged.temporary, &blob_key(&staged.sha256), create_once())
+            .copy_opts(&staged.temporary, &blob_key(&staged.sha256), copy_once())
             .await
         {
             Ok(()) => Ok(Placed::New),
@@ -138,18 +143,16 @@ impl Blobs {
         }
     }
 
-    /// After a put that found its blob [`Placed::Existing`] has recorded it: puts the
-    /// blob back from the temporary if a sweep took it meanwhile, then drops the
-    /// temporary. (The sweeper's side of this is in `sweep.rs`.)
+    /// After the put has recorded the blob: puts it back from the temporary if a sweep
+    /// took it meanwhile, then drops the temporary. (The sweeper's side is in `sweep.rs`.)
     pub async fn settle(&self, staged: Staged) -> Result<(), MediaError> {
         if !self.exists(&staged.sha256).await? {
             match self
                 .store
-                .rename_opts(&staged.temporary, &blob_key(&staged.sha256), create_once())
+                .copy_opts(&staged.temporary, &blob_key(&staged.sha256), copy_once())
                 .await
             {
-                Ok(()) => return Ok(()),
-                Err(object_store::Error::AlreadyExists { .. }) => {}
+                Ok(()) | Err(object_store::Error::AlreadyExists { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -284,6 +287,13 @@ fn blob_key(sha256: &str) -> Path {
 fn create_once() -> RenameOptions {
     RenameOptions {
         target_mode: RenameTargetMode::Create,
+        ..Default::default()
+    }
+}
+
+fn copy_once() -> CopyOptions {
+    CopyOptions {
+        mode: CopyMode::Create,
         ..Default::default()
     }
 }

@@ -7,7 +7,6 @@ use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream};
 use tokio::io::AsyncRead;
 
-use crate::blob::Placed;
 use crate::{Blobs, MediaError, MediaId, MediaRecord, MediaRecords, MediaSource};
 
 /// Bytes read from a caller's reader at a time.
@@ -47,6 +46,13 @@ impl MediaStore {
         self
     }
 
+    /// The same store with another grace period for young unreferenced blobs (tests of
+    /// the sweep's ordering set it to zero).
+    pub fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
     /// The blobs underneath.
     pub fn blobs(&self) -> &Blobs {
         &self.blobs
@@ -81,19 +87,14 @@ impl MediaStore {
         S: Stream<Item = std::io::Result<Bytes>> + Send,
     {
         let staged = self.blobs.stage(content, self.max_bytes).await?;
-        let placed = match self.blobs.place(&staged).await {
-            Ok(placed) => placed,
-            Err(e) => {
-                let _ = self.blobs.discard(staged).await;
-                return Err(e);
-            }
-        };
-        let result = self.record(&staged, original_name, source).await;
-        match placed {
-            // The temporary is kept until the record is in: see `Blobs::settle`.
-            Placed::Existing => self.blobs.settle(staged).await?,
-            Placed::New => {}
+        // New or found there, the blob is placed; either way the record comes next.
+        if let Err(e) = self.blobs.place(&staged).await {
+            let _ = self.blobs.discard(staged).await;
+            return Err(e);
         }
+        let result = self.record(&staged, original_name, source).await;
+        // The temporary is kept until the record is in: see `Blobs::settle`.
+        self.blobs.settle(staged).await?;
         result
     }
 

@@ -1,17 +1,19 @@
 //! The sweeper: expired records go, then blobs no record references.
 //!
-//! A put of content whose blob exists already does not write it again, so a sweep can
-//! meet a blob that looks unreferenced while such a put is about to record it. The
-//! two sides are ordered so that the blob survives:
+//! A put places its blob (or finds it there: a blob is written once) before it
+//! inserts the record that references it, so a sweep can meet a blob that looks
+//! unreferenced while a put of the same content is about to record it, on this
+//! gateway or another. The two sides are ordered so that the blob survives:
 //! - the put inserts its record, *then* checks the blob is still there, and puts it
 //!   back from its own temporary if not (`Blobs::settle`);
 //! - the sweep moves the blob aside (`trash/`), *then* checks references again, and
 //!   puts it back if a record appeared.
 //!
 //! Whichever of the put's insert and the sweep's second check comes first, one of the
-//! two sees the other. A blob a put has only just placed has no temporary left to put
-//! back from, so young blobs are never candidates: the grace period
-//! (`MEDIA_BLOB_GRACE_SECS`) covers the moment between placing and recording.
+//! two sees the other. On top of that, a blob younger than the grace period
+//! (`MEDIA_BLOB_GRACE_SECS`) is never a candidate: a sweep never even races a put that
+//! is still between placing and recording, and a backend whose rename is not atomic
+//! (S3 copies, then deletes) never has a young blob moved under a reader.
 
 use std::time::SystemTime;
 

@@ -33,6 +33,9 @@ pub const MEDIA_BLOB_MAX_BYTES: u64 = 1024 * 1024 * 1024;
 /// Seconds a freshly written blob is safe from the sweeper even with no record yet: a
 /// put places its blob before it inserts the record that references it.
 pub const MEDIA_BLOB_GRACE_SECS: u64 = 60 * 60;
+/// Seconds a media put's temporary may go unwritten before the sweeper takes it for
+/// the leftover of a put that died (24 hours): a live put writes it as bytes arrive.
+pub const MEDIA_TEMPORARY_IDLE_MAX_SECS: u64 = 24 * 60 * 60;
 /// Extensions accepted for member uploads unless configured otherwise (M-UP; `media.allowed_extensions`).
 pub const DEFAULT_ALLOWED_EXTENSIONS: &[&str] = &[
     "png", "jpg", "jpeg", "webp", "gif", "pdf", "txt", "md", "csv", "json", "doc", "docx", "odt",

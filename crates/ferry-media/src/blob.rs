@@ -187,6 +187,12 @@ impl Blobs {
         }
     }
 
+    /// Where a staged temporary lives on this machine: the put reads it (to sniff) rather
+    /// than the blob, which a sweep may move until the put has recorded it.
+    pub fn staged_path(&self, staged: &Staged) -> Option<PathBuf> {
+        self.local.path_to_filesystem(&staged.temporary).ok()
+    }
+
     /// Where the blob's bytes live on this machine (the local backend's `localPath`).
     pub fn local_path(&self, sha256: &str) -> Option<PathBuf> {
         self.local.path_to_filesystem(&blob_key(sha256)).ok()
@@ -267,7 +273,12 @@ impl Blobs {
         let mut removed = 0;
         for entry in entries {
             let entry = entry?;
-            let meta = entry.metadata()?;
+            let meta = match entry.metadata() {
+                Ok(meta) => meta,
+                // A put that finished meanwhile dropped its own temporary.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            };
             if meta.is_file() && meta.modified()? < cutoff {
                 match std::fs::remove_file(entry.path()) {
                     Ok(()) => removed += 1,

@@ -104,7 +104,7 @@ impl MediaStore {
         original_name: &str,
         source: MediaSource,
     ) -> Result<MediaRecord, MediaError> {
-        let sniffed = self.sniff(&staged.sha256, original_name).await?;
+        let sniffed = self.sniff(staged, original_name).await?;
         let created = seconds(SystemTime::now());
         let record = MediaRecord {
             id: MediaId::issue(original_name, &sniffed.extension),
@@ -121,17 +121,17 @@ impl MediaStore {
         Ok(self.located(record))
     }
 
-    /// The one sniffer, on the placed blob (it reads the end too: office documents are
-    /// told from zip by their central directory).
+    /// The one sniffer, on the put's own temporary (it reads the end too: office
+    /// documents are told from zip by their central directory).
     async fn sniff(
         &self,
-        sha256: &str,
+        staged: &crate::blob::Staged,
         original_name: &str,
     ) -> Result<ferry_preview::Sniffed, MediaError> {
         let path = self
             .blobs
-            .local_path(sha256)
-            .ok_or_else(|| MediaError::BlobMissing(sha256.to_owned()))?;
+            .staged_path(staged)
+            .ok_or_else(|| MediaError::BlobMissing(staged.sha256.clone()))?;
         let name = original_name.to_owned();
         tokio::task::spawn_blocking(move || {
             let mut file = std::fs::File::open(path)?;

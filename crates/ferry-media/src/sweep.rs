@@ -15,7 +15,7 @@
 //! is still between placing and recording, and a backend whose rename is not atomic
 //! (S3 copies, then deletes) never has a young blob moved under a reader.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
@@ -60,7 +60,11 @@ impl MediaStore {
                 self.decide(&blob.sha256, &mut report).await?;
             }
         }
-        report.temporaries_removed = self.blobs.remove_stale_temporaries(cutoff)?;
+        // Not the blobs' grace: a temporary is a put in flight until it has sat unwritten
+        // for far longer than any live put pauses.
+        let idle = Duration::from_secs(ferry_config::limits::MEDIA_TEMPORARY_IDLE_MAX_SECS);
+        let stale = now.checked_sub(idle).unwrap_or(SystemTime::UNIX_EPOCH);
+        report.temporaries_removed = self.blobs.remove_stale_temporaries(stale)?;
         Ok(report)
     }
 

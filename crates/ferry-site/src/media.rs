@@ -138,14 +138,14 @@ impl MediaRecords for SqliteMediaRecords {
 
     fn list(&self) -> Result<Vec<MediaRecord>, MediaError> {
         self.many(
-            &format!("SELECT {COLUMNS} FROM media ORDER BY created, id"),
+            &format!("SELECT {COLUMNS} FROM media ORDER BY created, rowid"),
             [],
         )
     }
 
     fn expired(&self, now: i64) -> Result<Vec<MediaRecord>, MediaError> {
         self.many(
-            &format!("SELECT {COLUMNS} FROM media WHERE expires <= ?1 ORDER BY expires, id"),
+            &format!("SELECT {COLUMNS} FROM media WHERE expires <= ?1 ORDER BY expires, rowid"),
             [now],
         )
     }

@@ -86,6 +86,11 @@ impl MediaStore {
     where
         S: Stream<Item = std::io::Result<Bytes>> + Send,
     {
+        // Checked before any byte is read: a refused put leaves nothing.
+        let max_bytes = ferry_fs::PATH_MAX_BYTES;
+        if original_name.len() > max_bytes || source.path.len() > max_bytes {
+            return Err(MediaError::NameTooLong { max_bytes });
+        }
         let staged = self.blobs.stage(content, self.max_bytes).await?;
         // New or found there, the blob is placed; either way the record comes next.
         if let Err(e) = self.blobs.place(&staged).await {

@@ -460,3 +460,40 @@ async fn a_dead_puts_temporary_is_removed_after_a_day_idle() {
     assert_eq!(report.temporaries_removed, 1);
     assert_eq!(media_files(data.path()), Vec::<String>::new());
 }
+
+/// A source name or path from outside is kept as given, up to 4096 bytes: at the limit
+/// it is recorded, one byte over it is `bad_path` before any byte is read.
+#[tokio::test]
+async fn source_names_and_paths_at_limit_minus_one_limit_and_plus_one() {
+    let data = tempfile::tempdir().unwrap();
+    let store = site(data.path()).media().unwrap();
+    let max = ferry_fs::PATH_MAX_BYTES;
+    for (len, fits) in [(max - 1, true), (max, true), (max + 1, false)] {
+        let name = format!("{}.txt", "n".repeat(len - 4));
+        let by_name = store.put(&b"x"[..], &name, from_node("/srv/x")).await;
+        let path = format!("/{}", "p".repeat(len - 1));
+        let by_path = store.put(&b"x"[..], "x.txt", from_node(&path)).await;
+        for result in [by_name, by_path] {
+            match result {
+                Ok(record) => {
+                    assert!(fits, "{len}");
+                    assert!(record.original_name.len() == len || record.source.path.len() == len);
+                    assert_eq!(store.get(record.id.as_str()).unwrap(), record);
+                }
+                Err(e) => {
+                    assert!(!fits, "{len}: {e}");
+                    assert_eq!(e.code(), Code::BadPath);
+                }
+            }
+        }
+    }
+    assert_eq!(store.list().unwrap().len(), 4);
+    let name = "tab\tnew\nline\u{0}nul\u{202e}bidi.txt";
+    let record = store.put(&b"x"[..], name, from_node(name)).await.unwrap();
+    assert_eq!(store.get(record.id.as_str()).unwrap().original_name, name);
+    assert!(
+        record.id.as_str().starts_with("tab_new_line_nul_bidi~"),
+        "{}",
+        record.id
+    );
+}

@@ -77,8 +77,12 @@ impl Blobs {
     /// Blobs on the local file system under `dir` (made if missing, mode 0700).
     pub fn local(dir: &FsPath) -> Result<Blobs, MediaError> {
         std::fs::create_dir_all(dir)?;
-        // Fetched bytes are the agents' and their people's, not the machine's.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        // Fetched bytes are the agents' and their people's, not the machine's. Only a
+        // folder open to others is changed: its owner may be another account (host mode
+        // hands `.ferry/` to the service), and a correct folder needs no change.
+        if std::fs::metadata(dir)?.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
         let local = Arc::new(LocalFileSystem::new_with_prefix(dir)?.with_fsync(true));
         Ok(Blobs {
             store: local.clone(),

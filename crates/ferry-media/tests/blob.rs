@@ -122,3 +122,15 @@ async fn a_missing_blob_is_named() {
     let err = blobs.get(&"0".repeat(64)).await.err().unwrap();
     assert!(matches!(err, MediaError::BlobMissing(_)));
 }
+
+#[tokio::test]
+async fn the_folder_is_closed_to_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let media = dir.path().join("media");
+    std::fs::create_dir(&media).unwrap();
+    std::fs::set_permissions(&media, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Blobs::local(&media).unwrap();
+    let mode = std::fs::metadata(&media).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+}

@@ -177,18 +177,25 @@ impl Blobs {
         }
     }
 
-    /// The blob's bytes, streamed.
+    /// The blob's bytes, streamed. A blob a sweep has just moved aside is read where
+    /// it is: while a record references it, that sweep puts it back rather than drop it
+    /// (see `sweep.rs`), and an open file reads on whatever happens to its name.
     pub async fn get(
         &self,
         sha256: &str,
     ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, MediaError> {
-        match self.store.get(&blob_key(sha256)).await {
-            Ok(result) => Ok(result.into_stream().map_err(std::io::Error::other).boxed()),
-            Err(object_store::Error::NotFound { .. }) => {
-                Err(MediaError::BlobMissing(sha256.to_owned()))
+        // A third look: a sweep that put it back between the first two.
+        let trashed = Path::from(format!("{TRASH}/{sha256}"));
+        for key in [blob_key(sha256), trashed, blob_key(sha256)] {
+            match self.store.get(&key).await {
+                Ok(result) => {
+                    return Ok(result.into_stream().map_err(std::io::Error::other).boxed());
+                }
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => Err(e.into()),
         }
+        Err(MediaError::BlobMissing(sha256.to_owned()))
     }
 
     /// Where a staged temporary lives on this machine: the put reads it (to sniff) rather

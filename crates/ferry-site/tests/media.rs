@@ -394,39 +394,71 @@ async fn a_sweep_cut_off_midway_is_finished_by_the_next() {
     );
 }
 
-/// Puts of one content and sweeps that see every blob as old run at once: every record
-/// that a put returned still has its bytes.
+/// Puts of the same contents race sweeps that see every blob as old (no grace), while
+/// bait records of those contents keep expiring, so the blobs keep falling
+/// unreferenced: a put that returned always has its blob, right then and at the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn puts_and_sweeps_at_once_lose_no_blob() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
     let data = tempfile::tempdir().unwrap();
     let store = site(data.path())
         .media()
         .unwrap()
         .with_grace(Duration::ZERO);
+    let done = Arc::new(AtomicBool::new(false));
+    let db_path = data.path().join(SERVICE_DIR).join("site.db");
     let sweeper = {
-        let store = store.clone();
+        let (store, done) = (store.clone(), done.clone());
         tokio::spawn(async move {
-            let mut kept = 0;
-            for _ in 0..200 {
+            let (mut sweeps, mut kept) = (0, 0);
+            while !done.load(Ordering::Relaxed) {
                 kept += store
                     .sweep(SystemTime::now() + HOUR)
                     .await
                     .unwrap()
                     .blobs_kept;
-                tokio::task::yield_now().await;
+                sweeps += 1;
             }
-            kept
+            (sweeps, kept)
+        })
+    };
+    let baiter = {
+        let (store, done) = (store.clone(), done.clone());
+        tokio::spawn(async move {
+            let db = rusqlite::Connection::open(&db_path).unwrap();
+            db.busy_timeout(Duration::from_secs(10)).unwrap();
+            let mut k = 0;
+            while !done.load(Ordering::Relaxed) {
+                let content = format!("content {}", k % 5);
+                let source = MediaSource {
+                    node: None,
+                    path: "bait".to_owned(),
+                };
+                store
+                    .put(content.as_bytes(), "c.txt", source)
+                    .await
+                    .unwrap();
+                db.execute(
+                    "UPDATE media SET expires = 0 WHERE source_path = 'bait'",
+                    [],
+                )
+                .unwrap();
+                k += 1;
+            }
         })
     };
     let mut puts = Vec::new();
-    for i in 0..8 {
+    for i in 0..6 {
         let store = store.clone();
         puts.push(tokio::spawn(async move {
             let mut records = Vec::new();
-            for j in 0..25 {
-                // Each content is put by several tasks, and each is new at some point.
+            for j in 0..40 {
                 let content = format!("content {}", (i + j) % 5);
-                records.push(put(&store, content.as_bytes(), "c.txt").await);
+                let record = put(&store, content.as_bytes(), "c.txt").await;
+                let bytes = read(&store, record.id.as_str()).await;
+                assert_eq!(bytes, content.as_bytes(), "{}", record.id);
+                records.push(record);
             }
             records
         }));
@@ -435,15 +467,16 @@ async fn puts_and_sweeps_at_once_lose_no_blob() {
     for task in puts {
         records.extend(task.await.unwrap());
     }
-    let kept = sweeper.await.unwrap();
-    eprintln!("blobs a sweep put back: {kept}");
+    done.store(true, Ordering::Relaxed);
+    baiter.await.unwrap();
+    let (sweeps, kept) = sweeper.await.unwrap();
+    eprintln!("{sweeps} sweeps; blobs a sweep put back: {kept}");
     for record in &records {
         let bytes = read(&store, record.id.as_str()).await;
         assert_eq!(ferry_fs::sha256_hex(&bytes), record.sha256, "{}", record.id);
+        assert!(store.blobs().exists(&record.sha256).await.unwrap());
     }
-    assert_eq!(store.list().unwrap().len(), 200);
 }
-
 /// What a put that died mid-stream left (its temporary) goes once it has sat unwritten
 /// for a day; a temporary being written is left alone.
 #[tokio::test]

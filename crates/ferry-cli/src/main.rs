@@ -12,6 +12,7 @@ use ferry_site::{Site, TokenKind};
 
 mod archive_cmd;
 mod mcp_cmd;
+mod media_cmd;
 mod site_cmd;
 
 #[derive(Parser)]
@@ -98,6 +99,11 @@ enum Command {
     Archive {
         #[command(subcommand)]
         command: archive_cmd::ArchiveCommand,
+    },
+    /// Lists, shows and sweeps the media store (the bytes fetched from nodes).
+    Media {
+        #[command(subcommand)]
+        command: media_cmd::MediaCommand,
     },
 }
 
@@ -240,6 +246,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Site { command } => return site_cmd::site(command),
         Command::Circle { command } => return site_cmd::circle(command),
         Command::Archive { command } => return archive_cmd::archive(command),
+        Command::Media { command } => return media_cmd::media(command),
         Command::Mcp { site, person } => return mcp_cmd::mcp(&site, &person),
         Command::Worker => return mcp_cmd::worker(),
     }

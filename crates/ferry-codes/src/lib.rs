@@ -95,6 +95,8 @@ codes! {
     UnknownPerson = "unknown_person" => 404,
     /// There is no such project.
     UnknownProject = "unknown_project" => 404,
+    /// The media id is not one this store issued (a path, a foreign id, or expired).
+    UnknownMediaId = "unknown_media_id" => 404,
     /// No token starts with that prefix.
     UnknownToken = "unknown_token" => 404,
     /// No valid token was sent.
@@ -415,6 +417,7 @@ mod tests {
             ("exists", 409),
             ("is_directory", 400),
             ("unknown_project", 404),
+            ("unknown_media_id", 404),
             ("missing_file", 400),
             ("too_many_files", 400),
             ("too_large", 413),

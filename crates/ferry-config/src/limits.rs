@@ -25,6 +25,17 @@ pub const MAX_EVENT_STREAMS: u32 = 16;
 
 /// Largest file a member may upload, in bytes (10 MiB; `media.max_upload_bytes`).
 pub const MEDIA_MAX_BYTES: u64 = 10 * 1024 * 1024;
+/// Hours a media record is kept before the sweeper removes it (C-MEDIA; `media.ttl_hours`).
+pub const MEDIA_TTL_HOURS: u64 = 168;
+/// Largest blob the media store takes in one put, in bytes (1 GiB); a caller with a
+/// smaller cap (file_fetch's 16 MiB) passes its own.
+pub const MEDIA_BLOB_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+/// Seconds a freshly written blob is safe from the sweeper even with no record yet: a
+/// put places its blob before it inserts the record that references it.
+pub const MEDIA_BLOB_GRACE_SECS: u64 = 60 * 60;
+/// Seconds a media put's temporary may go unwritten before the sweeper takes it for
+/// the leftover of a put that died (24 hours): a live put writes it as bytes arrive.
+pub const MEDIA_TEMPORARY_IDLE_MAX_SECS: u64 = 24 * 60 * 60;
 /// Extensions accepted for member uploads unless configured otherwise (M-UP; `media.allowed_extensions`).
 pub const DEFAULT_ALLOWED_EXTENSIONS: &[&str] = &[
     "png", "jpg", "jpeg", "webp", "gif", "pdf", "txt", "md", "csv", "json", "doc", "docx", "odt",

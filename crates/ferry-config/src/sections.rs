@@ -9,7 +9,7 @@ use crate::limits::{
     AGENT_MAX_CONTEXT_BYTES, AGENT_MAX_REPLY_BYTES, BODY_IDLE_TIMEOUT_SECS, BODY_MIN_BYTES_PER_SEC,
     CHAT_TURN_TIMEOUT_SECS, DEFAULT_ALLOWED_EXTENSIONS, DEFAULT_LISTEN, DELIVERY_MAX_BYTES,
     DELIVERY_TIMEOUT_SECS, EXEC_OUTPUT_MAX_BYTES, EXEC_OUTPUT_TTL_HOURS, HEADER_READ_TIMEOUT_SECS,
-    MAX_EVENT_STREAMS, MEDIA_MAX_BYTES, PERSON_MAX_BYTES,
+    MAX_EVENT_STREAMS, MEDIA_MAX_BYTES, MEDIA_TTL_HOURS, PERSON_MAX_BYTES,
 };
 
 /// The whole effective configuration.
@@ -116,6 +116,8 @@ pub struct MediaConfig {
     pub max_upload_bytes: u64,
     /// Extensions a member may upload: lower-case, without the dot.
     pub allowed_extensions: Vec<String>,
+    /// Hours a media store record is kept before the sweeper removes it.
+    pub ttl_hours: u64,
 }
 
 impl Default for MediaConfig {
@@ -126,6 +128,7 @@ impl Default for MediaConfig {
                 .iter()
                 .map(|e| (*e).to_owned())
                 .collect(),
+            ttl_hours: MEDIA_TTL_HOURS,
         }
     }
 }

@@ -270,3 +270,12 @@ fn config_helper_path_defaults_and_overrides() {
         std::path::Path::new("/opt/ferry/helper")
     );
 }
+
+#[test]
+fn config_media_ttl_hours_defaults_overrides_and_refuses_zero() {
+    assert_eq!(Config::default().media.ttl_hours, 168);
+    let c = Config::load(None, env(&[("FERRY_MEDIA__TTL_HOURS", "1")])).unwrap();
+    assert_eq!(c.media.ttl_hours, 1);
+    let err = Config::load(None, env(&[("FERRY_MEDIA__TTL_HOURS", "0")])).unwrap_err();
+    assert!(err.to_string().contains("media.ttl_hours"), "{err}");
+}

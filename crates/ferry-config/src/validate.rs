@@ -78,6 +78,12 @@ impl Config {
         if self.media.max_upload_bytes == 0 {
             return Err(invalid("media.max_upload_bytes", "must be greater than 0"));
         }
+        if self.media.ttl_hours == 0 {
+            return Err(invalid(
+                "media.ttl_hours",
+                "must be greater than 0, or every fetched file is gone at once",
+            ));
+        }
         if self.media.allowed_extensions.is_empty() {
             return Err(invalid(
                 "media.allowed_extensions",

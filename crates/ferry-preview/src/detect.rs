@@ -46,6 +46,9 @@ pub(crate) struct Detected {
     pub kind: Kind,
     /// The content was sniffed as UTF-8 text (not only named as text).
     pub utf8_text: bool,
+    /// The extension the content's format takes, without the dot: `txt` for any text
+    /// and for an empty file, `bin` for binary of unknown type.
+    pub extension: String,
 }
 
 /// Media type of Office Open XML word-processing documents.
@@ -74,6 +77,7 @@ pub(crate) fn detect<R: Read + Seek>(reader: &mut R, name: &str) -> io::Result<D
         format_name: format_name.clone(),
         kind,
         utf8_text: sniffed_text,
+        extension: extension_of(format, kind),
     };
     if format == FileFormat::Empty || head.is_empty() {
         return Ok(by_content(Kind::Empty));
@@ -93,6 +97,7 @@ pub(crate) fn detect<R: Read + Seek>(reader: &mut R, name: &str) -> io::Result<D
             format_name,
             kind: Kind::Zip,
             utf8_text: false,
+            extension: extension_of(format, Kind::Zip),
         });
     }
     let kind = match detected_type.as_str() {
@@ -124,6 +129,7 @@ pub(crate) fn detect<R: Read + Seek>(reader: &mut R, name: &str) -> io::Result<D
             format_name: format_name.clone(),
             kind,
             utf8_text: sniffed_text,
+            extension: extension_of(format, kind),
         });
     }
     if is_textual(&detected_type) {
@@ -131,6 +137,18 @@ pub(crate) fn detect<R: Read + Seek>(reader: &mut R, name: &str) -> io::Result<D
         return Ok(by_content(kind));
     }
     Ok(by_content(Kind::Binary))
+}
+
+/// The extension a detected format is saved under. Text is `txt` whatever its name says
+/// (a `.py` or `.json` source is still text by content), and so is an empty file; a zip
+/// the sniffer could not read further stays `zip`; unknown binary is `bin`.
+fn extension_of(format: FileFormat, kind: Kind) -> String {
+    match kind {
+        Kind::Empty | Kind::Text | Kind::Table { .. } | Kind::Json => "txt".to_owned(),
+        Kind::Zip if format == FileFormat::ArbitraryBinaryData => "zip".to_owned(),
+        _ if format == FileFormat::ArbitraryBinaryData => "bin".to_owned(),
+        _ => format.extension().to_owned(),
+    }
 }
 
 /// The formats this crate decodes (the `image` features it enables).

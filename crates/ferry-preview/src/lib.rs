@@ -56,12 +56,33 @@ pub struct Preview {
 /// `Content-Type` carries: judged by content, by `name` only for text subtypes. Text that
 /// is valid UTF-8 says so with `; charset=utf-8`. The reader is left at its start.
 pub fn content_type<R: Read + Seek>(reader: &mut R, name: &str) -> std::io::Result<String> {
+    Ok(sniff(reader, name)?.media_type)
+}
+
+/// What the one sniffer says of some content: the media type [`content_type`] gives and
+/// the extension that type is saved under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sniffed {
+    /// The media type, exactly as [`content_type`] spells it.
+    pub media_type: String,
+    /// The extension for the detected format, without the dot (`txt`, `png`, `docx`,
+    /// `zip`, `bin`…), never taken from the name.
+    pub extension: String,
+}
+
+/// Sniffs `reader` once for both its media type and its extension. The reader is left at
+/// its start.
+pub fn sniff<R: Read + Seek>(reader: &mut R, name: &str) -> std::io::Result<Sniffed> {
     let detected = detect::detect(reader, name)?;
     reader.rewind()?;
-    Ok(if detected.utf8_text {
+    let media_type = if detected.utf8_text {
         format!("{}; charset=utf-8", detected.media_type)
     } else {
         detected.media_type
+    };
+    Ok(Sniffed {
+        media_type,
+        extension: detected.extension,
     })
 }
 

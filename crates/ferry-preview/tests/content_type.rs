@@ -54,3 +54,49 @@ fn only_utf8_text_claims_a_charset() {
     assert_eq!(type_of("a.txt", b"caf\xe9\n"), "text/plain");
     assert_eq!(type_of("a.png", &png(1, 1)), "image/png");
 }
+
+/// C-MEDIA's extensions come from the detected format, never from the name.
+#[test]
+fn the_extension_is_the_detected_formats() {
+    let expected = [
+        ("empty.txt", "txt"),
+        ("notes.txt", "txt"),
+        ("notes.png", "txt"),
+        ("table.csv", "txt"),
+        ("table.tsv", "txt"),
+        ("data.json", "txt"),
+        ("page.md", "txt"),
+        ("latin1.txt", "txt"),
+        ("photo.png", "png"),
+        ("photo.txt", "png"),
+        ("doc.pdf", "pdf"),
+        ("archive.zip", "zip"),
+        ("letter.docx", "docx"),
+        ("letter.zip", "docx"),
+        ("bundle.tar", "tar"),
+        ("bundle.tar.gz", "gz"),
+        ("blob.bin", "bin"),
+        ("blob.txt", "bin"),
+    ];
+    let samples = samples();
+    assert_eq!(samples.len(), expected.len());
+    for ((name, bytes), (expected_name, extension)) in samples.iter().zip(expected) {
+        assert_eq!(*name, expected_name);
+        let (fixture, _) = file_with(bytes);
+        let mut file = reopen(&fixture);
+        let sniffed = ferry_preview::sniff(&mut file, name).unwrap();
+        assert_eq!(sniffed.extension, extension, "{name}");
+        assert_eq!(file.stream_position().unwrap(), 0, "{name}");
+        let mut again = reopen(&fixture);
+        let content_type = ferry_preview::content_type(&mut again, name).unwrap();
+        assert_eq!(sniffed.media_type, content_type, "{name}");
+    }
+}
+
+#[test]
+fn a_python_source_is_saved_as_text() {
+    let source = b"import torch\nprint('train')\n";
+    let (fixture, _) = file_with(source);
+    let sniffed = ferry_preview::sniff(&mut reopen(&fixture), "train.py").unwrap();
+    assert_eq!(sniffed.extension, "txt");
+}

@@ -51,6 +51,7 @@ const SCHEMAS: &[&str] = &[
     crate::interactions::SCHEMA,
     crate::artifacts::SCHEMA,
     crate::circles::SCHEMA,
+    crate::media::SCHEMA,
 ];
 
 /// One connection, shared behind a lock: every query here is a point lookup or a tiny write.

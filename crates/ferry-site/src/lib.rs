@@ -12,6 +12,7 @@ mod error;
 mod ids;
 mod interactions;
 pub mod layout;
+mod media;
 mod migrate;
 mod public;
 mod shown;
@@ -33,6 +34,7 @@ pub use interactions::{
     InteractionKind, PickArrival, PickOutcome, PickRequest, WEB_PRESENCE_TOUCH_INTERVAL,
     WEB_PRESENCE_TTL, is_interaction_id,
 };
+pub use media::SqliteMediaRecords;
 pub use migrate::{legacy_public_target, migrate_legacy_public};
 pub use public::{
     AttachmentsState, Download, FlatListing, Listing, Node, NodeKind, PublicFolder, PublicPath,

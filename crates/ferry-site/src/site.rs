@@ -35,7 +35,7 @@ const LAYOUT: &[(&str, u32)] = &[
 pub struct Site {
     root_path: PathBuf,
     root: Dir,
-    pub(crate) db: Db,
+    pub(crate) db: std::sync::Arc<Db>,
     config: Config,
     pub(crate) usage: crate::usage::Usage,
 }
@@ -67,7 +67,7 @@ impl Site {
         Ok(Site {
             root_path: data.to_path_buf(),
             root,
-            db,
+            db: std::sync::Arc::new(db),
             config,
             usage: Default::default(),
         })

@@ -1,0 +1,96 @@
+//! The one error of the media store, each variant with its code.
+
+use ferry_codes::Code;
+
+/// Why a media store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    /// The value is not an id this store issued: a path, a foreign or malformed id, or
+    /// one whose record is gone.
+    #[error("{0:?} is not a media id of this store (ids look like name~k3j9x2m1q8ab.txt)")]
+    UnknownMediaId(String),
+    /// The source's name or path is longer than [`ferry_fs::PATH_MAX_BYTES`].
+    #[error("the source's name or path is over {max_bytes} bytes")]
+    NameTooLong {
+        /// The cap, in bytes.
+        max_bytes: usize,
+    },
+    /// The content is longer than the put's cap.
+    #[error("the content is over {max_bytes} bytes")]
+    TooLarge {
+        /// The cap, in bytes.
+        max_bytes: u64,
+    },
+    /// Reading the content failed (the caller's reader or stream).
+    #[error("reading the content failed: {0}")]
+    Source(std::io::Error),
+    /// The blob store failed.
+    #[error("the media store failed: {0}")]
+    Store(#[from] object_store::Error),
+    /// A record's blob is missing from the store.
+    #[error("the bytes of {0} are missing from the media store")]
+    BlobMissing(String),
+    /// The records failed (the metadata database).
+    #[error("the media records failed: {0}")]
+    Records(String),
+    /// A local file-system call failed.
+    #[error("the media store failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl MediaError {
+    /// The code this failure is answered with.
+    pub fn code(&self) -> Code {
+        match self {
+            MediaError::UnknownMediaId(_) => Code::UnknownMediaId,
+            MediaError::NameTooLong { .. } => Code::BadPath,
+            MediaError::TooLarge { .. } => Code::TooLarge,
+            MediaError::Source(_) => Code::BadBody,
+            MediaError::Store(_)
+            | MediaError::BlobMissing(_)
+            | MediaError::Records(_)
+            | MediaError::Io(_) => Code::IoError,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant has its code; no wildcard, so a new variant must be listed.
+    #[test]
+    fn every_variant_says_its_code() {
+        let io = || std::io::Error::other("x");
+        for (error, code) in [
+            (
+                MediaError::UnknownMediaId("a/b".into()),
+                Code::UnknownMediaId,
+            ),
+            (MediaError::NameTooLong { max_bytes: 1 }, Code::BadPath),
+            (MediaError::TooLarge { max_bytes: 1 }, Code::TooLarge),
+            (MediaError::Source(io()), Code::BadBody),
+            (MediaError::BlobMissing("s".into()), Code::IoError),
+            (MediaError::Records("r".into()), Code::IoError),
+            (MediaError::Io(io()), Code::IoError),
+        ] {
+            let listed = match &error {
+                MediaError::UnknownMediaId(_)
+                | MediaError::NameTooLong { .. }
+                | MediaError::TooLarge { .. }
+                | MediaError::Source(_)
+                | MediaError::Store(_)
+                | MediaError::BlobMissing(_)
+                | MediaError::Records(_)
+                | MediaError::Io(_) => true,
+            };
+            assert!(listed);
+            assert_eq!(error.code(), code, "{error}");
+        }
+        let store = MediaError::Store(object_store::Error::NotImplemented {
+            operation: "x".into(),
+            implementer: "y".into(),
+        });
+        assert_eq!(store.code(), Code::IoError);
+    }
+}

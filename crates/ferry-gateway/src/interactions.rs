@@ -464,7 +464,9 @@ async fn read_pick_body(
 /// still receiving. Looks at the pick's row, which another process may change, every
 /// [`INTERACTION_POLL_INTERVAL`].
 async fn pick_ended(state: &AppState, claim: &Claim) -> ApiError {
-    let mut ticks = tokio::time::interval(INTERACTION_POLL_INTERVAL);
+    // The first look is one interval in: the claim was just made, so it is receiving.
+    let first = tokio::time::Instant::now() + INTERACTION_POLL_INTERVAL;
+    let mut ticks = tokio::time::interval_at(first, INTERACTION_POLL_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;

@@ -682,3 +682,180 @@ fn a_pick_nobody_answers_expires_with_its_link() {
     assert_error(status, &body, 410, "link_expired");
     assert!(pending(&server, &server.token).is_empty());
 }
+
+// ---------------------------------------------------------------------------------------
+// A pick that ends while its file streams
+// ---------------------------------------------------------------------------------------
+
+/// The size of the slow upload; at [`SLOW_CHUNK`] every [`SLOW_PAUSE`] it takes over 6 s.
+const SLOW_BYTES: usize = 8 << 20;
+const SLOW_CHUNK: usize = 64 << 10;
+const SLOW_PAUSE: Duration = Duration::from_millis(50);
+/// The pick must end its upload within this of the pick ending.
+const STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// How a slow upload ended.
+struct SlowUpload {
+    /// The raw answer.
+    answer: String,
+    /// When the answer had been read to its end.
+    answered: Instant,
+    /// How much of the body had been written when the connection stopped taking it.
+    sent: usize,
+    /// The body's whole length.
+    total: usize,
+}
+
+/// Sends an [`SLOW_BYTES`] file to `link` slowly on a raw connection, writing on one thread
+/// and reading the answer on another, so an answer that comes mid-body is seen at once.
+fn slow_upload(server: &Server, link: &str) -> JoinHandle<SlowUpload> {
+    let boundary = "ferry-slow-boundary";
+    let head = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n\r\n"
+    );
+    let tail = format!("\r\n--{boundary}--\r\n");
+    let total = head.len() + SLOW_BYTES + tail.len();
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "POST {link} HTTP/1.1\r\nHost: {}\r\nContent-Type: multipart/form-data; \
+         boundary={boundary}\r\nContent-Length: {total}\r\n\r\n{head}",
+        server.addr
+    )
+    .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        let chunk = vec![b'x'; SLOW_CHUNK];
+        let mut sent = head.len();
+        for _ in 0..SLOW_BYTES / SLOW_CHUNK {
+            if writer.write_all(&chunk).is_err() {
+                return sent;
+            }
+            sent += SLOW_CHUNK;
+            std::thread::sleep(SLOW_PAUSE);
+        }
+        if writer.write_all(tail.as_bytes()).is_ok() {
+            sent += tail.len();
+        }
+        sent
+    });
+    std::thread::spawn(move || {
+        let answer = support::read_response(&mut stream);
+        let answered = Instant::now();
+        // The connection is over: a writer still going sees it at its next write.
+        let _ = stream.shutdown(Shutdown::Both);
+        let sent = sender.join().unwrap();
+        SlowUpload {
+            answer,
+            answered,
+            sent,
+            total,
+        }
+    })
+}
+
+/// Waits until the pick `id` is receiving: its upload has begun and its folder exists.
+#[track_caller]
+fn wait_receiving(server: &Server, id: &str) {
+    eventually(EVENT_WAIT, "the upload to begin", || {
+        picks_dir(server, "me").join(id).exists()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+}
+
+/// Checks that a slow upload was stopped by its pick ending at `ended`, answered with
+/// `code`, and that nothing of it is kept.
+#[track_caller]
+fn assert_stopped(server: &Server, upload: SlowUpload, ended: Instant, code: &str) {
+    let status = support::status_of(&upload.answer);
+    let body = upload.answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let body: Value = serde_json::from_str(body)
+        .unwrap_or_else(|e| panic!("a JSON answer ({e}): {}", upload.answer));
+    assert_error(status, &body, 410, code);
+    let took = upload.answered.saturating_duration_since(ended);
+    assert!(took < STOP_WAIT, "answered {took:?} after the pick ended");
+    assert!(
+        upload.sent < upload.total,
+        "the connection took the whole body ({} bytes)",
+        upload.total
+    );
+    let left: Vec<_> = std::fs::read_dir(picks_dir(server, "me"))
+        .map(|dir| dir.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left under tmp/picks: {left:?}");
+    assert_no_temporaries(server);
+}
+
+#[test]
+fn a_pick_cancelled_mid_upload_stops_it_and_keeps_nothing() {
+    let server = Server::start();
+    let id = requester(&server).request_pick("me", "a file").unwrap().id;
+    let link = link_of(&server, &id);
+    let waiter = wait_for_pick(&server, &id, ANSWER_WAIT);
+    let upload = slow_upload(&server, &link);
+    wait_receiving(&server, &id);
+
+    let (status, body) = post_json(
+        &server,
+        &server.token,
+        &format!("/v1/picks/{id}/cancel"),
+        &json!({}),
+    );
+    let cancelled = Instant::now();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(waiter.join().unwrap(), PickOutcome::Cancelled);
+    assert_stopped(&server, upload.join().unwrap(), cancelled, "link_cancelled");
+    let (status, body) = upload_to(&server, &link, "a.txt", b"a");
+    assert_error(status, &body, 410, "link_cancelled");
+}
+
+#[test]
+fn a_pick_the_agent_stops_waiting_for_stops_its_upload_and_keeps_nothing() {
+    let server = Server::start();
+    let id = requester(&server).request_pick("me", "a file").unwrap().id;
+    let link = link_of(&server, &id);
+    let upload = slow_upload(&server, &link);
+    wait_receiving(&server, &id);
+
+    // The agent's tool call ends: its wait gives up, mid-body.
+    let outcome = requester(&server).wait_for_pick(&id, SHORT_WAIT).unwrap();
+    let gave_up = Instant::now();
+    assert_eq!(outcome, PickOutcome::Expired);
+    assert_stopped(&server, upload.join().unwrap(), gave_up, "link_expired");
+}
+
+#[test]
+fn something_planted_at_tmp_picks_is_named_never_an_internal_failure() {
+    let server = Server::start();
+    let site = requester(&server);
+    let picks = picks_dir(&server, "me");
+    std::fs::create_dir_all(picks.parent().unwrap()).unwrap();
+    for planted in ["a link to /etc", "a file"] {
+        let _ = std::fs::remove_dir_all(&picks);
+        match planted {
+            "a file" => support::write_file(&picks, "not a folder"),
+            _ => std::os::unix::fs::symlink("/etc", &picks).unwrap(),
+        }
+        let id = site.request_pick("me", "a file").unwrap().id;
+        let link = link_of(&server, &id);
+        let (status, body) = upload_to(&server, &link, "passwd", b"planted");
+        assert_error(status, &body, 400, "path_escapes");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("private/people/me/tmp/picks"),
+            "{planted}: {message}"
+        );
+        // Nothing went through it, and the link is given back.
+        assert_eq!(pending(&server, &server.token).len(), 1, "{planted}");
+        assert!(
+            !std::path::Path::new("/etc").join(&id).exists(),
+            "{planted}"
+        );
+        std::fs::remove_file(&picks).unwrap();
+        let (status, body) = upload_to(&server, &link, "a.txt", b"a");
+        assert_eq!(status, 201, "{planted}: {body}");
+    }
+}

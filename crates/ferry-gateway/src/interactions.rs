@@ -17,9 +17,14 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use ferry_codes::Code;
-use ferry_site::{ClaimedPick, Interaction, InteractionError, InteractionKind, Site, SiteError};
+use ferry_fs::{AtomicWriter, FsError};
+use ferry_site::{
+    ClaimedPick, INTERACTION_POLL_INTERVAL, Interaction, InteractionError, InteractionKind,
+    PutInPlace, Site, SiteError,
+};
 use serde::{Deserialize, Serialize};
 
+use crate::body::Filled;
 use crate::extract::{JsonBody, QueryParams};
 use crate::upload::{multipart_error, open_multipart, receive_file};
 use crate::{ApiError, AppState, auth::Member, blocking};
@@ -358,37 +363,13 @@ async fn upload_pick(
         claimed: Some(claimed),
     };
     let received = async {
-        let mut incoming = None;
-        while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
-            match field.name() {
-                Some("file") if incoming.is_none() => {
-                    let raw_name = field.file_name().unwrap_or_default().to_owned();
-                    let (site, pick) = (state.site.clone(), claim.pick()?);
-                    let (writer, name) =
-                        blocking(move || site.pick_writer(&pick, &raw_name)).await?;
-                    incoming = Some((receive_file(&mut field, writer).await?, name));
-                }
-                Some("file") => {
-                    return Err(ApiError::new(
-                        Code::TooManyFiles,
-                        "send exactly one part named 'file'",
-                    ));
-                }
-                other => {
-                    return Err(ApiError::new(
-                        Code::UnexpectedField,
-                        format!(
-                            "unexpected form field {:?}: send only the part 'file'",
-                            other.unwrap_or("")
-                        ),
-                    ));
-                }
-            }
-        }
-        // Placed only once the whole body is read and found well formed.
-        let (filled, name) = incoming.ok_or_else(|| {
-            ApiError::new(Code::MissingFile, "send the file in a part named 'file'")
-        })?;
+        let body = read_pick_body(&state, &claim, &mut multipart);
+        // The person may cancel, or the agent stop waiting, while the body streams: the
+        // upload stops then, not when the client has sent it all.
+        let (filled, name) = tokio::select! {
+            read = body => read?,
+            why = pick_ended(&state, &claim) => return Err(why),
+        };
         let (site, pick) = (state.site.clone(), claim.pick()?);
         // Host mode: the file is placed by the person's own worker (tools.md T-ID).
         let requester = match site.mode() {
@@ -399,18 +380,22 @@ async fn upload_pick(
         };
         blocking(move || {
             let place = |staged: &std::path::Path, destination: &std::path::Path| {
-                let toolbox = requester.as_ref().ok_or("no requester for host mode")?;
+                let toolbox = requester.as_ref().ok_or_else(|| FsError::Relayed {
+                    code: Code::Internal,
+                    message: "no requester for host mode".to_owned(),
+                })?;
                 // Copied from the service's staged file into a temporary the person made,
                 // through its descriptor: never read whole, holes kept.
-                let source = std::fs::File::open(staged).map_err(|e| e.to_string())?;
+                let source = std::fs::File::open(staged).map_err(FsError::from_io)?;
                 let destination = destination.to_string_lossy();
                 let mut change = Change::in_system_place(toolbox.shared_requester());
                 change
                     .stage(&destination, None)
-                    .map_err(|e| e.message)?
-                    .copy_sparse(&source)
-                    .map_err(|e| e.to_string())?;
-                change.commit().map(|_| ()).map_err(|e| e.message)
+                    .map_err(relayed)?
+                    .copy_sparse(&source)?;
+                let put: PutInPlace =
+                    Box::new(move || change.commit().map(|_| ()).map_err(relayed));
+                Ok(put)
             };
             site.finish_pick_with(&pick, filled.complete()?, &name, &place)
         })
@@ -434,5 +419,75 @@ async fn upload_pick(
             claim.give_back().await;
             Err(e)
         }
+    }
+}
+
+/// Reads a pick's form: exactly one part named `file`, streamed into the pick's writer.
+/// Returns the filled writer and the file's safe name; nothing is placed yet.
+async fn read_pick_body(
+    state: &AppState,
+    claim: &Claim,
+    multipart: &mut multer::Multipart<'static>,
+) -> Result<(Filled<AtomicWriter>, String), ApiError> {
+    let mut incoming = None;
+    while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
+        match field.name() {
+            Some("file") if incoming.is_none() => {
+                let raw_name = field.file_name().unwrap_or_default().to_owned();
+                let (site, pick) = (state.site.clone(), claim.pick()?);
+                let (writer, name) = blocking(move || site.pick_writer(&pick, &raw_name)).await?;
+                incoming = Some((receive_file(&mut field, writer).await?, name));
+            }
+            Some("file") => {
+                return Err(ApiError::new(
+                    Code::TooManyFiles,
+                    "send exactly one part named 'file'",
+                ));
+            }
+            other => {
+                return Err(ApiError::new(
+                    Code::UnexpectedField,
+                    format!(
+                        "unexpected form field {:?}: send only the part 'file'",
+                        other.unwrap_or("")
+                    ),
+                ));
+            }
+        }
+    }
+    // Placed only once the whole body is read and found well formed.
+    incoming.ok_or_else(|| ApiError::new(Code::MissingFile, "send the file in a part named 'file'"))
+}
+
+/// Resolves once the pick `claim` holds has ended under the upload (cancelled by the
+/// person, given up by the agent), with the answer for the uploader; pending while it is
+/// still receiving. Looks at the pick's row, which another process may change, every
+/// [`INTERACTION_POLL_INTERVAL`].
+async fn pick_ended(state: &AppState, claim: &Claim) -> ApiError {
+    // The first look is one interval in: the claim was just made, so it is receiving.
+    let first = tokio::time::Instant::now() + INTERACTION_POLL_INTERVAL;
+    let mut ticks = tokio::time::interval_at(first, INTERACTION_POLL_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let (site, pick) = (state.site.clone(), claim.pick());
+        let pick = match pick {
+            Ok(pick) => pick,
+            Err(e) => return e,
+        };
+        match blocking(move || site.pick_upload_stops(&pick)).await {
+            Ok(Some(why)) => return SiteError::from(why).into(),
+            Ok(None) => {}
+            // The final check under the database's lock still decides; keep streaming.
+            Err(e) => tracing::warn!("looking at a pick under upload: {}", e.message),
+        }
+    }
+}
+
+/// A worker's failure as a file system one, its code and sentence kept.
+fn relayed(e: ferry_exec::RequestError) -> FsError {
+    FsError::Relayed {
+        code: e.code,
+        message: e.message,
     }
 }

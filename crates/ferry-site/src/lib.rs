@@ -31,8 +31,8 @@ pub use error::SiteError;
 pub use ids::check_id;
 pub use interactions::{
     ApprovalOutcome, ClaimedPick, INTERACTION_POLL_INTERVAL, Interaction, InteractionError,
-    InteractionKind, PickArrival, PickOutcome, PickRequest, WEB_PRESENCE_TOUCH_INTERVAL,
-    WEB_PRESENCE_TTL, is_interaction_id,
+    InteractionKind, PickArrival, PickOutcome, PickRequest, PutInPlace,
+    WEB_PRESENCE_TOUCH_INTERVAL, WEB_PRESENCE_TTL, is_interaction_id,
 };
 pub use media::SqliteMediaRecords;
 pub use migrate::{legacy_public_target, migrate_legacy_public};

@@ -22,7 +22,7 @@ use rusqlite::params;
 use crate::{Site, SiteError};
 
 pub use approvals::ApprovalOutcome;
-pub use picks::{ClaimedPick, PickArrival, PickOutcome, PickRequest};
+pub use picks::{ClaimedPick, PickArrival, PickOutcome, PickRequest, PutInPlace};
 
 /// The person counts as reachable in the web client for this long after the gateway last
 /// saw one of their pages' event streams.

@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferry_config::SiteMode;
 use ferry_config::limits::{INTERACTION_RECORD_TTL, PICK_FILE_TTL, PICK_LINK_TTL};
-use ferry_fs::{AtomicWriter, Follow, FsError, safe_name};
-use rusqlite::params;
+use ferry_fs::{AtomicWriter, Follow, FsError, Written, safe_name};
+use rusqlite::{OptionalExtension, params};
 
 use super::{
     InteractionError, KIND_PICK, PICK_ID_PREFIX, State, check_text, duration_ms, from_millis,
@@ -218,7 +218,12 @@ impl Site {
             SiteMode::Host => staging_dir_rel(&claim.id),
             _ => pick_dir_rel(&claim.person, &claim.id),
         };
-        let dir = self.make_dir(&rel, 0o700, owner)?;
+        let dir = self
+            .make_dir(&rel, 0o700, owner)
+            .map_err(|e| match self.mode() {
+                SiteMode::Host => e,
+                _ => in_the_way(&claim.person, e),
+            })?;
         let writer = AtomicWriter::create(&dir, &name)?
             .limit(self.pick_max_bytes())
             .owner(owner);
@@ -236,35 +241,85 @@ impl Site {
         name: &str,
     ) -> Result<PickArrival, SiteError> {
         self.finish_pick_with(claim, writer, name, &|_, _| {
-            Err("host mode places picked files as the person".to_owned())
+            Err(FsError::Relayed {
+                code: ferry_codes::Code::Internal,
+                message: "host mode places picked files as the person".to_owned(),
+            })
         })
     }
 
     /// [`Site::finish_pick`], where in host mode `place(staged, destination)` copies the
-    /// staged file to its place in the person's folder, acting as the person.
+    /// staged file, acting as the person, into a temporary beside its destination in the
+    /// person's folder, and hands back the step that puts it in place.
+    ///
+    /// The pick's state is read, the file put in place and the pick marked arrived in one
+    /// write transaction: a cancel or an expiry (from this process or another) either
+    /// comes before, and nothing is placed, or after, and finds the file arrived.
     pub fn finish_pick_with(
         &self,
         claim: &ClaimedPick,
         writer: AtomicWriter,
         name: &str,
-        place: &dyn Fn(&Path, &Path) -> Result<(), String>,
+        place: &dyn Fn(&Path, &Path) -> Result<PutInPlace, FsError>,
     ) -> Result<PickArrival, SiteError> {
-        let written = writer.commit()?;
-        if self.mode() == SiteMode::Host {
-            let staging = std::path::absolute(self.path())?.join(staging_dir_rel(&claim.id));
-            let destination = self.pick_file_path(&claim.person, &claim.id, name)?;
-            let placed = place(&staging.join(name), &destination);
-            self.remove_staging_dir(&claim.id)?;
-            if let Err(why) = placed {
-                self.release_pick(claim)?;
-                return Err(SiteError::Io(std::io::Error::other(format!(
-                    "the picked file could not be placed in {}'s folder: {why}",
-                    claim.person
-                ))));
-            }
+        // A pick that ended meanwhile is not copied at all.
+        if let Some(why) = self.pick_upload_stops(claim)? {
+            drop(writer);
+            self.remove_pick_dir(&claim.person, &claim.id)?;
+            return Err(why.into());
         }
+        let put: Box<dyn FnOnce() -> Result<Written, SiteError>> = match self.mode() {
+            SiteMode::Host => {
+                let written = writer.commit()?;
+                let staging = std::path::absolute(self.path())?.join(staging_dir_rel(&claim.id));
+                let destination = self.pick_file_path(&claim.person, &claim.id, name)?;
+                let copied = place(&staging.join(name), &destination);
+                self.remove_staging_dir(&claim.id)?;
+                let put_in_place = match copied {
+                    Ok(put) => put,
+                    Err(e) => {
+                        self.release_pick(claim)?;
+                        return Err(placing_error(&claim.person, e));
+                    }
+                };
+                let person = claim.person.clone();
+                Box::new(move || {
+                    put_in_place().map_err(|e| placing_error(&person, e))?;
+                    Ok(written)
+                })
+            }
+            _ => Box::new(move || Ok(writer.commit()?)),
+        };
+        let mut conn = self.db.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let state: Option<String> = tx
+            .query_row(
+                "SELECT state FROM interactions WHERE id = ?1 AND kind = ?2",
+                params![claim.id, KIND_PICK],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(why) = stop_reason(state.as_deref().and_then(State::parse)) {
+            // Unplaced: the writer's or the person's temporary goes with `put`.
+            drop(put);
+            drop(tx);
+            drop(conn);
+            self.remove_pick_dir(&claim.person, &claim.id)?;
+            return Err(why.into());
+        }
+        let written = match put() {
+            Ok(written) => written,
+            Err(e) => {
+                drop(tx);
+                drop(conn);
+                if self.mode() == SiteMode::Host {
+                    self.release_pick(claim)?;
+                }
+                return Err(e);
+            }
+        };
         let now = millis(SystemTime::now());
-        let changed = self.db.conn().execute(
+        tx.execute(
             "UPDATE interactions
              SET state = ?1, answered_ms = ?2, file_name = ?3, file_expires_ms = ?4
              WHERE id = ?5 AND state = ?6",
@@ -277,32 +332,39 @@ impl Site {
                 State::Receiving.as_str(),
             ],
         )?;
-        if changed == 1 {
-            return Ok(PickArrival {
-                id: claim.id.clone(),
-                name: name.to_owned(),
-                size: written.size,
-                sha256: written.sha256_hex(),
-            });
-        }
-        self.remove_pick_dir(&claim.person, &claim.id)?;
+        tx.commit()?;
+        Ok(PickArrival {
+            id: claim.id.clone(),
+            name: name.to_owned(),
+            size: written.size,
+            sha256: written.sha256_hex(),
+        })
+    }
+
+    /// Why the upload holding `claim` must stop now: the person cancelled, the waiter gave
+    /// up, or the row is gone; `None` while the pick is still receiving.
+    pub fn pick_upload_stops(
+        &self,
+        claim: &ClaimedPick,
+    ) -> Result<Option<InteractionError>, SiteError> {
         let state = self.row_of(&claim.id, KIND_PICK)?.map(|row| row.state);
-        Err(match state {
-            Some(State::Cancelled) => InteractionError::LinkCancelled,
-            _ => InteractionError::LinkExpired,
-        }
-        .into())
+        Ok(stop_reason(state))
     }
 
     /// Gives a claimed link back after a failed upload, so the person can try again, and
-    /// removes whatever the attempt left. A pick that has moved on (arrived, cancelled,
-    /// expired) is left as it is.
+    /// removes whatever the attempt left. A pick that has moved on keeps its state; an
+    /// arrived file stays, the leftovers of a cancelled or expired one go.
     pub fn release_pick(&self, claim: &ClaimedPick) -> Result<(), SiteError> {
         let released = self.db.conn().execute(
             "UPDATE interactions SET state = ?1 WHERE id = ?2 AND state = ?3",
             params![State::Pending.as_str(), claim.id, State::Receiving.as_str()],
         )?;
-        if released == 1 {
+        // An upload stopped because the pick ended leaves nothing either.
+        let ended = released == 0
+            && self
+                .row_of(&claim.id, KIND_PICK)?
+                .is_some_and(|row| matches!(row.state, State::Cancelled | State::Expired));
+        if released == 1 || ended {
             self.remove_pick_dir(&claim.person, &claim.id)?;
         }
         Ok(())
@@ -404,6 +466,47 @@ impl Site {
             Ok(()) | Err(FsError::NotFound) => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// The last step of placing a picked file in host mode: puts the person's temporary in
+/// place. Dropped without being run, the temporary is discarded.
+pub type PutInPlace = Box<dyn FnOnce() -> Result<(), FsError>>;
+
+/// Why an upload in `state` (`None`: no such row) cannot complete; `None` while receiving.
+fn stop_reason(state: Option<State>) -> Option<InteractionError> {
+    match state {
+        Some(State::Receiving) => None,
+        Some(State::Cancelled) => Some(InteractionError::LinkCancelled),
+        Some(State::Arrived) => Some(InteractionError::LinkUsed),
+        _ => Some(InteractionError::LinkExpired),
+    }
+}
+
+/// A failure placing the picked file in `person`'s folder, keeping its code (a link or a
+/// file in the way is `path_escapes`, a folder the person cannot enter `permission_denied`).
+fn placing_error(person: &str, e: FsError) -> SiteError {
+    let where_ = layout::private_sub(person, PICKS_DIR);
+    let code = e.code();
+    SiteError::Fs(FsError::Relayed {
+        code,
+        message: format!("the picked file could not be placed in {where_}: {e}"),
+    })
+}
+
+/// A picks folder that could not be made because something not a folder is in its place
+/// (a planted link, a file): named, with what to do, never an internal failure.
+fn in_the_way(person: &str, e: SiteError) -> SiteError {
+    match e {
+        SiteError::Fs(FsError::PathEscapes | FsError::NotADirectory | FsError::Exists) => {
+            SiteError::Unsafe {
+                path: layout::private_sub(person, PICKS_DIR),
+                why: "cannot hold picked files: a link or a file is in the way of its \
+                      folders (links are never followed there); remove it and try again"
+                    .into(),
+            }
+        }
+        e => e,
     }
 }
 

@@ -557,3 +557,77 @@ fn sweeping_removes_picked_files_at_their_expiry() {
         "the pending one's folder"
     );
 }
+
+#[test]
+fn an_upload_stopped_by_its_pick_ending_keeps_nothing() {
+    let (tmp, site) = site();
+    let picks = tmp.path().join("private/people/me/tmp/picks");
+    for cancelled in [true, false] {
+        let id = site.request_pick("me", "a file").unwrap().id;
+        let claim = site.claim_pick(&id).unwrap();
+        assert!(site.pick_upload_stops(&claim).unwrap().is_none());
+        let (mut writer, _) = site.pick_writer(&claim, "a.txt").unwrap();
+        writer.write(b"abc").unwrap();
+        if cancelled {
+            site.cancel_pick("me", &id).unwrap();
+        } else {
+            // The agent's wait gives up while the file streams.
+            let outcome = site.wait_for_pick(&id, Duration::from_millis(1)).unwrap();
+            assert_eq!(outcome, PickOutcome::Expired);
+        }
+        let why = site.pick_upload_stops(&claim).unwrap().expect("stops");
+        assert_eq!(
+            matches!(why, InteractionError::LinkCancelled),
+            cancelled,
+            "{why:?}"
+        );
+        assert!(cancelled || matches!(why, InteractionError::LinkExpired));
+        // The gateway drops the upload and gives the claim back: nothing stays.
+        drop(writer);
+        site.release_pick(&claim).unwrap();
+        assert!(!picks.join(&id).exists(), "cancelled: {cancelled}");
+        assert!(site.claim_pick(&id).is_err(), "not pending again");
+    }
+    assert_eq!(std::fs::read_dir(&picks).unwrap().count(), 0);
+}
+
+#[test]
+fn a_host_pick_cancelled_while_it_is_copied_is_never_put_in_place() {
+    let mut config = Config::default();
+    config.site.mode = ferry_config::SiteMode::Host;
+    let (tmp, site) = site_with(config);
+    let destination_dir = tmp.path().join("placed");
+    std::fs::create_dir_all(&destination_dir).unwrap();
+    let id = site.request_pick("me", "a file").unwrap().id;
+    let claim = site.claim_pick(&id).unwrap();
+    let (mut writer, name) = site.pick_writer(&claim, "a.txt").unwrap();
+    writer.write(b"abc").unwrap();
+    let put_ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let place = |staged: &std::path::Path, _: &std::path::Path| {
+        let copy = destination_dir.join(".copy");
+        std::fs::copy(staged, &copy).map_err(FsError::from_io)?;
+        // The person cancels while the file is copied into their folder.
+        site.cancel_pick("me", &id).map_err(|e| FsError::Relayed {
+            code: e.code(),
+            message: e.to_string(),
+        })?;
+        let ran = put_ran.clone();
+        let put: PutInPlace = Box::new(move || {
+            ran.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        });
+        Ok(put)
+    };
+    let err = site
+        .finish_pick_with(&claim, writer, &name, &place)
+        .unwrap_err();
+    assert!(matches!(
+        interaction_error(err),
+        InteractionError::LinkCancelled
+    ));
+    assert!(!put_ran.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(
+        !tmp.path().join(".ferry/picks").join(&id).exists(),
+        "no staged copy"
+    );
+}

@@ -9,6 +9,8 @@ use clap::Subcommand;
 use ferry_archive::{ArchiveError, PathPolicy, Plan, PlanOptions, Platform};
 use serde::Serialize;
 
+use crate::json_error::json_error;
+
 #[derive(Subcommand)]
 pub(crate) enum ArchiveCommand {
     /// Plans FILE as dir_fetch would: prints the plan as JSON and exits 0, or prints
@@ -37,20 +39,12 @@ pub(crate) fn archive(command: ArchiveCommand) -> Result<ExitCode> {
     } = command;
     let (json, code) = match plan_file(&file, &allow, &deny, &platform) {
         Ok(plan) => (
-            serde_json::to_string(&PlanJson::of(&plan)),
+            serde_json::to_string(&PlanJson::of(&plan))?,
             ExitCode::SUCCESS,
         ),
-        Err(e) => {
-            let error = ErrorJson {
-                error: ErrorBody {
-                    code: e.code().as_str(),
-                    message: e.to_string(),
-                },
-            };
-            (serde_json::to_string(&error), ExitCode::FAILURE)
-        }
+        Err(e) => (json_error(e.code(), e.to_string()), ExitCode::FAILURE),
     };
-    println!("{}", json?);
+    println!("{json}");
     Ok(code)
 }
 
@@ -85,17 +79,6 @@ impl PlanJson<'_> {
             descendants: plan.descendants,
         }
     }
-}
-
-#[derive(Serialize)]
-struct ErrorJson {
-    error: ErrorBody,
-}
-
-#[derive(Serialize)]
-struct ErrorBody {
-    code: &'static str,
-    message: String,
 }
 
 fn plan_file(

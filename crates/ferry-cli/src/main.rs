@@ -11,6 +11,7 @@ use ferry_config::{Config, SiteMode};
 use ferry_site::{Site, TokenKind};
 
 mod archive_cmd;
+mod json_error;
 mod mcp_cmd;
 mod media_cmd;
 mod site_cmd;

@@ -11,6 +11,8 @@ use clap::Subcommand;
 use ferry_media::{MediaError, MediaSource, MediaStore};
 use serde::Serialize;
 
+use crate::json_error::json_error;
+
 use crate::{SiteArgs, open_site};
 
 #[derive(Subcommand)]
@@ -72,13 +74,7 @@ async fn run(command: MediaCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            let error = ErrorJson {
-                error: ErrorBody {
-                    code: e.code().as_str(),
-                    message: e.to_string(),
-                },
-            };
-            println!("{}", json(&error));
+            println!("{}", json_error(e.code(), e.to_string()));
             Ok(ExitCode::FAILURE)
         }
     }
@@ -125,15 +121,4 @@ async fn put(
 fn json<T: Serialize>(value: &T) -> String {
     // Records and reports are plain data: serializing them cannot fail.
     serde_json::to_string(value).unwrap_or_default()
-}
-
-#[derive(Serialize)]
-struct ErrorJson {
-    error: ErrorBody,
-}
-
-#[derive(Serialize)]
-struct ErrorBody {
-    code: &'static str,
-    message: String,
 }

@@ -122,9 +122,7 @@ fn groups_of(name: &CString, gid: u32) -> io::Result<Vec<u32>> {
         let mut found = count as libc::c_int;
         // SAFETY: `groups` holds `found` entries; getgrouplist writes at most that many
         // and sets `found` to how many there are.
-        let rc = unsafe {
-            libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut found)
-        };
+        let rc = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut found) };
         let found = usize::try_from(found).unwrap_or(0);
         if rc >= 0 {
             groups.truncate(found.min(count));
@@ -184,7 +182,10 @@ mod tests {
         let root = account_of("root").unwrap().expect("root exists");
         assert_eq!((root.uid, root.gid), (0, 0));
         assert!(root.groups.contains(&0), "{:?}", root.groups);
-        assert!(root.groups.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
+        assert!(
+            root.groups.windows(2).all(|w| w[0] < w[1]),
+            "sorted, no repeats"
+        );
         assert_eq!(account_of("fy_no_such_person_here").unwrap(), None);
         assert!(account_of("nul\0inside").is_err());
     }

@@ -332,7 +332,10 @@ mod tests {
             let args = serde_json::json!({"path": path, "content": "hi\n"});
             toolbox.call("file_write", args, &approval::FirstChannel(vec![]))
         };
-        assert!(write(&toolbox).is_error, "the stale toolbox knows no such folder");
+        assert!(
+            write(&toolbox).is_error,
+            "the stale toolbox knows no such folder"
+        );
         let reopened = Toolbox::open(site.clone(), "ann", None).unwrap();
         assert!(reopened.is_current().unwrap());
         let written = write(&reopened);

@@ -149,7 +149,7 @@ pub(crate) fn requester_for(
                 trees.clone(),
                 Access::Confined,
             )?
-                .with_locked(vec![paths.home.join(layout::MEMORY_DIR)]);
+            .with_locked(vec![paths.home.join(layout::MEMORY_DIR)]);
             for (tree, why) in scope.refused() {
                 tracing::warn!(
                     "person {person}: the folder {} is refused: {why}",

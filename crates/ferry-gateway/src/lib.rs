@@ -296,3 +296,32 @@ pub async fn serve(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_persons_toolbox_is_kept_until_their_folders_change() {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = Site::open(tmp.path(), ferry_config::Config::default()).unwrap();
+        site.add_person("ann").unwrap();
+        site.add_person("bob").unwrap();
+        let site = Arc::new(site);
+        let state = AppState::new(site.clone()).unwrap();
+        let first = state.toolbox("ann").unwrap();
+        assert!(Arc::ptr_eq(&first, &state.toolbox("ann").unwrap()));
+        // Another person's circle leaves ann's toolbox as it is.
+        site.add_circle("others", &["bob".to_owned()]).unwrap();
+        assert!(Arc::ptr_eq(&first, &state.toolbox("ann").unwrap()));
+        site.add_circle("team", &["ann".to_owned()]).unwrap();
+        let second = state.toolbox("ann").unwrap();
+        assert!(
+            !Arc::ptr_eq(&first, &second),
+            "opened again for the new circle"
+        );
+        assert!(second.is_current().unwrap());
+        assert!(Arc::ptr_eq(&second, &state.toolbox("ann").unwrap()));
+        assert!(state.toolbox("nobody").is_err());
+    }
+}

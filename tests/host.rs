@@ -248,6 +248,71 @@ fn host_mode_member_api() {
     assert!(left.is_empty(), "could not remove: {left:?}");
 }
 
+const WA: &str = "hwa";
+const USER_WA: &str = "fy_person_hwa";
+const CIRCLE_WC: &str = "hwc";
+const GROUP_WC: &str = "fy_circle_hwc";
+const CIRCLE_WD: &str = "hwd";
+const GROUP_WD: &str = "fy_circle_hwd";
+
+/// The person's account changes while the gateway serves them (person `hwa`, circles
+/// `hwc` and `hwd`): a group left, a circle joined, a uid changed by hand.
+#[test]
+fn host_mode_accounts_change_while_serving() {
+    let _accounts = MACHINE_ACCOUNTS.lock().unwrap_or_else(|e| e.into_inner());
+    require_root_and_tools();
+    build_helper();
+    let mut guard = AccountsGuard::new(
+        &[USER_WA],
+        &[USER_WA, GROUP_WC, GROUP_WD],
+        &["ferry", "fy_shared"],
+    );
+    let site = new_site();
+    site.ferry_ok(&["person", "add", WA]);
+    site.ferry_ok(&["circle", "add", CIRCLE_WC, "--member", WA]);
+    site.init();
+    let token =
+        |kind: &str| support::last_line(&site.ferry(&["token", "create", WA, "--kind", kind]));
+    let (person, harness) = (token("person"), token("harness"));
+    let ferry = site.data.parent().unwrap().join("ferry-served");
+    std::fs::copy(support::ferry_bin(), &ferry).unwrap();
+    let log = site.data.parent().unwrap().join("gateway.log");
+    let gateway = host_api::HostGateway::start(&ferry, &site.data, &log, &[]);
+
+    host_api::a_left_group_is_not_kept_by_a_worker(
+        &gateway,
+        &harness,
+        USER_WA,
+        GROUP_WC,
+        &site.path("circles/hwc"),
+    );
+    let join = || {
+        site.ferry_ok(&["circle", "add", CIRCLE_WD, "--member", WA]);
+    };
+    host_api::a_circle_joined_while_serving_is_reached(
+        &gateway,
+        &harness,
+        USER_WA,
+        &join,
+        &site.path("circles/hwd"),
+    );
+    host_api::a_changed_uid_names_the_fix(&gateway, &person, USER_WA, spare_uid());
+
+    drop(gateway);
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!log.contains("panicked"), "{log}");
+    drop(site);
+    let left = guard.remove_all();
+    assert!(left.is_empty(), "could not remove: {left:?}");
+}
+
+/// A uid in the persons' range that names no user.
+fn spare_uid() -> u32 {
+    (150_000..151_000)
+        .find(|uid| passwd(&uid.to_string()).is_none())
+        .expect("a free uid")
+}
+
 fn accounts_are_made(site: &Site) {
     let shared = gid_of("fy_shared");
     let circle = gid_of(CIRCLE_GROUP);

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use reqwest::blocking::multipart::{Form, Part};
 use serde_json::{Value, json};
 
-use crate::host_support::{gid_of, owner_mode, run_as, tool_path, uid_of};
+use crate::host_support::{gid_of, owner_mode, run_as, run_ok, tool_path, uid_of};
 use crate::support::{self, assert_error, client, json_answer, listed_paths};
 
 /// A gateway running as the service user `ferry` on a host-mode site; stopped on drop.
@@ -63,6 +63,22 @@ impl HostGateway {
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// The gateway's pid (`setpriv` execs it in place).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `steps` in one MCP session over `/mcp` with `token`; their results.
+    pub fn mcp(&self, token: &str, steps: Vec<Value>) -> Vec<Value> {
+        let out = support::mcp::drive(&json!({
+            "server": support::mcp::http(&self.url("/mcp"), token),
+            "elicitation": null,
+            "steps": steps,
+            "timeout_secs": 90,
+        }));
+        out["results"].as_array().cloned().unwrap_or_default()
     }
 
     /// `POST /v1/media` of `name` holding `bytes`, the `project` field before or after it.
@@ -826,4 +842,180 @@ pub fn workers_are_capped_per_person(gw: &HostGateway, site: &MemberSite) {
     let (status, body) = gw.upload(site.token, "after-burst.txt", b"after", None);
     assert_eq!(status, 201, "{body}");
     assert!(temporaries_beneath(&site.home()).is_empty());
+}
+
+/// How long to wait for the service to look at an account again (it looks at most once
+/// a second).
+const PAST_ACCOUNT_CHECK: Duration = Duration::from_millis(1100);
+
+/// `file_write` of `content` to `path` over `/mcp`: its code, `None` when it was written.
+fn write_code(gw: &HostGateway, token: &str, path: &str, content: &str) -> Option<String> {
+    let results = gw.mcp(
+        token,
+        vec![support::mcp::call(
+            "file_write",
+            json!({"path": path, "content": content}),
+        )],
+    );
+    let result = &results[0];
+    if !support::mcp::is_error(result) {
+        return None;
+    }
+    Some(
+        result["structuredContent"]["error"]["code"]
+            .as_str()
+            .unwrap_or_else(|| panic!("an error without a code: {result}"))
+            .to_owned(),
+    )
+}
+
+/// A person taken out of a circle's group while their worker waits idle: that worker
+/// still has the group, so it must not serve them again. The next write into the circle
+/// is refused by a fresh worker, and the old one is gone; put back, they write again.
+pub fn a_left_group_is_not_kept_by_a_worker(
+    gw: &HostGateway,
+    harness: &str,
+    user: &str,
+    group: &str,
+    circle_dir: &Path,
+) {
+    let file = circle_dir.join("group.txt");
+    let file = file.to_str().unwrap();
+    assert_eq!(write_code(gw, harness, file, "in the group\n"), None);
+    // The person's, in the circle's group (the folder is setgid).
+    assert_eq!(owner_mode(Path::new(file)).0, uid_of(user));
+    let before = processes_of(uid_of(user));
+    assert!(!before.is_empty(), "an idle worker of {user} is alive");
+
+    run_ok("gpasswd", &["-d", user, group]);
+    std::thread::sleep(PAST_ACCOUNT_CHECK);
+    assert_eq!(
+        write_code(gw, harness, file, "out of the group\n").as_deref(),
+        Some("permission_denied")
+    );
+    assert_eq!(std::fs::read_to_string(file).unwrap(), "in the group\n");
+    let kept = still_running(user, &before);
+    assert!(
+        kept.is_empty(),
+        "workers started in {group} still run: {kept:?}"
+    );
+
+    run_ok("gpasswd", &["-a", user, group]);
+    std::thread::sleep(PAST_ACCOUNT_CHECK);
+    assert_eq!(write_code(gw, harness, file, "back in it\n"), None);
+    assert_eq!(std::fs::read_to_string(file).unwrap(), "back in it\n");
+}
+
+/// A circle made and joined while the gateway runs: the person's next request knows the
+/// new folder, so a command runs there in the sandbox, and a file written there is theirs;
+/// the workers greeted with the old list of folders are gone.
+pub fn a_circle_joined_while_serving_is_reached(
+    gw: &HostGateway,
+    harness: &str,
+    user: &str,
+    join: &dyn Fn(),
+    circle_dir: &Path,
+) {
+    // The toolbox is opened (and kept) before the circle exists.
+    let results = gw.mcp(
+        harness,
+        vec![support::mcp::call(
+            "terminal_run",
+            json!({"command": "true"}),
+        )],
+    );
+    assert!(!support::mcp::is_error(&results[0]), "{}", results[0]);
+    let before = processes_of(uid_of(user));
+    assert!(!before.is_empty(), "an idle worker of {user} is alive");
+    join();
+    std::thread::sleep(PAST_ACCOUNT_CHECK);
+    let cwd = circle_dir.to_str().unwrap();
+    let results = gw.mcp(
+        harness,
+        vec![support::mcp::call(
+            "terminal_run",
+            json!({"command": "echo made here > joined.txt && pwd", "cwd": cwd}),
+        )],
+    );
+    let result = &results[0];
+    assert!(!support::mcp::is_error(result), "{result}");
+    assert_eq!(result["structuredContent"]["exitCode"], 0, "{result}");
+    assert!(support::mcp::text_of(result).contains(cwd), "{result}");
+    let joined = circle_dir.join("joined.txt");
+    assert_eq!(std::fs::read_to_string(&joined).unwrap(), "made here\n");
+    assert_eq!(owner_mode(&joined).0, uid_of(user));
+    let kept = still_running(user, &before);
+    assert!(
+        kept.is_empty(),
+        "workers greeted with the old folders run: {kept:?}"
+    );
+}
+
+/// Which of `before` (pids of `user`'s processes) still run.
+fn still_running(user: &str, before: &[u32]) -> Vec<u32> {
+    processes_of(uid_of(user))
+        .into_iter()
+        .filter(|pid| before.contains(pid))
+        .collect()
+}
+
+/// The uid of `user` changed by hand in `/etc/passwd` to `uid`; the old one is returned.
+/// The account keeps its name, so the person's folders belong to a uid no longer theirs.
+pub fn set_uid_by_hand(user: &str, uid: u32) -> u32 {
+    let old = uid_of(user);
+    let pattern = format!("s/^{user}:\\([^:]*\\):{old}:/{user}:\\1:{uid}:/");
+    run_ok("sed", &["-i", &pattern, "/etc/passwd"]);
+    assert_eq!(uid_of(user), uid, "the uid of {user} was changed");
+    old
+}
+
+/// The gateway's children that have ended and were not waited for.
+fn zombie_children(pid: u32) -> Vec<String> {
+    let mut zombies = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for child in children.split_whitespace() {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+            if state.is_some_and(|rest| rest.starts_with('Z')) {
+                zombies.push(stat);
+            }
+        }
+    }
+    zombies
+}
+
+/// A person whose uid was changed by hand hears what is wrong and how to fix it (every
+/// route, over and over), and none of the gateway's children is left unwaited; with the
+/// uid put back, they are served again.
+pub fn a_changed_uid_names_the_fix(gw: &HostGateway, token: &str, user: &str, spare_uid: u32) {
+    let (status, body) = gw.list(token, None);
+    assert_eq!(status, 200, "{body}");
+    let old = set_uid_by_hand(user, spare_uid);
+    std::thread::sleep(PAST_ACCOUNT_CHECK);
+    for _ in 0..5 {
+        let (status, body) = gw.list(token, None);
+        assert_error(status, &body, 503, "account_changed");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("ferry site init --mode host"), "{message}");
+        assert!(message.contains(&spare_uid.to_string()), "{message}");
+        let (status, body) = gw.upload(token, "changed.txt", b"x", None);
+        assert_error(status, &body, 503, "account_changed");
+    }
+    assert!(
+        processes_of(old).is_empty() && processes_of(spare_uid).is_empty(),
+        "no worker runs as either uid"
+    );
+    let zombies = zombie_children(gw.pid());
+    assert!(zombies.is_empty(), "unwaited children: {zombies:?}");
+
+    set_uid_by_hand(user, old);
+    std::thread::sleep(PAST_ACCOUNT_CHECK);
+    let (status, body) = gw.upload(token, "restored.txt", b"x", None);
+    assert_eq!(status, 201, "{body}");
+    let zombies = zombie_children(gw.pid());
+    assert!(zombies.is_empty(), "unwaited children: {zombies:?}");
 }

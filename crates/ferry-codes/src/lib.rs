@@ -231,6 +231,9 @@ codes! {
     WorkerFailed = "worker_failed" => 502,
     /// The person's POSIX account is missing (host mode); `ferry site init` makes it.
     AccountMissing = "account_missing" => 503,
+    /// The person's POSIX account no longer owns their folders (its uid was changed by
+    /// hand, host mode); `ferry site init` gives them to it.
+    AccountChanged = "account_changed" => 503,
 
     // ---------------------------------------------------- approvals, picks, interactions
     /// The owner denied the request.

@@ -1,5 +1,6 @@
-//! The person's POSIX account as the worker pool sees it: whether it exists and its uid,
-//! asked of the user database (NSS) the helper uses, and noticed when it goes away.
+//! The person's POSIX account as the worker pool sees it: whether it exists, its uid and
+//! its groups, asked of the user database (NSS) the helper uses, and noticed when it goes
+//! away or changes.
 
 use std::ffi::CString;
 use std::io;
@@ -18,9 +19,12 @@ pub(crate) const ACCOUNT_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 pub(crate) enum Seen {
     /// The account exists; workers started in this era still run as it.
     Present {
-        /// Counts the times the account went away or changed uid: a worker started in an
-        /// older era runs as a uid that is no longer the person's.
+        /// Counts the times the account went away or changed its uid or its groups: a
+        /// worker started in an older era runs as a uid, or with groups, that are no
+        /// longer the person's.
         era: u64,
+        /// The account's uid now.
+        uid: u32,
     },
     /// The account is gone.
     Missing,
@@ -36,8 +40,8 @@ pub(crate) struct AccountWatch {
 
 #[derive(Debug, Default)]
 struct Last {
-    /// The uid last found; `None` before the first look or while the account is gone.
-    uid: Option<u32>,
+    /// The account last found; `None` before the first look or while the account is gone.
+    account: Option<Account>,
     /// When the account was last looked up.
     at: Option<Instant>,
     era: u64,
@@ -64,17 +68,74 @@ impl AccountWatch {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let due = fresh || last.at.is_none_or(|at| at.elapsed() >= self.interval);
         if due {
-            let uid = uid_of(&self.name)?;
-            if last.uid.is_some() && last.uid != uid {
+            let account = account_of(&self.name)?;
+            if last.account.is_some() && last.account != account {
                 last.era += 1;
             }
-            last.uid = uid;
+            last.account = account;
             last.at = Some(Instant::now());
         }
-        Ok(match last.uid {
-            Some(_) => Seen::Present { era: last.era },
+        Ok(match &last.account {
+            Some(account) => Seen::Present {
+                era: last.era,
+                uid: account.uid,
+            },
             None => Seen::Missing,
         })
+    }
+}
+
+/// What a worker started now would run as: the helper drops to the account's uid and
+/// gid with the groups `getgrouplist` gives (its own, its circles', `fy_shared`). A
+/// worker keeps the groups it started with, so a person taken out of a circle's group
+/// must not be served by one started before.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Account {
+    uid: u32,
+    gid: u32,
+    /// Sorted, without repeats.
+    groups: Vec<u32>,
+}
+
+/// The account `name` with its groups, or `None` when there is no such user.
+fn account_of(name: &str) -> io::Result<Option<Account>> {
+    let name = CString::new(name).map_err(io::Error::other)?;
+    let Some((uid, gid)) = ids_of(&name)? else {
+        return Ok(None);
+    };
+    let mut groups = groups_of(&name, gid)?;
+    groups.sort_unstable();
+    groups.dedup();
+    Ok(Some(Account { uid, gid, groups }))
+}
+
+/// Groups `getgrouplist` is asked for at first; asked again with the size it names.
+const GROUPS_FIRST_COUNT: usize = 64;
+/// The most groups accepted (the kernel's own limit, `NGROUPS_MAX`).
+const GROUPS_MAX_COUNT: usize = 65_536;
+
+/// The groups of the user `name` whose primary group is `gid`, as the helper sets them.
+fn groups_of(name: &CString, gid: u32) -> io::Result<Vec<u32>> {
+    let mut count = GROUPS_FIRST_COUNT;
+    loop {
+        let mut groups = vec![0 as libc::gid_t; count];
+        let mut found = count as libc::c_int;
+        // SAFETY: `groups` holds `found` entries; getgrouplist writes at most that many
+        // and sets `found` to how many there are.
+        let rc = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut found) };
+        let found = usize::try_from(found).unwrap_or(0);
+        if rc >= 0 {
+            groups.truncate(found.min(count));
+            return Ok(groups);
+        }
+        // -1 with `found` past `count`: the list did not fit; anything else is a failure.
+        if found <= count || found > GROUPS_MAX_COUNT {
+            return Err(io::Error::other(format!(
+                "the groups of {} cannot be listed",
+                name.to_string_lossy()
+            )));
+        }
+        count = found;
     }
 }
 
@@ -83,9 +144,8 @@ const PASSWD_BUFFER_BYTES: usize = 1024;
 /// The largest buffer tried before giving up.
 const PASSWD_BUFFER_MAX_BYTES: usize = 1024 * 1024;
 
-/// The uid of the user `name`, or `None` when there is no such user.
-fn uid_of(name: &str) -> io::Result<Option<u32>> {
-    let name = CString::new(name).map_err(io::Error::other)?;
+/// The uid and primary gid of the user `name`, or `None` when there is no such user.
+fn ids_of(name: &CString) -> io::Result<Option<(u32, u32)>> {
     let mut size = PASSWD_BUFFER_BYTES;
     loop {
         let mut buffer = vec![0 as libc::c_char; size];
@@ -104,11 +164,39 @@ fn uid_of(name: &str) -> io::Result<Option<u32>> {
         };
         match rc {
             0 if found.is_null() => return Ok(None),
-            0 => return Ok(Some(entry.pw_uid)),
+            0 => return Ok(Some((entry.pw_uid, entry.pw_gid))),
             libc::ERANGE if size < PASSWD_BUFFER_MAX_BYTES => size *= 4,
             // "Not found" comes back as one of these from some NSS modules.
             libc::ENOENT | libc::ESRCH | libc::EBADF | libc::EPERM => return Ok(None),
             errno => return Err(io::Error::from_raw_os_error(errno)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_account_comes_with_its_groups_as_the_helper_would_set_them() {
+        let root = account_of("root").unwrap().expect("root exists");
+        assert_eq!((root.uid, root.gid), (0, 0));
+        assert!(root.groups.contains(&0), "{:?}", root.groups);
+        assert!(
+            root.groups.windows(2).all(|w| w[0] < w[1]),
+            "sorted, no repeats"
+        );
+        assert_eq!(account_of("fy_no_such_person_here").unwrap(), None);
+        assert!(account_of("nul\0inside").is_err());
+    }
+
+    #[test]
+    fn the_era_stays_while_the_account_does() {
+        let watch = AccountWatch::new("root".into(), Duration::ZERO);
+        let first = watch.look(true).unwrap();
+        assert!(matches!(first, Seen::Present { uid: 0, .. }), "{first:?}");
+        assert_eq!(watch.look(false).unwrap(), first);
+        let missing = AccountWatch::new("fy_no_such_person_here".into(), Duration::ZERO);
+        assert_eq!(missing.look(true).unwrap(), Seen::Missing);
     }
 }

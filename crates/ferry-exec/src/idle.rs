@@ -55,6 +55,22 @@ impl IdleWorkers {
         }
     }
 
+    /// Takes out the idle workers started in another era than `era` (the account, or its
+    /// groups, changed since), to be ended by the caller.
+    pub(crate) fn take_stale(&self, era: u64) -> Vec<Worker> {
+        let mut shelf = self.lock();
+        // Asked before every call: the usual answer, none, costs no allocation.
+        if shelf.workers.iter().all(|(worker, _)| worker.era() == era) {
+            return Vec::new();
+        }
+        let (stale, kept) = std::mem::take(&mut shelf.workers)
+            .into_iter()
+            .partition(|(worker, _)| worker.era() != era);
+        shelf.workers = kept;
+        drop(shelf);
+        stale.into_iter().map(|(worker, _)| worker).collect()
+    }
+
     /// Takes every idle worker out, to be ended by the caller.
     pub(crate) fn drain(&self) -> Vec<Worker> {
         let workers = std::mem::take(&mut self.lock().workers);

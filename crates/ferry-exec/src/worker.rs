@@ -308,22 +308,25 @@ impl WorkerPool {
 
     /// An idle worker (and `true`), or a new one, for the caller alone until
     /// [`WorkerPool::give_back`]. An idle worker is handed out only while the account it
-    /// runs as is still the person's (looked at most once per [`ACCOUNT_CHECK_INTERVAL`]).
+    /// runs as, with its groups, is still the person's (looked at most once per
+    /// [`ACCOUNT_CHECK_INTERVAL`]); the others end here.
     fn take(&self) -> Result<(Worker, bool), RequestError> {
-        let era = self.current_era(false)?;
-        while let Some(worker) = self.idle.take() {
-            if worker.era == era {
-                return Ok((worker, true));
-            }
+        let (era, _) = self.current_account(false)?;
+        // Ended before a fresh one starts: a person taken out of a group is served by no
+        // process that still has it.
+        drop(self.idle.take_stale(era));
+        if let Some(worker) = self.idle.take() {
+            return Ok((worker, true));
         }
         Ok((self.start_checked()?, false))
     }
 
-    /// The account's era now; when the account is gone, every idle worker is ended and
-    /// the caller hears how to fix it. `fresh`: look it up whatever the last look was.
-    fn current_era(&self, fresh: bool) -> Result<u64, RequestError> {
+    /// The account's era and uid now; when the account is gone, every idle worker is
+    /// ended and the caller hears how to fix it. `fresh`: look it up whatever the last
+    /// look was.
+    fn current_account(&self, fresh: bool) -> Result<(u64, u32), RequestError> {
         match self.account.look(fresh).map_err(worker_failed)? {
-            Seen::Present { era } => Ok(era),
+            Seen::Present { era, uid } => Ok((era, uid)),
             Seen::Missing => {
                 drop(self.idle.drain());
                 Err(RequestError::new(
@@ -339,10 +342,38 @@ impl WorkerPool {
         }
     }
 
-    /// A new worker, once the person's account is known to exist.
+    /// Refuses to start a worker as `uid` when the person's home belongs to another uid
+    /// (the account's uid was changed by hand): such a worker could not reach the
+    /// person's folders, and the helper or the worker would fail with no word of why.
+    fn require_owner(&self, uid: u32) -> Result<(), RequestError> {
+        use std::os::unix::fs::MetadataExt;
+        // The home's own entry, not followed: `home/` is root's and readable by the
+        // service, the home itself is the person's.
+        let owner = match std::fs::symlink_metadata(&self.spawn.hello.home) {
+            Ok(meta) => meta.uid(),
+            // Looked at only to name a cause; the worker reports a home it cannot reach.
+            Err(_) => return Ok(()),
+        };
+        if owner == uid {
+            return Ok(());
+        }
+        Err(RequestError::new(
+            Code::AccountChanged,
+            format!(
+                "the POSIX account {} of the person {} has uid {uid}, but the person's \
+                 folders belong to uid {owner}; run `ferry site init --mode host` to give \
+                 them to the account",
+                self.account.name(),
+                self.spawn.person
+            ),
+        ))
+    }
+
+    /// A new worker, once the person's account is known to exist and own their folders.
     fn start_checked(&self) -> Result<Worker, RequestError> {
         // Looked up now whatever the last look: the helper would refuse a missing account.
-        let era = self.current_era(true)?;
+        let (era, uid) = self.current_account(true)?;
+        self.require_owner(uid)?;
         let claimed = self
             .live
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
@@ -370,7 +401,7 @@ impl WorkerPool {
             return;
         }
         match self.account.look(false) {
-            Ok(Seen::Present { era }) if era == worker.era => self.idle.put(worker),
+            Ok(Seen::Present { era, .. }) if era == worker.era => self.idle.put(worker),
             _ => drop(worker),
         }
     }
@@ -392,8 +423,17 @@ impl WorkerPool {
             hello: self.spawn.hello.clone(),
             openat2: ferry_fs::openat2_allowed(),
         };
-        let setup = serde_json::to_vec(&setup).map_err(io::Error::other)?;
-        send_frame(&ours, &setup, None)?;
+        let greeted = serde_json::to_vec(&setup)
+            .map_err(io::Error::other)
+            .and_then(|setup| send_frame(&ours, &setup, None));
+        if let Err(e) = greeted {
+            // A helper that refused has ended, or will once its socket closes: waited for
+            // here, so no zombie is left for each refused start.
+            drop(ours);
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
         Ok(Worker {
             stream: ours,
             child,
@@ -405,6 +445,11 @@ impl WorkerPool {
 }
 
 impl Worker {
+    /// The era of the account (see [`Seen`]) this worker started in.
+    pub(crate) fn era(&self) -> u64 {
+        self.era
+    }
+
     /// Performs `op`; after a failure of the socket (the worker died) the worker is not
     /// used again.
     pub(crate) fn perform(&mut self, op: &Op) -> Result<(Reply, Option<File>), Failure> {

@@ -1,4 +1,5 @@
-//! A person's idle workers end once unused for the pool's idle timeout.
+//! A person's workers end: idle ones once unused for the pool's idle timeout, and one
+//! whose start failed is waited for, so no process of it is left.
 //!
 //! The worker here is this test binary run again: the "helper" is `env`, which sets a
 //! variable and execs the binary with only [`worker_entry`] selected; that test then
@@ -122,4 +123,59 @@ fn a_worker_used_again_waits_its_full_time_from_its_last_use() {
         assert_eq!(pool.live_count(), 1, "the worker was reused, not restarted");
     }
     assert!(within(timeout * 10, || pool.live_count() == 0));
+}
+
+/// The children of this process that ended and were not waited for, named `comm`.
+fn unwaited_children(comm: &str) -> Vec<String> {
+    let mut zombies = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for child in children.split_whitespace() {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            if stat.contains(&format!("({comm}) Z")) {
+                zombies.push(stat);
+            }
+        }
+    }
+    zombies
+}
+
+#[test]
+fn a_start_that_fails_is_waited_for() {
+    let data = tempfile::tempdir().unwrap();
+    // A "helper" that ends at once, and a greeting too large to send: the start fails
+    // after the process was made, so only the pool can reap it.
+    let home = data.path().join("home/alice");
+    std::fs::create_dir_all(&home).unwrap();
+    let spawn = WorkerSpawn {
+        helper: PathBuf::from("/bin/sh"),
+        person: "-c".into(),
+        program: PathBuf::from("exit 0"),
+        args: Vec::new(),
+        hello: Hello {
+            base: data.path().to_path_buf(),
+            home: home.clone(),
+            trees: vec![ferry_exec::Tree {
+                path: home.join("x".repeat(ferry_exec::worker::FRAME_MAX_BYTES)),
+                writable: true,
+            }],
+            run: RunSettings {
+                user: "alice".into(),
+                full_output_dir: home.join("output"),
+                sandbox: SandboxKind::None,
+                network: false,
+                output_ttl_secs: 60,
+                output_max_bytes: 1 << 20,
+            },
+        },
+        account: "root".into(),
+    };
+    let pool = WorkerPool::new(spawn);
+    for _ in 0..3 {
+        let failed = pool.execute(&Op::SweepOutput).unwrap_err();
+        assert_eq!(failed.code.as_str(), "worker_failed", "{failed:?}");
+    }
+    assert_eq!(pool.live_count(), 0);
+    let zombies = unwaited_children("sh");
+    assert!(zombies.is_empty(), "{zombies:?}");
 }

@@ -94,22 +94,31 @@ impl AppState {
         self
     }
 
-    /// The tools of `person`, opened once and kept.
+    /// The tools of `person`, kept while the folders they reach stay the same; opened
+    /// again once the person joined or left a circle. The old toolbox's workers end when
+    /// the last request using it lets go of it.
     pub(crate) fn toolbox(
         &self,
         person: &str,
     ) -> Result<Arc<ferry_tools::Toolbox>, ferry_tools::ToolError> {
         let mut toolboxes = self.toolboxes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut stale = None;
         if let Some(toolbox) = toolboxes.get(person) {
-            return Ok(toolbox.clone());
+            // A failed look is answered by opening again, which reports it.
+            if toolbox.is_current().unwrap_or(false) {
+                return Ok(toolbox.clone());
+            }
+            stale = toolboxes.remove(person);
         }
-        let toolbox = Arc::new(ferry_tools::Toolbox::open(
-            self.site.clone(),
-            person,
-            self.worker.clone(),
-        )?);
-        toolboxes.insert(person.to_owned(), toolbox.clone());
-        Ok(toolbox)
+        let opened = ferry_tools::Toolbox::open(self.site.clone(), person, self.worker.clone());
+        let toolbox = opened.map(Arc::new);
+        if let Ok(toolbox) = &toolbox {
+            toolboxes.insert(person.to_owned(), toolbox.clone());
+        }
+        drop(toolboxes);
+        // Ended outside the lock: ending idle workers waits for their processes.
+        drop(stale);
+        toolbox
     }
 
     /// Ends the open event and chat streams; call when the server begins to stop.
@@ -286,4 +295,33 @@ pub async fn serve(
         () = tokio::time::sleep(Duration::from_secs(10)) => tracing::warn!("closing with requests still open"),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_persons_toolbox_is_kept_until_their_folders_change() {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = Site::open(tmp.path(), ferry_config::Config::default()).unwrap();
+        site.add_person("ann").unwrap();
+        site.add_person("bob").unwrap();
+        let site = Arc::new(site);
+        let state = AppState::new(site.clone()).unwrap();
+        let first = state.toolbox("ann").unwrap();
+        assert!(Arc::ptr_eq(&first, &state.toolbox("ann").unwrap()));
+        // Another person's circle leaves ann's toolbox as it is.
+        site.add_circle("others", &["bob".to_owned()]).unwrap();
+        assert!(Arc::ptr_eq(&first, &state.toolbox("ann").unwrap()));
+        site.add_circle("team", &["ann".to_owned()]).unwrap();
+        let second = state.toolbox("ann").unwrap();
+        assert!(
+            !Arc::ptr_eq(&first, &second),
+            "opened again for the new circle"
+        );
+        assert!(second.is_current().unwrap());
+        assert!(Arc::ptr_eq(&second, &state.toolbox("ann").unwrap()));
+        assert!(state.toolbox("nobody").is_err());
+    }
 }

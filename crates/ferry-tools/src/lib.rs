@@ -150,6 +150,8 @@ pub struct Toolbox {
     site: Arc<Site>,
     person: String,
     paths: PersonPaths,
+    /// The folders the requester was made for; see [`Toolbox::is_current`].
+    trees: Vec<ferry_exec::Tree>,
     requester: Arc<Requester>,
     enabled: Vec<&'static ToolSpec>,
 }
@@ -162,12 +164,13 @@ impl Toolbox {
         person: &str,
         worker: Option<WorkerProgram>,
     ) -> Result<Toolbox, ToolError> {
-        let (paths, requester) = person::requester_for(&site, person, worker)?;
+        let (paths, trees, requester) = person::requester_for(&site, person, worker)?;
         let enabled = spec::enabled(&site.config().tools.enabled);
         let toolbox = Toolbox {
             person: person.to_owned(),
             site,
             paths,
+            trees,
             requester: Arc::new(requester),
             enabled,
         };
@@ -189,6 +192,15 @@ impl Toolbox {
                 self.person
             );
         }
+    }
+
+    /// Whether the person may still reach exactly the folders this toolbox was opened
+    /// with. A circle joined or left since changes them: the requester (and, in host
+    /// mode, the worker's greeting and its sandbox) then knows stale folders, and a
+    /// toolbox opened again knows the current ones. One query of the site's database.
+    pub fn is_current(&self) -> Result<bool, ToolError> {
+        let now = person::trees_of(&self.site, &self.paths)?;
+        Ok(person::same_trees(&now, &self.trees))
     }
 
     /// The id of the person these tools act for.
@@ -300,6 +312,36 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
+
+    #[test]
+    fn a_toolbox_is_current_until_its_person_joins_or_leaves_a_circle() {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = Arc::new(Site::open(tmp.path(), ferry_config::Config::default()).unwrap());
+        site.add_person("ann").unwrap();
+        site.add_person("bob").unwrap();
+        let toolbox = Toolbox::open(site.clone(), "ann", None).unwrap();
+        assert!(toolbox.is_current().unwrap());
+        // Another person's circle changes nothing of ann's.
+        site.add_circle("others", &["bob".to_owned()]).unwrap();
+        assert!(toolbox.is_current().unwrap());
+        site.add_circle("team", &["ann".to_owned()]).unwrap();
+        assert!(!toolbox.is_current().unwrap());
+
+        let path = site.path().join("circles/team/note.txt");
+        let write = |toolbox: &Toolbox| {
+            let args = serde_json::json!({"path": path, "content": "hi\n"});
+            toolbox.call("file_write", args, &approval::FirstChannel(vec![]))
+        };
+        assert!(
+            write(&toolbox).is_error,
+            "the stale toolbox knows no such folder"
+        );
+        let reopened = Toolbox::open(site.clone(), "ann", None).unwrap();
+        assert!(reopened.is_current().unwrap());
+        let written = write(&reopened);
+        assert!(!written.is_error, "{}", written.joined_text());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "hi\n");
+    }
 
     #[test]
     fn the_server_sweep_removes_only_expired_saved_output() {

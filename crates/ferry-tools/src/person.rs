@@ -111,11 +111,13 @@ pub fn log_sandbox(config: &Config) {
     }
 }
 
+/// The person's folders, the trees their tools reach, and the requester acting as them
+/// over those trees.
 pub(crate) fn requester_for(
     site: &Site,
     person: &str,
     worker: Option<WorkerProgram>,
-) -> Result<(PersonPaths, Requester), ToolError> {
+) -> Result<(PersonPaths, Vec<Tree>, Requester), ToolError> {
     site.require_person(person)?;
     let data = std::fs::canonicalize(site.path()).map_err(|e| {
         ToolError::new(
@@ -124,30 +126,7 @@ pub(crate) fn requester_for(
         )
     })?;
     let paths = PersonPaths::new(&data, person);
-    let mut trees = vec![
-        Tree {
-            path: paths.home.clone(),
-            writable: true,
-        },
-        Tree {
-            path: paths.private.clone(),
-            writable: true,
-        },
-        Tree {
-            path: paths.shared_public.clone(),
-            writable: true,
-        },
-    ];
-    for circle in site.circles_of(person)? {
-        trees.push(Tree {
-            path: data.join(layout::circle(&circle)),
-            writable: true,
-        });
-    }
-    trees.push(Tree {
-        path: paths.skills.clone(),
-        writable: false,
-    });
+    let trees = trees_of(site, &paths)?;
     // A tree a link has moved (onto the site, or another person's folder) is refused on
     // its own by the scope, which reaches every tree from the real data folder with no
     // link followed: paths into it are told why, the other trees and the sandbox go on.
@@ -164,8 +143,13 @@ pub(crate) fn requester_for(
         SiteMode::Local | SiteMode::Container => {
             // The service owns the files here, so only ferry itself keeps the provisioned
             // documents unwritten (host mode leaves that to their owner, root).
-            let scope = Scope::new(data.clone(), paths.home.clone(), trees, Access::Confined)?
-                .with_locked(vec![paths.home.join(layout::MEMORY_DIR)]);
+            let scope = Scope::new(
+                data.clone(),
+                paths.home.clone(),
+                trees.clone(),
+                Access::Confined,
+            )?
+            .with_locked(vec![paths.home.join(layout::MEMORY_DIR)]);
             for (tree, why) in scope.refused() {
                 tracing::warn!(
                     "person {person}: the folder {} is refused: {why}",
@@ -189,12 +173,43 @@ pub(crate) fn requester_for(
                 hello: Hello {
                     base: data.clone(),
                     home: paths.home.clone(),
-                    trees,
+                    trees: trees.clone(),
                     run,
                 },
                 account: ferry_host::person_user(person),
             }))
         }
     };
-    Ok((paths, requester))
+    Ok((paths, trees, requester))
+}
+
+/// The folders `paths`' person may reach now: their own, `shared/public`, the circles
+/// they belong to, and the skills (read only). Projects lie within the home, so only a
+/// circle joined or left changes this list.
+pub(crate) fn trees_of(site: &Site, paths: &PersonPaths) -> Result<Vec<Tree>, ToolError> {
+    let writable = |path: &Path| Tree {
+        path: path.to_path_buf(),
+        writable: true,
+    };
+    let mut trees = vec![
+        writable(&paths.home),
+        writable(&paths.private),
+        writable(&paths.shared_public),
+    ];
+    for circle in site.circles_of(&paths.person)? {
+        trees.push(writable(&paths.data.join(layout::circle(&circle))));
+    }
+    trees.push(Tree {
+        path: paths.skills.clone(),
+        writable: false,
+    });
+    Ok(trees)
+}
+
+/// Whether two lists name the same trees, the same way, in the same order.
+pub(crate) fn same_trees(a: &[Tree], b: &[Tree]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(a, b)| a.path == b.path && a.writable == b.writable)
 }

@@ -301,6 +301,12 @@ codes! {
     LinkBusy = "link_busy" => 429,
     /// The call was cancelled before it finished.
     CallCancelled = "call_cancelled" => 410,
+    /// No node has this id.
+    UnknownNode = "unknown_node" => 404,
+    /// An approval names a command the node does not advertise (or too many).
+    CommandNotAdvertised = "command_not_advertised" => 400,
+    /// The node was revoked, and a revoked node is never approved again.
+    NodeRevoked = "node_revoked" => 409,
 
     // ------------------------------------------------------------------------ limits
     /// The person runs as many chat turns as they may.

@@ -158,7 +158,7 @@ async fn an_errno_is_coded_as_the_confined_operations_code_it() {
 
 // ----------------------------------------------------------------------------- SiteError
 
-const SITE_VARIANTS: usize = 15;
+const SITE_VARIANTS: usize = 21;
 
 fn site_variant(e: &SiteError) -> usize {
     match e {
@@ -177,6 +177,12 @@ fn site_variant(e: &SiteError) -> usize {
         SiteError::Fs(_) => 12,
         SiteError::Db(_) => 13,
         SiteError::Io(_) => 14,
+        SiteError::UnknownNode(_) => 15,
+        SiteError::BadNodeHello(_) => 16,
+        SiteError::NodeKeyMismatch(_) => 17,
+        SiteError::BadNodeCommands(_) => 18,
+        SiteError::NodeRevoked(_) => 19,
+        SiteError::CorruptRow(_) => 20,
     }
 }
 
@@ -236,6 +242,12 @@ fn site_samples() -> Vec<SiteError> {
         SiteError::UnknownToken("fy_abc".into()),
         SiteError::Db(rusqlite::Error::QueryReturnedNoRows),
         SiteError::Io(io::Error::other("layout")),
+        SiteError::UnknownNode("\"0123\"".into()),
+        SiteError::BadNodeHello("the name must have 1 to 64 bytes".into()),
+        SiteError::NodeKeyMismatch("0123".into()),
+        SiteError::BadNodeCommands("node 0123 does not advertise \"x\"".into()),
+        SiteError::NodeRevoked("0123".into()),
+        SiteError::CorruptRow("node \"0123\" has an unknown state".into()),
     ];
     samples.extend(
         interaction_samples()

@@ -52,6 +52,7 @@ const SCHEMAS: &[&str] = &[
     crate::artifacts::SCHEMA,
     crate::circles::SCHEMA,
     crate::media::SCHEMA,
+    crate::nodes::SCHEMA,
 ];
 
 /// One connection, shared behind a lock: every query here is a point lookup or a tiny write.

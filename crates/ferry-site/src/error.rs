@@ -49,6 +49,24 @@ pub enum SiteError {
     /// No token of the person has an id beginning with the given prefix.
     #[error("no token starts with {0:?}")]
     UnknownToken(String),
+    /// No node has this id; holds the id as a message may show it.
+    #[error("there is no node {0}")]
+    UnknownNode(String),
+    /// A node's hello breaks a rule of the pairing records; says which.
+    #[error("{0}")]
+    BadNodeHello(String),
+    /// Another key already holds this node id; holds the id.
+    #[error("another key already holds node id {0}")]
+    NodeKeyMismatch(String),
+    /// Commands an approval may not name; says which and why.
+    #[error("{0}")]
+    BadNodeCommands(String),
+    /// The node was revoked: it cannot be approved again; holds its id.
+    #[error("node {0} is revoked; it cannot be approved again")]
+    NodeRevoked(String),
+    /// A database row this code did not write; says which.
+    #[error("metadata database: {0}")]
+    CorruptRow(String),
     /// A question to the person failed or went unanswered.
     #[error(transparent)]
     Interaction(#[from] crate::InteractionError),
@@ -78,6 +96,12 @@ impl SiteError {
             SiteError::MoveIntoItself => Code::InvalidMove,
             SiteError::Unsafe { .. } => Code::PathEscapes,
             SiteError::UnknownToken(_) => Code::UnknownToken,
+            SiteError::UnknownNode(_) => Code::UnknownNode,
+            SiteError::BadNodeHello(_) => Code::BadHello,
+            SiteError::NodeKeyMismatch(_) => Code::BadProof,
+            SiteError::BadNodeCommands(_) => Code::CommandNotAdvertised,
+            SiteError::NodeRevoked(_) => Code::NodeRevoked,
+            SiteError::CorruptRow(_) => Code::Internal,
             SiteError::Interaction(e) => e.code(),
             SiteError::Fs(e) => e.code(),
             SiteError::Db(_) | SiteError::Io(_) => Code::Internal,

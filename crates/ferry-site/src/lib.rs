@@ -14,6 +14,7 @@ mod interactions;
 pub mod layout;
 mod media;
 mod migrate;
+mod nodes;
 mod public;
 mod shown;
 mod site;
@@ -36,6 +37,7 @@ pub use interactions::{
 };
 pub use media::SqliteMediaRecords;
 pub use migrate::{legacy_public_target, migrate_legacy_public};
+pub use nodes::{NODE_COMMANDS_MAX, NODE_FIELD_MAX_BYTES, NodeHello, NodeRecord, NodeState};
 pub use public::{
     AttachmentsState, Download, FlatListing, Listing, Node, NodeKind, PublicFolder, PublicPath,
     PublicPlace, attachments_changed,

@@ -14,6 +14,7 @@ mod archive_cmd;
 mod json_error;
 mod mcp_cmd;
 mod media_cmd;
+mod node_cmd;
 mod site_cmd;
 
 #[derive(Parser)]
@@ -105,6 +106,11 @@ enum Command {
     Media {
         #[command(subcommand)]
         command: media_cmd::MediaCommand,
+    },
+    /// Lists, approves and revokes the nodes paired with this site.
+    Node {
+        #[command(subcommand)]
+        command: node_cmd::NodeCommand,
     },
 }
 
@@ -248,6 +254,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Circle { command } => return site_cmd::circle(command),
         Command::Archive { command } => return archive_cmd::archive(command),
         Command::Media { command } => return media_cmd::media(command),
+        Command::Node { command } => return node_cmd::node(command),
         Command::Mcp { site, person } => return mcp_cmd::mcp(&site, &person),
         Command::Worker => return mcp_cmd::worker(),
     }

@@ -37,7 +37,9 @@ pub use interactions::{
 };
 pub use media::SqliteMediaRecords;
 pub use migrate::{legacy_public_target, migrate_legacy_public};
-pub use nodes::{NODE_COMMANDS_MAX, NODE_FIELD_MAX_BYTES, NodeHello, NodeRecord, NodeState};
+pub use nodes::{
+    NODE_COMMANDS_MAX, NODE_FIELD_MAX_BYTES, NodeHello, NodeRecord, NodeState, NodeView,
+};
 pub use public::{
     AttachmentsState, Download, FlatListing, Listing, Node, NodeKind, PublicFolder, PublicPath,
     PublicPlace, attachments_changed,

@@ -111,7 +111,27 @@ pub struct NodeRecord {
     pub last_seen: i64,
 }
 
+/// A node as the admin sees it, over HTTP and in `ferry node list` alike: the record,
+/// the commands waiting for an upgrade, and whether its link is up.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView<'a> {
+    #[serde(flatten)]
+    record: &'a NodeRecord,
+    pending_commands: Vec<String>,
+    connected: bool,
+}
+
 impl NodeRecord {
+    /// This record as the admin sees it; `connected` is the link's to say.
+    pub fn view(&self, connected: bool) -> NodeView<'_> {
+        NodeView {
+            record: self,
+            pending_commands: self.pending_commands(),
+            connected,
+        }
+    }
+
     /// What the node may serve now: approved ∩ advertised, in advertised order; nothing
     /// unless approved. A command advertised after the approval waits for the next one.
     pub fn served_commands(&self) -> Vec<String> {

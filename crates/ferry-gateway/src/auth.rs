@@ -13,7 +13,7 @@ pub struct Member(pub Principal);
 /// The agent runtime of one person's workspace.
 pub struct Harness(pub Principal);
 
-async fn principal(parts: &Parts, state: &AppState) -> Result<Principal, ApiError> {
+pub(crate) async fn principal(parts: &Parts, state: &AppState) -> Result<Principal, ApiError> {
     let header = parts
         .headers
         .get(AUTHORIZATION)

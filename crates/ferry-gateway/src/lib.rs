@@ -16,6 +16,7 @@ mod files;
 mod interactions;
 mod mcp;
 mod member;
+mod nodes;
 mod projects;
 mod range;
 mod tally;
@@ -225,6 +226,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/deliveries", post(deliveries::deliver))
         .route("/v1/artifacts", get(mcp::artifacts))
         .merge(interactions::routes())
+        .merge(nodes::routes())
         .merge(mcp)
         .fallback(assets::serve)
         .method_not_allowed_fallback(|| async {

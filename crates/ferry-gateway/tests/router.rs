@@ -392,3 +392,170 @@ async fn a_clients_mistake_gets_a_4xx_in_the_one_error_shape() {
         assert_eq!(body["error"]["code"], code, "{content_type}: {body}");
     }
 }
+
+// ------------------------------------------------------------------------ node admin
+
+/// Records a hello from the key whose hex digits are all `digit`, as the link would.
+fn paired(site: &Site, digit: char, commands: &[&str]) -> String {
+    let hello = ferry_site::NodeHello {
+        id: std::iter::repeat_n(digit, 20).collect(),
+        public_key: std::iter::repeat_n(digit, 64).collect(),
+        name: "box".into(),
+        platform: "linux".into(),
+        shell: "bash".into(),
+        commands: commands.iter().map(|c| c.to_string()).collect(),
+    };
+    site.record_hello(&hello).unwrap().id
+}
+
+/// Non-admins see the node routes as routes that do not exist.
+#[tokio::test]
+async fn the_node_routes_are_hidden_from_everyone_but_an_admin() {
+    let app = app();
+    let id = paired(&app.site, 'a', &["dir.list"]);
+    let approve = format!("/v1/nodes/{id}/approve");
+    let revoke = format!("/v1/nodes/{id}");
+    for auth in [
+        Auth::None,
+        Auth::Bearer("fy_not_a_token"),
+        Auth::Raw("Basic YWRtaW46YWRtaW4="),
+        Auth::Bearer(&app.ann),
+        Auth::Bearer(&app.ann_harness),
+        Auth::Bearer(&app.bob),
+    ] {
+        let what = format!("{auth:?}");
+        let answers = [
+            app.send(Method::GET, "/v1/nodes", auth, None).await,
+            app.send(Method::POST, &approve, auth, Some(json!({})))
+                .await,
+            app.send(Method::POST, &approve, auth, Some(json!("junk")))
+                .await,
+            app.send(Method::DELETE, &revoke, auth, None).await,
+        ];
+        for answer in answers {
+            answer.assert_error(StatusCode::NOT_FOUND, "no_route", &what);
+        }
+    }
+    // Nothing a non-admin sent changed the node.
+    assert_eq!(
+        app.site.node(&id).unwrap().state,
+        ferry_site::NodeState::Pending
+    );
+}
+
+#[tokio::test]
+async fn an_admin_lists_approves_and_revokes_nodes() {
+    let app = app();
+    let admin = Auth::Bearer(&app.ann_admin);
+    let empty = app.send(Method::GET, "/v1/nodes", admin, None).await;
+    assert_eq!(empty.status, StatusCode::OK);
+    assert_eq!(empty.body, json!({"nodes": []}));
+
+    let id = paired(&app.site, 'a', &["dir.list", "file.fetch"]);
+    let listed = app.send(Method::GET, "/v1/nodes", admin, None).await;
+    let node = &listed.body["nodes"][0];
+    assert_eq!(node["id"], id.as_str());
+    assert_eq!(node["name"], "box");
+    assert_eq!(node["state"], "pending");
+    assert_eq!(node["platform"], "linux");
+    assert_eq!(node["shell"], "bash");
+    assert_eq!(
+        node["advertisedCommands"],
+        json!(["dir.list", "file.fetch"])
+    );
+    assert_eq!(node["approvedCommands"], json!([]));
+    assert_eq!(node["connected"], false);
+
+    let uri = format!("/v1/nodes/{id}/approve");
+    let some = app
+        .send(
+            Method::POST,
+            &uri,
+            admin,
+            Some(json!({"commands": ["file.fetch"]})),
+        )
+        .await;
+    assert_eq!(some.status, StatusCode::OK, "{}", some.body);
+    assert_eq!(some.body["state"], "approved");
+    assert_eq!(some.body["approvedCommands"], json!(["file.fetch"]));
+    assert_eq!(some.body["pendingCommands"], json!(["dir.list"]));
+
+    // No body, or a body without `commands`: everything advertised.
+    let all = app.send(Method::POST, &uri, admin, None).await;
+    assert_eq!(
+        all.body["approvedCommands"],
+        json!(["dir.list", "file.fetch"])
+    );
+    let all = app.send(Method::POST, &uri, admin, Some(json!({}))).await;
+    assert_eq!(
+        all.body["approvedCommands"],
+        json!(["dir.list", "file.fetch"])
+    );
+
+    let revoked = app
+        .send(Method::DELETE, &format!("/v1/nodes/{id}"), admin, None)
+        .await;
+    assert_eq!(revoked.status, StatusCode::OK);
+    assert_eq!(revoked.body["state"], "revoked");
+    app.send(Method::POST, &uri, admin, None)
+        .await
+        .assert_error(
+            StatusCode::CONFLICT,
+            "node_revoked",
+            "approve a revoked node",
+        );
+    assert!(app.site.served_commands(&id).unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_admins_hostile_ids_and_bodies_are_clear_refusals() {
+    let app = app();
+    let admin = Auth::Bearer(&app.ann_admin);
+    let id = paired(&app.site, 'a', &["dir.list"]);
+    let long = "a".repeat(5000);
+    for bad in ["bbbbbbbbbbbbbbbbbbbb", "%2e%2e", "%FF", "A", long.as_str()] {
+        app.send(
+            Method::POST,
+            &format!("/v1/nodes/{bad}/approve"),
+            admin,
+            None,
+        )
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "unknown_node", bad);
+        app.send(Method::DELETE, &format!("/v1/nodes/{bad}"), admin, None)
+            .await
+            .assert_error(StatusCode::NOT_FOUND, "unknown_node", bad);
+    }
+    let uri = format!("/v1/nodes/{id}/approve");
+    for (body, code) in [
+        (
+            json!({"commands": ["terminal.open"]}),
+            "command_not_advertised",
+        ),
+        (json!({"commands": "dir.list"}), "bad_json"),
+        (json!({"commands": [1]}), "bad_json"),
+        (json!({"commands": ["dir.list"], "also": true}), "bad_json"),
+        (json!([]), "bad_json"),
+    ] {
+        app.send(Method::POST, &uri, admin, Some(body.clone()))
+            .await
+            .assert_error(StatusCode::BAD_REQUEST, code, &body.to_string());
+    }
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri(&uri)
+        .header(header::AUTHORIZATION, format!("Bearer {}", app.ann_admin));
+    request = request.header(header::CONTENT_TYPE, "text/plain");
+    let response = app
+        .router
+        .clone()
+        .oneshot(request.body(Body::from("{}")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    // None of it approved anything.
+    assert_eq!(
+        app.site.node(&id).unwrap().state,
+        ferry_site::NodeState::Pending
+    );
+}

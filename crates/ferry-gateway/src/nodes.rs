@@ -22,9 +22,21 @@ use crate::{ApiError, AppState, blocking};
 /// The node routes, for [`crate::router`].
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
-        .route("/v1/nodes", get(list))
-        .route("/v1/nodes/{id}/approve", post(approve))
-        .route("/v1/nodes/{id}", delete(revoke))
+        .route("/v1/nodes", get(list).fallback(other_method))
+        .route(
+            "/v1/nodes/{id}/approve",
+            post(approve).fallback(other_method),
+        )
+        .route("/v1/nodes/{id}", delete(revoke).fallback(other_method))
+}
+
+/// Another method on a node route: told to an admin, hidden from anyone else like the
+/// route itself.
+async fn other_method(_: Admin) -> ApiError {
+    ApiError::new(
+        Code::MethodNotAllowed,
+        "this route does not take that method",
+    )
 }
 
 /// A request made with an admin token.

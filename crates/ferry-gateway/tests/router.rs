@@ -431,6 +431,9 @@ async fn the_node_routes_are_hidden_from_everyone_but_an_admin() {
             app.send(Method::POST, &approve, auth, Some(json!("junk")))
                 .await,
             app.send(Method::DELETE, &revoke, auth, None).await,
+            app.send(Method::PUT, "/v1/nodes", auth, None).await,
+            app.send(Method::GET, &approve, auth, None).await,
+            app.send(Method::PATCH, &revoke, auth, None).await,
         ];
         for answer in answers {
             answer.assert_error(StatusCode::NOT_FOUND, "no_route", &what);
@@ -447,6 +450,9 @@ async fn the_node_routes_are_hidden_from_everyone_but_an_admin() {
 async fn an_admin_lists_approves_and_revokes_nodes() {
     let app = app();
     let admin = Auth::Bearer(&app.ann_admin);
+    app.send(Method::PUT, "/v1/nodes", admin, None)
+        .await
+        .assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "PUT");
     let empty = app.send(Method::GET, "/v1/nodes", admin, None).await;
     assert_eq!(empty.status, StatusCode::OK);
     assert_eq!(empty.body, json!({"nodes": []}));

@@ -246,6 +246,8 @@ fn a_hello_is_checked_at_its_limits() {
     let max = "n".repeat(NODE_FIELD_MAX_BYTES);
     let over = "n".repeat(NODE_FIELD_MAX_BYTES + 1);
     assert!(site.record_hello(&hello('a', &max, &[])).is_ok());
+    let below = "n".repeat(NODE_FIELD_MAX_BYTES - 1);
+    assert!(site.record_hello(&hello('f', &below, &[])).is_ok());
     for (name, digit) in [("", 'b'), (over.as_str(), 'c'), ("a/b", 'd'), ("é", 'e')] {
         let err = site.record_hello(&hello(digit, name, &[])).unwrap_err();
         assert_eq!(err.code(), "bad_hello", "{name:?}");

@@ -220,15 +220,9 @@ impl Link {
             streams.map.insert(
                 id,
                 Entry {
-                    events: events_tx,
-                    recv_credit: STREAM_WINDOW_BYTES,
-                    send_credit: credit.clone(),
-                    sent_ungranted: 0,
-                    cancel: cancel.clone(),
                     ours: true,
-                    head_received: false,
-                    remote_open: true,
                     local_open: with_body,
+                    ..Entry::opened(events_tx, credit.clone(), cancel.clone())
                 },
             );
             id
@@ -483,15 +477,9 @@ fn serve(shared: &Arc<Shared>, frame: Frame, handler: &Option<Handler>) -> Resul
         streams.map.insert(
             id,
             Entry {
-                events: events_tx,
-                recv_credit: STREAM_WINDOW_BYTES,
-                send_credit: credit.clone(),
-                sent_ungranted: 0,
-                cancel: cancel.clone(),
-                ours: false,
                 head_received: true,
                 remote_open: !frame.end,
-                local_open: true,
+                ..Entry::opened(events_tx, credit.clone(), cancel.clone())
             },
         );
     }

@@ -64,6 +64,28 @@ pub struct Entry {
     pub local_open: bool,
 }
 
+impl Entry {
+    /// A stream just opened: a full window each way, nothing sent yet. The side flags
+    /// (`ours`, `head_received`, `remote_open`, `local_open`) are the opener's to set.
+    pub fn opened(
+        events: mpsc::UnboundedSender<Event>,
+        send_credit: Arc<Semaphore>,
+        cancel: CancellationToken,
+    ) -> Entry {
+        Entry {
+            events,
+            recv_credit: crate::mux::STREAM_WINDOW_BYTES,
+            send_credit,
+            sent_ungranted: 0,
+            cancel,
+            ours: false,
+            head_received: false,
+            remote_open: true,
+            local_open: true,
+        }
+    }
+}
+
 /// The open streams, and how many of each side.
 #[derive(Default)]
 pub struct Streams {

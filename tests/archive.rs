@@ -235,3 +235,37 @@ fn a_missing_file_is_an_error_in_the_same_shape() {
     assert_eq!(code, 1);
     assert_eq!(json["error"]["code"], "not_found");
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_the_command_quietly() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut writer = TarWriter::gzip(Vec::new());
+    // A plan far larger than a pipe holds, under the cap of 5000 entries.
+    for i in 0..4000 {
+        let name = format!("some/deeper/folder/file-{i:04}.txt");
+        writer
+            .add_file(&name, 1, EntryMeta::default(), &b"x"[..])
+            .unwrap();
+    }
+    let file = write(tmp.path(), "many.tar.gz", &writer.finish().unwrap());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["archive", "plan"])
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Like `| head -c 10`: read a little, then stop reading.
+    let mut first = [0u8; 10];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        out.status
+    );
+}

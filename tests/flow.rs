@@ -163,7 +163,7 @@ fn file_deliver_names_files_safely_and_checks_every_source_first() {
 fn mcp_over_http_needs_a_harness_token() {
     let (server, harness) = gateway();
     let out = session(&server, &harness, None, vec![mcp::list_tools()]);
-    assert_eq!(out["results"][0].as_array().unwrap().len(), 11);
+    assert_eq!(out["results"][0].as_array().unwrap().len(), 12);
     assert!(
         out["initialize"]["instructions"]
             .as_str()
@@ -637,7 +637,7 @@ fn an_mcp_session_answers_only_the_token_that_opened_it() {
     let tools = first_message(&mut session.request(4, "tools/list", json!({})));
     assert_eq!(
         tools["result"]["tools"].as_array().unwrap().len(),
-        11,
+        12,
         "{tools}"
     );
 

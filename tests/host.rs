@@ -201,8 +201,7 @@ fn host_mode_member_api() {
         token(MC, "person"),
     );
     // A copy of the binary the service user can execute, wherever the build tree is.
-    let ferry = site.data.parent().unwrap().join("ferry-served");
-    std::fs::copy(support::ferry_bin(), &ferry).unwrap();
+    let ferry = support::ferry_bin_at(&site.data.parent().unwrap().join("ferry-served"));
     let log = site.data.parent().unwrap().join("gateway.log");
     let agent = host_api::start_agent(site.path("home/hma/public/attachments"), USER_MA);
     let upstream = agent.url("/v1/chat/completions");
@@ -274,8 +273,7 @@ fn host_mode_accounts_change_while_serving() {
     let token =
         |kind: &str| support::last_line(&site.ferry(&["token", "create", WA, "--kind", kind]));
     let (person, harness) = (token("person"), token("harness"));
-    let ferry = site.data.parent().unwrap().join("ferry-served");
-    std::fs::copy(support::ferry_bin(), &ferry).unwrap();
+    let ferry = support::ferry_bin_at(&site.data.parent().unwrap().join("ferry-served"));
     let log = site.data.parent().unwrap().join("gateway.log");
     let gateway = host_api::HostGateway::start(&ferry, &site.data, &log, &[]);
 
@@ -711,8 +709,7 @@ fn permissions_follow_the_layout(site: &Site) {
 /// person, through the helper and the person's worker.
 fn agent_tools_act_as_the_person(site: &Site) {
     // A copy the service user can execute, wherever the build tree is.
-    let ferry = site.data.parent().unwrap().join("ferry");
-    std::fs::copy(support::ferry_bin(), &ferry).unwrap();
+    let ferry = support::ferry_bin_at(&site.data.parent().unwrap().join("ferry"));
     let ferry = ferry.to_str().unwrap().to_owned();
     let data = site.p(".");
     let b_file = site.p("home/htb/public/b.txt");

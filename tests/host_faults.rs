@@ -133,8 +133,7 @@ fn a_persons_own_hand_breaks_nothing_for_the_others() {
     a_person_whose_own_setup_fails_is_finished_by_the_next_run(&site);
 
     let tokens = [A, B].map(|p| support::last_line(&site.ferry(&["token", "create", p])));
-    let ferry = site.data.parent().unwrap().join("ferry-served");
-    std::fs::copy(support::ferry_bin(), &ferry).unwrap();
+    let ferry = support::ferry_bin_at(&site.data.parent().unwrap().join("ferry-served"));
     let log = site.data.parent().unwrap().join("gateway.log");
     let gateway = HostGateway::start(&ferry, &site.data, &log, &[]);
     unreadable_entries_are_refused_as_permission_denied(&site, &gateway, &tokens[0]);

@@ -42,8 +42,7 @@ impl Site {
         let data = dir.path().join("data");
         std::fs::create_dir(&data).unwrap();
         std::fs::write(data.join("ferry.toml"), config).unwrap();
-        let ferry = dir.path().join("ferry");
-        std::fs::copy(support::ferry_bin(), &ferry).unwrap();
+        let ferry = support::ferry_bin_at(&dir.path().join("ferry"));
         let out = support::output_retrying(
             Command::new(&ferry)
                 .args(["person", "add", "alice", "--data"])
@@ -197,7 +196,8 @@ fn tools_list_shows_the_enabled_tools_with_closed_schemas_and_the_delivery_rules
             "terminal_run",
             "dir_list",
             "skill_search",
-            "file_pick"
+            "file_pick",
+            "subagent"
         ]
     );
     for tool in tools {
@@ -1789,6 +1789,7 @@ fn gateway_with_bob(
         env: vec![("SERVER_SECRET".into(), SERVER_SECRET.into())],
         as_nobody: true,
         seccomp,
+        ..support::Options::default()
     });
     let harness = server.create_token("me", "harness");
     let out = server.ferry(&["person", "add", "bob"]);

@@ -207,6 +207,19 @@ export function postForm(url, form, onProgress, { withToken = true } = {}) {
   return { promise, abort: () => xhr.abort() };
 }
 
+/**
+ * A WebSocket to `path` on this page's own origin (`ws:`, or `wss:` under https). A
+ * browser cannot set headers on a WebSocket, so the token travels as a second
+ * subprotocol beside `protocol`, the one the server selects; it never goes in the URL.
+ */
+export function openSocket(path, protocol) {
+  const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
+  const protocols = token ? [protocol, `ferry.token.${token}`] : [protocol];
+  const socket = new WebSocket(`${scheme}//${window.location.host}${path}`, protocols);
+  socket.binaryType = "arraybuffer";
+  return socket;
+}
+
 /** The file name a `Content-Disposition` header gives (`filename*` first), or null. */
 export function filenameFromDisposition(header) {
   if (!header) {

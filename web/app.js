@@ -1,5 +1,6 @@
 // ferry's web client: sign-in, the project switcher, and the wiring between the Files
-// panel, the Chat panel and the live event stream. Plain ES modules, no build step.
+// panel, the Chat panel, the Nodes panel (admins) and the live event stream. Plain ES
+// modules, no build step.
 
 import { hasToken, loadToken, onUnauthorized, request, setToken } from "./api.js";
 import { createChat } from "./chat.js";
@@ -8,9 +9,12 @@ import { startEvents, stopEvents } from "./events.js";
 import { createFilesPanel } from "./files.js";
 import { createInteractions } from "./interactions.js";
 import { el, shownName } from "./format.js";
+import { createNodesPanel } from "./nodes.js";
 import { createUploads } from "./uploads.js";
 
 const PROJECT_KEY = "ferry.project";
+/** The view shown ("nodes" or none), kept across a reload like the terminals. */
+const VIEW_KEY = "ferry.view";
 
 const signinView = document.getElementById("signin-view");
 const signinForm = document.getElementById("signin-form");
@@ -21,6 +25,11 @@ const projectBar = document.getElementById("project-bar");
 const projectSelect = document.getElementById("project");
 const newProjectButton = document.getElementById("new-project");
 const signOutButton = document.getElementById("sign-out");
+const viewSwitch = document.getElementById("view-switch");
+const showWorkspaceButton = document.getElementById("show-workspace");
+const showNodesButton = document.getElementById("show-nodes");
+const nodesBadge = document.getElementById("nodes-badge");
+const nodesSection = document.getElementById("nodes");
 
 /** The project shown: null is the main workspace. */
 let project = null;
@@ -40,11 +49,45 @@ const interactions = createInteractions({
   list: document.getElementById("interaction-list"),
   status: document.getElementById("interactions-status"),
 });
+const nodes = createNodesPanel({
+  onAvailable(isAdmin) {
+    viewSwitch.hidden = !isAdmin;
+    if (!isAdmin) showView("workspace");
+    else showView(sessionStorage.getItem(VIEW_KEY) === "nodes" ? "nodes" : "workspace");
+  },
+  onPending(count) {
+    nodesBadge.hidden = count === 0;
+    nodesBadge.replaceChildren(
+      el("span", { "aria-hidden": "true" }, String(count)),
+      el("span", { className: "visually-hidden" }, ` (${count} waiting for approval)`),
+    );
+  },
+});
 const chat = createChat({
   getProject,
   onNotice: (_notice, noticeProject) => {
     if (noticeProject === project) files.scheduleReload(150);
   },
+});
+
+// ------------------------------------------------------------------ views
+
+/** Shows the Files and Chat panels ("workspace") or, for an admin, the Nodes panel. */
+function showView(view) {
+  const onNodes = view === "nodes" && !viewSwitch.hidden;
+  appView.classList.toggle("nodes-view", onNodes);
+  nodesSection.hidden = !onNodes;
+  showWorkspaceButton.setAttribute("aria-pressed", onNodes ? "false" : "true");
+  showNodesButton.setAttribute("aria-pressed", onNodes ? "true" : "false");
+  if (onNodes) sessionStorage.setItem(VIEW_KEY, "nodes");
+  else sessionStorage.removeItem(VIEW_KEY);
+  if (onNodes) nodes.shown();
+}
+
+showWorkspaceButton.addEventListener("click", () => showView("workspace"));
+showNodesButton.addEventListener("click", () => {
+  showView("nodes");
+  nodes.load();
 });
 
 // ------------------------------------------------------------------ sign-in
@@ -54,6 +97,7 @@ function showSignIn(message) {
   files.reset();
   chat.reset();
   interactions.reset();
+  nodes.reset();
   for (const dialog of document.querySelectorAll("dialog[open]")) dialog.close();
   appView.hidden = true;
   projectBar.hidden = true;
@@ -173,6 +217,8 @@ function onEvent({ event, data }) {
     if (Array.isArray(data.paths) && data.paths.length === 0) interactions.refresh();
   }
   if (event === "interaction") interactions.refresh();
+  // A node connected, dropped, paired or was decided on (admins only).
+  if (event === "nodes") nodes.load();
 }
 
 async function start() {
@@ -191,6 +237,7 @@ async function start() {
   showApp();
   files.load();
   chat.loadHistory();
+  nodes.load();
   startLive();
 }
 
@@ -210,6 +257,8 @@ function startLive() {
       opened += 1;
       // What is pending now; later changes come as `interaction` events.
       interactions.refresh();
+      // Nodes too: their changes while the stream was down came as no `nodes` event.
+      if (opened > 1) nodes.load();
       // After a reconnection, catch up on whatever changed while the stream was down.
       if (opened > 1 || !projectsLoaded) {
         if (!projectsLoaded) {

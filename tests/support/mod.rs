@@ -3,8 +3,12 @@
 #![allow(dead_code)] // each test file uses a different part of the harness
 
 pub mod escapes;
+pub mod herd;
 pub mod mcp;
+pub mod netns;
+pub mod node;
 pub mod seccomp;
+pub mod terminal;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -27,8 +31,7 @@ pub const NOBODY: u32 = 65534;
 /// handed to `nobody`.
 fn nobody_command(dir: &Path, data: &Path) -> Command {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let copy = dir.join("ferry");
-    std::fs::copy(ferry_bin(), &copy).unwrap();
+    let copy = ferry_bin_at(&dir.join("ferry"));
     std::os::unix::fs::chown(data, Some(NOBODY), Some(NOBODY)).unwrap();
     let mut cmd = Command::new("setpriv");
     cmd.arg(format!("--reuid={NOBODY}"))
@@ -43,6 +46,22 @@ pub fn ferry_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ferry"))
 }
 
+/// The `ferry` binary at `path`, for a user who may not reach the build tree: a hard link
+/// when `path` is on the build tree's filesystem, else a copy. Copying a debug binary for
+/// every test would fill a small disk. Never change the mode or owner of what this
+/// returns: a hard link shares them with the build's own binary.
+pub fn ferry_bin_at(path: &Path) -> PathBuf {
+    // Already made (a gateway started again in the same folder): copying onto it would
+    // write through the hard link into the build's own binary.
+    if path.exists() {
+        return path.to_owned();
+    }
+    if std::fs::hard_link(ferry_bin(), path).is_err() {
+        std::fs::copy(ferry_bin(), path).unwrap();
+    }
+    path.to_owned()
+}
+
 /// How to start a server.
 #[derive(Default, Clone)]
 pub struct Options {
@@ -52,6 +71,8 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// Run the gateway as `nobody` (commands are refused as root), on a site it owns.
     pub as_nobody: bool,
+    /// Where to listen (`127.0.0.1:0` when unset).
+    pub listen: Option<String>,
     /// A seccomp filter the gateway starts under (see [`seccomp`]): a machine without
     /// some kernel feature.
     pub seccomp: Option<&'static [libc::sock_filter]>,
@@ -93,7 +114,7 @@ fn spawn_serve(
         .arg("--data")
         .arg(data)
         .arg("--listen")
-        .arg("127.0.0.1:0")
+        .arg(options.listen.as_deref().unwrap_or("127.0.0.1:0"))
         .stdout(Stdio::piped())
         .stderr(stderr);
     cmd.envs(options.env.iter().map(|(k, v)| (k, v)));
@@ -110,7 +131,7 @@ fn spawn_serve(
     stdout.read_line(&mut line).unwrap();
     let line = line.trim().to_owned();
     assert!(
-        line.starts_with("http://127.0.0.1:"),
+        line.starts_with("http://"),
         "ferry serve printed {line:?}; log: {}",
         std::fs::read_to_string(&log).unwrap_or_default()
     );
@@ -167,6 +188,13 @@ impl Server {
         self._stdout = stdout;
         self.base = line.trim_end_matches('/').to_owned();
         self.addr = self.base.trim_start_matches("http://").to_owned();
+    }
+
+    /// Restarts on `listen` (an address and port), as an operator restarting a gateway
+    /// its nodes know the address of.
+    pub fn restart_on(&mut self, listen: &str) {
+        self.options.listen = Some(listen.to_owned());
+        self.restart();
     }
 
     /// `<base><path>`

@@ -128,21 +128,13 @@ export async function waitUntil(fn, { timeout = 5000, interval = 25, what = 'con
 }
 
 /**
- * Starts `ferry serve` on a fresh data dir and a free loopback port.
- * `env`: extra environment (FERRY_SECTION__KEY overrides); `config`: ferry.toml text.
+ * Spawns `ferry ARGS…` with its stderr in `logPath`, and waits (20 s at most) until its
+ * stdout so far matches `pattern`; resolves with {child, log(), match}. `what` names the
+ * wait in errors, which carry stdout and the log.
  */
-export async function startFerry({ env = {}, config } = {}) {
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ferry-web-'));
-  tempDirs.add(tmp);
-  const data = path.join(tmp, 'site');
-  fs.mkdirSync(data);
-  if (config) fs.writeFileSync(path.join(data, 'ferry.toml'), config);
-  const logPath = path.join(tmp, 'server.log');
+async function spawnFerry(args, { env, cwd, logPath, pattern, what }) {
   const logFd = fs.openSync(logPath, 'w');
-  const child = spawn(FERRY_BIN, ['serve', '--data', data, '--listen', '127.0.0.1:0'], {
-    env: cleanEnv(env),
-    stdio: ['ignore', 'pipe', logFd],
-  });
+  const child = spawn(FERRY_BIN, args, { env, cwd, stdio: ['ignore', 'pipe', logFd] });
   fs.closeSync(logFd);
   children.add(child);
   const log = () => {
@@ -152,24 +144,43 @@ export async function startFerry({ env = {}, config } = {}) {
       return '';
     }
   };
-
   let stdout = '';
-  const firstLine = await withTimeout(
+  const match = await withTimeout(
     new Promise((resolve, reject) => {
       child.stdout.setEncoding('utf8');
       child.stdout.on('data', (chunk) => {
         stdout += chunk;
-        const nl = stdout.indexOf('\n');
-        if (nl >= 0) resolve(stdout.slice(0, nl).trim());
+        const m = pattern.exec(stdout);
+        if (m) resolve(m);
       });
       child.on('exit', (code, signal) =>
-        reject(new Error(`ferry serve exited (${code ?? signal}) before printing its address; log:\n${log()}`)),
+        reject(new Error(`ferry ${args[0]} exited (${code ?? signal}) before ${what}; stdout:\n${stdout}\nlog:\n${log()}`)),
       );
       child.on('error', reject);
     }),
     20000,
-    'ferry serve to print its address',
+    `ferry ${args[0]} ${what}`,
   );
+  return { child, log, match };
+}
+
+/**
+ * Starts `ferry serve` on a fresh data dir and a free loopback port.
+ * `env`: extra environment (FERRY_SECTION__KEY overrides); `config`: ferry.toml text.
+ */
+export async function startFerry({ env = {}, config } = {}) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ferry-web-'));
+  tempDirs.add(tmp);
+  const data = path.join(tmp, 'site');
+  fs.mkdirSync(data);
+  if (config) fs.writeFileSync(path.join(data, 'ferry.toml'), config);
+  const { child, log, match } = await spawnFerry(['serve', '--data', data, '--listen', '127.0.0.1:0'], {
+    env: cleanEnv(env),
+    logPath: path.join(tmp, 'server.log'),
+    pattern: /^[^\n]*\n/,
+    what: 'printing its address',
+  });
+  const firstLine = match[0].trim();
   const m = /^(http:\/\/127\.0\.0\.1:\d+)\/#token=(\S+)$/.exec(firstLine);
   if (!m) throw new Error(`ferry serve printed ${JSON.stringify(firstLine)}; log:\n${log()}`);
   const [, base, token] = m;
@@ -310,7 +321,11 @@ export async function launchBrowser() {
  * Opens `url` in a new context of `browser` and waits until the Files region shows.
  * Records page errors and console errors on `page.problems` for diagnostics.
  */
-export async function openApp(browser, url, { viewport = { width: 1280, height: 900 }, waitFiles = true } = {}) {
+export async function openApp(
+  browser,
+  url,
+  { viewport = { width: 1280, height: 900 }, waitFiles = true, beforeGoto = null } = {},
+) {
   const context = await browser.newContext({ viewport, acceptDownloads: true });
   context.setDefaultTimeout(10000);
   context.setDefaultNavigationTimeout(15000);
@@ -326,6 +341,8 @@ export async function openApp(browser, url, { viewport = { width: 1280, height: 
   page.on('console', (m) => {
     if (m.type() === 'error') page.problems.push(`console: ${m.text()}`);
   });
+  // A test that must see the page's first requests starts watching here.
+  if (beforeGoto) await beforeGoto(page);
   page.response = await page.goto(url);
   if (waitFiles) await page.getByRole('region', { name: 'Files' }).waitFor({ state: 'visible' });
   return page;
@@ -548,4 +565,67 @@ export async function startChatPage({ wordDelay }) {
     await server?.stop();
   };
   return { agent, server, browser, page, close };
+}
+
+// ---------------------------------------------------------------------------------------
+// Nodes
+
+/**
+ * Starts a real `ferry node run` dialing `server`, with its own state folder and HOME and
+ * `SHELL` set to `shell`; resolves once it says it connected, with
+ * {id, name, pid, home, log(), stop()}. The node shows up pending until approved.
+ */
+export async function startNode(server, { name, shell = '/bin/bash', args = [] }) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ferry-node-'));
+  tempDirs.add(tmp);
+  const home = path.join(tmp, 'home');
+  fs.mkdirSync(home, { mode: 0o700 });
+  const env = cleanEnv({ HOME: home, SHELL: shell });
+  // Only what this node is given: no state folder or TLS roots of the caller's.
+  for (const key of ['XDG_STATE_HOME', 'SSL_CERT_FILE', 'SSL_CERT_DIR']) delete env[key];
+  const gateway = server.base.replace(/^http:/, 'ws:');
+  const { child, log, match } = await spawnFerry(
+    ['node', 'run', '--gateway', gateway, '--name', name, '--state', path.join(tmp, 'state'), ...args],
+    { env, cwd: home, logPath: path.join(tmp, 'node.log'), pattern: /^connected to \S+ as ([0-9a-f]+) /m, what: 'connecting' },
+  );
+  const id = match[1];
+  return {
+    id,
+    name,
+    pid: child.pid,
+    home,
+    log,
+    async stop() {
+      children.delete(child);
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((r) => child.once('exit', r));
+        child.kill('SIGKILL');
+        await withTimeout(exited, 5000, 'ferry node run to exit');
+      }
+    },
+  };
+}
+
+/** The node `id` as `GET /v1/nodes` (with the admin token `token`) shows it, once `check` holds. */
+export async function waitForNode(server, token, id, check, what = 'the node') {
+  return waitUntil(
+    async () => {
+      const answer = await server.api('/v1/nodes', { token });
+      if (answer.status !== 200) throw new Error(`GET /v1/nodes answered ${answer.status}: ${answer.text}`);
+      const node = answer.json.nodes.find((n) => n.id === id);
+      return node && check(node) ? node : null;
+    },
+    { timeout: 15000, interval: 100, what },
+  );
+}
+
+/** Whether process `pid` runs (a zombie, dead but not yet reaped, does not). */
+export function processRuns(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
 }

@@ -107,6 +107,7 @@ fn write_plan(reader: impl Read, plan: &Plan, root: &Dir) -> Result<(u64, u64), 
             "the archive has fewer entries than planned; it changed",
         ));
     }
+    root.sync_filesystem()?;
     Ok((files, bytes))
 }
 
@@ -138,7 +139,9 @@ fn write_file(
         }
         Err(e) => return Err(e.into()),
     }
-    let mut writer = AtomicWriter::create(dir, name)?.limit(size);
+    // The tree is unseen until its folder is published: one sync of the file system at
+    // the end makes every file durable, instead of an fsync each.
+    let mut writer = AtomicWriter::create(dir, name)?.limit(size).sync_later();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = stream.read_data(&mut buf)?;

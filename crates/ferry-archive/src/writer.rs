@@ -62,7 +62,10 @@ impl<W: Write> TarWriter<W> {
     /// A writer of a gzip-compressed tar.
     pub fn gzip(out: W) -> TarWriter<W> {
         TarWriter {
-            out: Sink::Gzip(GzEncoder::new(out, Compression::default())),
+            // The fastest level: a tree crosses a link far faster than level 6 compresses
+            // it on the node (44 % of the node's time on a 5000-file tree), for an archive
+            // about a fifth larger.
+            out: Sink::Gzip(GzEncoder::new(out, Compression::fast())),
         }
     }
 

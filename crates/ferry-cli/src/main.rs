@@ -11,6 +11,7 @@ use ferry_config::{Config, SiteMode};
 use ferry_site::{Site, TokenKind};
 
 mod archive_cmd;
+mod herd_cmd;
 mod json_error;
 mod mcp_cmd;
 mod media_cmd;
@@ -112,6 +113,11 @@ enum Command {
         #[command(subcommand)]
         command: node_cmd::NodeCommand,
     },
+    /// Starts and directs worker agents and hands them files (a herd); a worker's side too.
+    Herd {
+        #[command(subcommand)]
+        command: herd_cmd::HerdCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -176,6 +182,30 @@ enum DocsCommand {
 /// only from WARN (rmcp names MCP session ids at INFO, and a session id is a credential).
 const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
 
+/// A command whose output another program reads (`ferry archive plan … | head`) ends
+/// quietly when that program stops reading, as Unix tools do, instead of failing on its
+/// next write. The long-running ones keep ignoring SIGPIPE: a peer's socket closing must
+/// never end a server, an MCP server or a node.
+fn end_quietly_on_a_closed_pipe(command: &Command) {
+    let serves = matches!(
+        command,
+        Command::Serve { .. }
+            | Command::Mcp { .. }
+            | Command::Worker
+            // Writes to a worker's supervisor; and its own output is written with care.
+            | Command::Herd { .. }
+            | Command::Node {
+                command: node_cmd::NodeCommand::Run(_)
+            }
+    );
+    if !serves {
+        // SAFETY: setting a signal's disposition to its default touches no memory of ours.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -194,9 +224,16 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
-    if matches!(cli.command, Command::Serve { .. } | Command::Mcp { .. }) {
+    // The herd's commands too: a worker's supervisor holds the service's configuration
+    // and environment for the worker's whole life, beside the worker's own processes.
+    if matches!(
+        cli.command,
+        Command::Serve { .. } | Command::Mcp { .. } | Command::Herd { .. }
+    ) {
         not_dumpable()?;
+        raise_open_files_limit();
     }
+    end_quietly_on_a_closed_pipe(&cli.command);
     match cli.command {
         Command::Serve {
             site,
@@ -255,10 +292,35 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Archive { command } => return archive_cmd::archive(command),
         Command::Media { command } => return media_cmd::media(command),
         Command::Node { command } => return node_cmd::node(command),
+        Command::Herd { command } => return herd_cmd::herd(command),
         Command::Mcp { site, person } => return mcp_cmd::mcp(&site, &person),
         Command::Worker => return mcp_cmd::worker(),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The most open files a serving process asks for: enough for a message's
+/// `HERD_FILES_MAX` files held open at once besides its sockets.
+const OPEN_FILES_WANTED: u64 = 65_536;
+
+/// Raises the soft limit on open files towards the hard one (at most
+/// [`OPEN_FILES_WANTED`]): a herd message holds each of its files open while it is sized,
+/// and a soft limit of 1024 is common. A failure leaves the limit as it was.
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let now = getrlimit(Resource::Nofile);
+    let want = now
+        .maximum
+        .map_or(OPEN_FILES_WANTED, |hard| hard.min(OPEN_FILES_WANTED));
+    if now.current.is_some_and(|soft| soft < want) {
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(want),
+                maximum: now.maximum,
+            },
+        );
+    }
 }
 
 /// Keeps the serving processes' environment and memory (the operator's secrets, other

@@ -307,6 +307,38 @@ codes! {
     CommandNotAdvertised = "command_not_advertised" => 400,
     /// The node was revoked, and a revoked node is never approved again.
     NodeRevoked = "node_revoked" => 409,
+    /// The node is not approved for this command, or the gateway's `[nodes.<id>]`
+    /// policy does not let it serve it.
+    CommandNotAllowed = "command_not_allowed" => 403,
+    /// Two nodes go by this name; call it by its id.
+    AmbiguousNode = "ambiguous_node" => 409,
+    /// What the node sent does not match the size or sha256 it stated.
+    TransferMismatch = "transfer_mismatch" => 502,
+    /// The folder being fetched was replaced by another during the transfer.
+    CanonicalPathChanged = "canonical_path_changed" => 409,
+    /// The node sent nothing on a call for longer than a transfer may pause; the call was
+    /// cancelled.
+    TransferStalled = "transfer_stalled" => 504,
+    /// The node does not serve this command (it did not advertise it).
+    UnknownCommand = "unknown_command" => 404,
+    /// As many nodes are pending as the gateway keeps (`[nodes] max_pending`): a new key
+    /// is refused, nothing is recorded, until an admin approves or revokes some.
+    TooManyPendingNodes = "too_many_pending_nodes" => 429,
+    /// As many node handshakes are in progress as the gateway runs at once; try again.
+    TooManyHandshakes = "too_many_handshakes" => 503,
+    /// The node's shell is not one whose quoting ferry knows (spec N-TERM): a path cannot
+    /// be pasted into it safely.
+    UnsupportedShell = "unsupported_shell" => 422,
+    /// The path cannot be quoted for the node's shell (`cmd.exe` and `%`, `!` or `"`; a
+    /// control character for every shell).
+    UnquotablePath = "unquotable_path" => 422,
+    /// No terminal of yours has this session id (it ended, or was never opened).
+    UnknownTerminal = "unknown_terminal" => 404,
+    /// As many terminals are open on the node as the gateway keeps (`[nodes]
+    /// terminals_max`); close one first.
+    TooManyTerminals = "too_many_terminals" => 429,
+    /// Another page of the same person attached to this terminal; this one was let go.
+    TerminalTakenOver = "terminal_taken_over" => 409,
 
     // ------------------------------------------------------------------------ limits
     /// The person runs as many chat turns as they may.
@@ -317,6 +349,21 @@ codes! {
     TooManyStreams = "too_many_streams" => 429,
     /// The person has as many worker processes busy as they may (host mode).
     TooManyWorkers = "too_many_workers" => 429,
+
+    // ------------------------------------------------------------------ handoffs (herd)
+    /// No agent definition of that name is found in the project, the home or the site.
+    UnknownAgent = "unknown_agent" => 404,
+    /// The definition is not Markdown with front matter naming `name`, `description` and
+    /// `command`.
+    BadDefinition = "bad_definition" => 400,
+    /// No worker has that label in this person's herd.
+    UnknownWorker = "unknown_worker" => 404,
+    /// The worker has ended (completed, failed or stopped): it reads no more messages.
+    WorkerEnded = "worker_ended" => 409,
+    /// The command is for a worker, and this process is none (no `FERRY_HERD_LABEL`).
+    NotAWorker = "not_a_worker" => 400,
+    /// Another process holds the herd's lock for longer than a request may wait.
+    HerdBusy = "herd_busy" => 503,
 }
 
 impl Code {

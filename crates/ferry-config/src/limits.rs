@@ -132,6 +132,12 @@ pub const MODEL_TEXT_MAX_BYTES: usize = 8192;
 pub const DIR_LIST_DEFAULT_ENTRIES: u64 = 200;
 /// The most entries `dir_list` shows.
 pub const DIR_LIST_MAX_ENTRIES: u64 = 5000;
+/// Seconds a node call may bring nothing (no answer, no bytes, no window for a push)
+/// before the gateway cancels it (`transfer_stalled`): a transfer of any length goes on
+/// as long as it moves.
+pub const NODE_STALL_SECS: u64 = 60;
+/// The largest fetched file whose UTF-8 text is also shown inline (8 KiB).
+pub const NODE_FETCH_INLINE_MAX_BYTES: u64 = 8 * 1024;
 /// The longest MCP message accepted, on stdio and as a `/mcp` request body, in bytes
 /// (64 MiB): room for the largest `file_write` content, JSON-escaped, so a too-large one
 /// is answered with a tool error rather than dropped.
@@ -140,6 +146,9 @@ pub const MCP_MESSAGE_MAX_BYTES: usize = 64 * 1024 * 1024;
 /// agent process it runs for the person; each costs the gateway about 48 KiB until it is
 /// closed or has been idle for 300 s.
 pub const MCP_SESSIONS_PER_TOKEN_MAX: usize = 32;
+/// Seconds an MCP session at `/mcp` may go without a message before it is closed (one
+/// hour): a tool call in flight sends nothing until it answers.
+pub const MCP_SESSION_IDLE_SECS: u64 = 60 * 60;
 /// The largest SKILL.md, in bytes (15 KiB).
 pub const SKILL_MAX_BYTES: u64 = 15 * 1024;
 /// The most lines a SKILL.md may have.
@@ -181,3 +190,80 @@ pub const ARCHIVE_PAX_MAX_BYTES: u64 = 64 * 1024;
 /// The largest GNU long name record, in bytes (8 KiB): a name longer than the 4096 bytes
 /// a path may have is refused anyway.
 pub const ARCHIVE_LONG_NAME_MAX_BYTES: u64 = 8 * 1024;
+
+// ---- nodes (spec nodes N-TOOLS, N-PAIR) -------------------------------------------------
+
+/// What `file_fetch` fetches when the call names no limit, in bytes (8 MiB).
+pub const NODE_FETCH_DEFAULT_BYTES: u64 = 8 * 1024 * 1024;
+/// The most `file_fetch` fetches in one call, in bytes (16 MiB; `nodes.fetch_max_bytes`).
+pub const NODE_FETCH_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// The most `file_push` sends in one call, in bytes (16 MiB; `nodes.push_max_bytes`).
+pub const NODE_PUSH_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// The largest compressed archive `dir_fetch` takes, in bytes (16 MiB;
+/// `nodes.dir_fetch_max_bytes`).
+pub const NODE_DIR_FETCH_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// The highest an operator may raise any of the three transfer caps: what the media
+/// store takes in one put ([`MEDIA_BLOB_MAX_BYTES`], 1 GiB), where every transfer lands.
+pub const NODE_TRANSFER_CAP_MAX_BYTES: u64 = MEDIA_BLOB_MAX_BYTES;
+/// Nodes that may wait for approval at once (`nodes.max_pending`): anyone can make a key
+/// and connect, so past this a new key is refused and nothing is recorded.
+pub const NODES_MAX_PENDING: usize = 64;
+/// The highest `nodes.max_pending` may be set to.
+pub const NODES_MAX_PENDING_CEILING: usize = 10_000;
+/// Terminals open at once on one node by default (`nodes.terminals_max`).
+pub const NODE_TERMINALS_MAX: usize = 32;
+/// The highest `nodes.terminals_max` may be set to: a node link carries 64 calls each way
+/// (`ferry_node::mux::LINK_MAX_STREAMS`), and the transfer tools need some of them.
+pub const NODE_TERMINALS_MAX_CEILING: usize = 48;
+/// How long a terminal whose page went away is kept for a reattach, in seconds.
+pub const TERMINAL_REATTACH_SECS: u64 = 30;
+/// The most output a terminal keeps for a reattach to show again, in bytes (256 KiB).
+pub const TERMINAL_REPLAY_BYTES: usize = 256 * 1024;
+/// The largest WebSocket message a terminal's page may send, in bytes (1 MiB).
+pub const TERMINAL_WS_MESSAGE_MAX_BYTES: usize = 1024 * 1024;
+/// Files one terminal upload may carry.
+pub const TERMINAL_UPLOAD_FILES_MAX: usize = 64;
+/// Hex digits of a node id (80 bits of the SHA-256 of its key), as `[nodes.<id>]` names it.
+pub const NODE_ID_HEX_DIGITS: usize = 20;
+/// Node handshakes the gateway runs at once; one more is `503 too_many_handshakes`. The
+/// link endpoint takes anyone before they prove a key, so what strangers cost is bounded.
+pub const NODE_HANDSHAKES_MAX: usize = 32;
+/// How long a node has to complete its handshake.
+pub const NODE_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+// ---- handoffs (spec handoffs.md) ---------------------------------------------------------
+
+/// The largest serialized envelope a mailbox holds, `files` included (H-MAIL: 1 MiB).
+pub const MAILBOX_MAX_BYTES: usize = 1024 * 1024;
+/// The longest worker label, in bytes.
+pub const HERD_LABEL_MAX_BYTES: usize = 64;
+/// The most `files` one message may name (before duplicates are merged).
+pub const HERD_FILES_MAX: usize = 4096;
+/// The largest `--task` or `--message` argument (H-CLI: one argument is at most 128 KiB;
+/// longer text comes through `--task-file`).
+pub const HERD_ARG_MAX_BYTES: usize = 128 * 1024;
+/// The largest text of one message, however it came (the envelope bounds it anyway).
+pub const HERD_TEXT_MAX_BYTES: usize = MAILBOX_MAX_BYTES;
+/// The largest agent definition file, in bytes.
+pub const HERD_DEFINITION_MAX_BYTES: u64 = 256 * 1024;
+/// The largest system prompt a definition may expand to (its body, every `@file` and the
+/// shared worker guidance), in bytes.
+pub const HERD_PROMPT_MAX_BYTES: usize = 1024 * 1024;
+/// How long a new worker has to make its first inbox read before its prompt snapshot is
+/// removed anyway (H-SNAP).
+pub const HERD_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest a worker process may live; then it is ended and marked failed.
+pub const HERD_WORKER_MAX_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+/// Workers one person may have alive (starting, running or waiting) at once.
+pub const HERD_WORKERS_MAX: usize = 32;
+/// The largest completion output a worker may persist (H-RESULT), in bytes.
+pub const HERD_RESULT_MAX_BYTES: u64 = 256 * 1024 * 1024;
+/// Bytes of a completion's output shown as text; the whole output is at `resultPath`.
+pub const HERD_RESULT_PREVIEW_BYTES: usize = 4 * 1024;
+/// Bytes of any other herd answer shown to a model; a longer one is persisted and
+/// named by `fullOutputPath` (H-RESULT).
+pub const HERD_TOOL_OUTPUT_MAX_BYTES: usize = 64 * 1024;
+/// The longest `inbox --wait`, in seconds.
+pub const HERD_INBOX_WAIT_MAX_SECS: u64 = 3600;
+/// How long a herd operation waits for another one's lock before `herd_busy`.
+pub const HERD_LOCK_WAIT: Duration = Duration::from_secs(10);

@@ -91,6 +91,18 @@ impl Config {
         })
     }
 
+    /// A configuration from the TOML text [`Config::to_toml_string`] wrote, with no
+    /// environment overlaid: how a process started by the service (a herd worker's
+    /// supervisor) takes the service's effective configuration as it is.
+    pub fn from_effective_toml(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::File {
+            path: "(the effective configuration)".into(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
     /// The effective configuration as pretty TOML, for `ferry serve --print-config`.
     pub fn to_toml_string(&self) -> String {
         let body = toml::to_string_pretty(self)

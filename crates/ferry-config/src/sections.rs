@@ -32,6 +32,8 @@ pub struct Config {
     pub exec: ExecConfig,
     /// Per-person storage limits.
     pub limits: LimitsConfig,
+    /// Nodes: the transfer caps and the gateway's policy per node (N-PAIR, N-TOOLS).
+    pub nodes: crate::NodesConfig,
 }
 
 /// How ferry is deployed relative to the agents whose files it serves.
@@ -184,7 +186,7 @@ impl Default for AgentConfig {
 }
 
 /// Every tool ferry offers, in the order `tools/list` shows them.
-pub const TOOL_NAMES: [&str; 11] = [
+pub const TOOL_NAMES: [&str; 15] = [
     "file_read",
     "file_write",
     "file_edit",
@@ -194,8 +196,12 @@ pub const TOOL_NAMES: [&str; 11] = [
     "image_read",
     "terminal_run",
     "dir_list",
+    "file_fetch",
+    "file_push",
+    "dir_fetch",
     "skill_search",
     "file_pick",
+    "subagent",
 ];
 
 /// The `[tools]` section.

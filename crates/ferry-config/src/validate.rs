@@ -109,6 +109,9 @@ impl Config {
         if self.deliveries.timeout_secs == 0 {
             return Err(invalid("deliveries.timeout_secs", "must be greater than 0"));
         }
+        if let Err((key, message)) = self.nodes.check() {
+            return Err(invalid(key, &message));
+        }
         if self.site.mode == SiteMode::Container {
             if self.site.agent_uid.is_none() {
                 return Err(invalid(

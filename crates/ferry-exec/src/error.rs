@@ -15,6 +15,16 @@ pub enum ExecError {
     /// The command line holds a NUL byte, which a shell cannot be handed.
     #[error("the command contains a NUL byte")]
     InvalidCommand,
+    /// A herd worker's lifetime of zero seconds was asked for.
+    #[error(
+        "a worker's lifetime must be more than zero seconds (at most {})",
+        ferry_config::limits::HERD_WORKER_MAX_LIFETIME.as_secs()
+    )]
+    InvalidLifetime,
+    /// What a herd worker's run adds (its variables, its programs) breaks a rule; the
+    /// text says which, and nothing was started.
+    #[error("{0}")]
+    InvalidWorkerRun(String),
     /// The workspace folder the command must run in could not be opened.
     #[error("the workspace folder {path} cannot be opened: {source}")]
     RootUnavailable {
@@ -123,7 +133,8 @@ impl ExecError {
         match self {
             ExecError::RefusedAsRoot => Code::RefusedAsRoot,
             ExecError::InvalidTimeout => Code::InvalidTimeout,
-            ExecError::InvalidCommand => Code::InvalidCommand,
+            ExecError::InvalidCommand | ExecError::InvalidWorkerRun(_) => Code::InvalidCommand,
+            ExecError::InvalidLifetime => Code::InvalidTimeout,
             ExecError::RootUnavailable { .. } => Code::RootUnavailable,
             ExecError::RootIsLink { .. } => Code::PathEscapes,
             ExecError::CwdOutside { .. } => Code::CwdOutside,

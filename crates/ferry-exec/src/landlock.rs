@@ -7,6 +7,9 @@
 //! included, is denied (`EACCES`) rather than absent as under bwrap: a name can still be
 //! probed with `stat`, which Landlock does not mediate, but no content read, no folder
 //! listed, nothing written. `no_new_privs` comes with it, so setuid programs gain nothing.
+//! A program outside the trees (a herd worker's ferry binary) gets a rule on the file
+//! itself: reading and executing it, nothing else in its folder. A read-only worker's
+//! writable folder lies inside a read-only tree, which is fine: rights add up.
 //!
 //! Network: without `network`, TCP bind and connect are denied (ABI 4 and later; an older
 //! kernel is refused, never run with the network open). Landlock mediates UDP only from
@@ -33,6 +36,7 @@ use landlock::{
 use rustix::io::Errno;
 
 use crate::ExecError;
+use crate::extras::Program;
 use crate::sandbox::{RESOLVED_DIR, SYSTEM_DIRS, Trees};
 use crate::scope::Base;
 use crate::seccomp::Filter;
@@ -128,6 +132,19 @@ impl Landlock {
             ruleset,
             filter,
         })
+    }
+
+    /// Adds reading and executing each program: a rule on the file itself grants file
+    /// rights on that file alone, nothing else in its folder.
+    pub(crate) fn with_programs(mut self, programs: &[Program]) -> Result<Landlock, ExecError> {
+        let access = AccessFs::ReadFile | AccessFs::Execute;
+        for program in programs {
+            self.ruleset = self
+                .ruleset
+                .add_rule(PathBeneath::new(&program.file, access))
+                .map_err(|e| bind_failed(&program.path, e))?;
+        }
+        Ok(self)
     }
 
     /// Adds full access beneath the run's private `TMPDIR`: the ruleset, ready for the child.

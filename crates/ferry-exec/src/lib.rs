@@ -9,7 +9,8 @@
 //! - the working folder is opened beneath [`Policy::root`] by the kernel (ferry-fs,
 //!   core C-PATH) and the child `fchdir`s into that very handle, so a symlink swapped in
 //!   after the check cannot move it;
-//! - the environment is replaced by [`ENV_NAMES`] and [`CANONICAL_PATH`]. `TMPDIR` is a
+//! - the environment is replaced by [`ENV_NAMES`] and [`CANONICAL_PATH`], plus a herd
+//!   worker's own `FERRY_HERD_*` variables ([`Command::env`], nothing else). `TMPDIR` is a
 //!   private folder made for this run (`<full_output_dir>/tmp-<random>`, 0700) and removed
 //!   after it, so runs share no scratch files; under bwrap it is the sandbox's fresh `/tmp`;
 //! - the command inherits no descriptor but its standard streams, whatever the service
@@ -25,7 +26,9 @@
 //! - output is capped ([`VISIBLE_OUTPUT_BYTES`] per stream visible, the rest streamed
 //!   to a file capped at [`FULL_OUTPUT_MAX_BYTES`] per stream); memory stays bounded
 //!   however much the command prints;
-//! - [`Sandbox::Bwrap`] runs the command under bubblewrap and refuses to run without it.
+//! - [`Sandbox::Bwrap`] runs the command under bubblewrap and refuses to run without it;
+//!   under either sandbox a herd worker's [`Command::programs`] (the ferry binary) are
+//!   shown read-only and executable, each file alone, nothing else of its folder.
 //!
 //! What bounds a fork bomb: `RLIMIT_NPROC` ([`Policy::max_processes`]) is set in the
 //! child before exec. It counts every process of the real uid (the person), in or out
@@ -47,6 +50,7 @@ mod account;
 mod capture;
 mod change;
 mod error;
+mod extras;
 mod fds;
 mod idle;
 mod info;
@@ -82,7 +86,7 @@ pub use lease::Lease;
 pub use probe::{AUTO_LANDLOCK_MIN_ABI, Strongest, Unavailable, in_force, probe, strongest};
 pub use request_error::RequestError;
 pub use requester::Requester;
-pub use run::{effective_timeout, run};
+pub use run::{effective_lifetime, effective_timeout, run};
 pub use scope::{Access, Scope, Tree};
 pub use staging::Staging;
 
@@ -101,7 +105,7 @@ pub const ENV_NAMES: [&str; 9] = [
 ];
 
 /// One command to run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Command {
     /// Handed to `/bin/bash -c` as is.
     pub command: String,
@@ -111,6 +115,18 @@ pub struct Command {
     /// more than [`COMMAND_MAX_TIMEOUT`](ferry_config::limits::COMMAND_MAX_TIMEOUT) is cut;
     /// zero is refused.
     pub timeout: Option<Duration>,
+    /// Variables added to the allowlisted environment (a herd worker's, spec handoffs.md
+    /// H-WHERE): every name `FERRY_HERD_` then `[A-Z0-9_]+`, no value with NUL; anything
+    /// else is [`ExecError::InvalidWorkerRun`] and nothing starts.
+    pub env: Vec<(String, String)>,
+    /// A herd worker's lifetime, in place of [`Command::timeout`] (which is then not
+    /// used): at most [`HERD_WORKER_MAX_LIFETIME`](ferry_config::limits::HERD_WORKER_MAX_LIFETIME),
+    /// longer is cut; zero is [`ExecError::InvalidLifetime`].
+    pub lifetime: Option<Duration>,
+    /// Programs outside the sandbox's trees the command may read and execute, and nothing
+    /// else in their folders: each absolute, named by its real path, a regular file.
+    /// Without a sandbox they are checked the same, and the person's permissions decide.
+    pub programs: Vec<PathBuf>,
 }
 
 /// Who the command runs as, for the environment only: the process already is that user.

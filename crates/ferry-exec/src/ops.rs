@@ -115,7 +115,32 @@ pub enum Op {
         cwd: Option<String>,
         /// Seconds before the command is killed; none is the default.
         timeout_secs: Option<u64>,
+        /// What a herd worker's run adds; none for a plain command.
+        #[serde(default)]
+        worker: Option<WorkerRun>,
     },
+}
+
+/// What a herd worker's run adds to a command's (spec handoffs.md H-WHERE).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WorkerRun {
+    /// Variables added to the allowlisted environment; every name `FERRY_HERD_` then
+    /// `[A-Z0-9_]+`, no value with NUL (else `invalid_command`, nothing started).
+    pub env: Vec<(String, String)>,
+    /// Seconds the worker may live (at most `HERD_WORKER_MAX_LIFETIME`, cut to it; zero
+    /// refused), in place of the command timeout.
+    pub lifetime_secs: u64,
+    /// Absolute paths of programs outside the person's trees the command may run (read
+    /// and execute, nothing else in their folders): the ferry binary, so a worker can
+    /// call `ferry herd`. Each must be a regular file.
+    pub programs: Vec<String>,
+    /// Show every tree of the person read-only, except `writable`: a read-only worker.
+    /// Without a sandbox (`sandbox = "none"`) it is refused (`sandbox_unavailable`).
+    pub read_only: bool,
+    /// Absolute folders inside the person's trees left writable for a read-only worker
+    /// (its herd folder). Each must lie in a tree the person may write, outside the
+    /// locked folders; they are checked for every worker, and used only when `read_only`.
+    pub writable: Vec<String>,
 }
 
 /// What an operation returns.
@@ -246,7 +271,8 @@ impl Executor {
                 command,
                 cwd,
                 timeout_secs,
-            } => Reply::Ran(self.run(command, cwd.as_deref(), timeout_secs)?),
+                worker,
+            } => Reply::Ran(self.run(command, cwd.as_deref(), timeout_secs, worker)?),
         };
         Ok((reply, None))
     }
@@ -380,23 +406,34 @@ impl Executor {
         command: String,
         cwd: Option<&str>,
         timeout_secs: Option<u64>,
+        worker: Option<WorkerRun>,
     ) -> Result<Output, RequestError> {
         let cwd = self.scope.absolute(cwd.unwrap_or("~"))?;
         let tree = self.scope.tree_of(&cwd)?;
         let mut policy = Policy::new(&tree.path, &self.run.full_output_dir);
         policy.base = Some(self.scope.base().to_path_buf());
-        policy.sandbox = self.sandbox()?;
+        let view = match &worker {
+            Some(worker) => self.worker_view(worker)?,
+            None => View::Trees,
+        };
+        policy.sandbox = self.sandbox(&view)?;
         policy.full_output_ttl = Duration::from_secs(self.run.output_ttl_secs);
         policy.full_output_keep_max_bytes = self.run.output_max_bytes;
         let identity = Identity {
             home: self.scope.home().to_path_buf(),
             user: self.run.user.clone(),
         };
-        let cmd = Command {
+        let mut cmd = Command {
             command,
             cwd,
             timeout: timeout_secs.map(Duration::from_secs),
+            ..Command::default()
         };
+        if let Some(worker) = worker {
+            cmd.env = worker.env;
+            cmd.lifetime = Some(Duration::from_secs(worker.lifetime_secs));
+            cmd.programs = worker.programs.into_iter().map(PathBuf::from).collect();
+        }
         Ok(crate::run(&cmd, &identity, &policy)?)
     }
 
@@ -405,13 +442,23 @@ impl Executor {
     /// exist are mounted read-only on top (Landlock cannot take back what a parent grants,
     /// so there they are restored after the command). `auto` is resolved here, in the
     /// process that runs the command (the worker in host mode).
-    fn sandbox(&self) -> Result<Sandbox, ExecError> {
-        let (read_write, read_only): (Vec<_>, Vec<_>) =
-            self.scope.trees().partition(|tree| tree.writable);
-        let paths = |trees: Vec<&crate::Tree>| -> Vec<PathBuf> {
-            trees.into_iter().map(|t| t.path.clone()).collect()
+    fn sandbox(&self, view: &View) -> Result<Sandbox, ExecError> {
+        let (read_write, read_only) = match view {
+            View::Trees => {
+                let (read_write, read_only): (Vec<_>, Vec<_>) =
+                    self.scope.trees().partition(|tree| tree.writable);
+                let paths = |trees: Vec<&crate::Tree>| -> Vec<PathBuf> {
+                    trees.into_iter().map(|t| t.path.clone()).collect()
+                };
+                (paths(read_write), paths(read_only))
+            }
+            // Every tree read-only and the writable folders on top: bwrap binds them
+            // deeper, Landlock adds their rights to the trees' (sandbox.rs, landlock.rs).
+            View::ReadOnly { writable } => (
+                writable.clone(),
+                self.scope.trees().map(|t| t.path.clone()).collect(),
+            ),
         };
-        let (read_write, read_only) = (paths(read_write), paths(read_only));
         let network = self.run.network;
         // bwrap can mount the locked folders read-only over their writable parents.
         let bwrap = |bwrap: PathBuf, mut read_only: Vec<PathBuf>, read_write| {
@@ -432,6 +479,36 @@ impl Executor {
                 Strongest::Bwrap { bwrap: path } => bwrap(path.clone(), read_only, read_write),
             },
         })
+    }
+
+    /// What a worker's command is shown: its trees as they are, or all of them read-only
+    /// but its writable folders. Each writable folder must lie in a tree the person may
+    /// write, outside every locked folder; a read-only worker needs a sandbox.
+    fn worker_view(&self, worker: &WorkerRun) -> Result<View, RequestError> {
+        let mut writable = Vec::with_capacity(worker.writable.len());
+        for folder in &worker.writable {
+            let path = PathBuf::from(folder);
+            if !path.is_absolute() {
+                return Err(RequestError::new(
+                    Code::BadPath,
+                    format!("the writable folder {folder} is not an absolute path"),
+                ));
+            }
+            self.scope.tree_of(&path)?.require_writable()?;
+            self.scope.check_unlocked(folder)?;
+            writable.push(path);
+        }
+        if !worker.read_only {
+            return Ok(View::Trees);
+        }
+        if self.run.sandbox == SandboxKind::None {
+            return Err(RequestError::new(
+                Code::SandboxUnavailable,
+                "a read-only worker needs a sandbox, and `[exec] sandbox` is \"none\": \
+                 without one nothing keeps it from writing the person's files",
+            ));
+        }
+        Ok(View::ReadOnly { writable })
     }
 
     /// A hidden temporary beside `path`, ready for bytes; the previous file's mode is kept.
@@ -496,6 +573,17 @@ impl Executor {
         }
         Ok(dir.create_dir_all_owned(rel, NEW_DIR_MODE, self.owner)?)
     }
+}
+
+/// What a command's sandbox shows of the person's trees.
+enum View {
+    /// Each tree as the person may use it.
+    Trees,
+    /// Every tree read-only, but these folders inside them.
+    ReadOnly {
+        /// Read-write on top of the read-only trees.
+        writable: Vec<PathBuf>,
+    },
 }
 
 struct Staged {

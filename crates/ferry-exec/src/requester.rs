@@ -5,7 +5,7 @@ use std::fs::File;
 
 use ferry_codes::Code;
 
-use crate::ops::{Executor, FileInfo, Op, Reply, WrittenFile};
+use crate::ops::{Executor, FileInfo, Op, Reply, WorkerRun, WrittenFile};
 use crate::worker::WorkerPool;
 use crate::{Output, RequestError};
 
@@ -131,11 +131,33 @@ impl Requester {
         cwd: Option<String>,
         timeout_secs: Option<u64>,
     ) -> Result<Output, RequestError> {
-        match self.execute(Op::Run {
+        self.ran(Op::Run {
             command,
             cwd,
             timeout_secs,
-        })? {
+            worker: None,
+        })
+    }
+
+    /// Runs a herd worker's command as the person (spec handoffs.md H-WHERE): a command
+    /// run with what `worker` adds, until it ends, its lifetime passes, or the process
+    /// calling this is killed (then the command's whole tree is ended).
+    pub fn run_worker(
+        &self,
+        command: String,
+        cwd: Option<String>,
+        worker: WorkerRun,
+    ) -> Result<Output, RequestError> {
+        self.ran(Op::Run {
+            command,
+            cwd,
+            timeout_secs: None,
+            worker: Some(worker),
+        })
+    }
+
+    fn ran(&self, op: Op) -> Result<Output, RequestError> {
+        match self.execute(op)? {
             (Reply::Ran(output), _) => Ok(output),
             _ => Err(unexpected()),
         }

@@ -16,12 +16,15 @@ use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, WaitId, WaitIdOptions};
 
 use crate::capture::{Capture, RUN_TMP_PREFIX, SaveTo, sweep_dir, write_full_output};
+use crate::extras::{check_env, check_programs};
 use crate::landlock::Landlock;
 use crate::reaper::{Ending, REPORT_BYTES, Reaper, Report};
 use crate::sandbox::{Bwrap, Trees};
 use crate::scope::Base;
 use crate::{CANONICAL_PATH, Command, ExecError, Identity, Output, Policy, Sandbox, UMASK};
-use ferry_config::limits::{COMMAND_DEFAULT_TIMEOUT, COMMAND_MAX_TIMEOUT};
+use ferry_config::limits::{
+    COMMAND_DEFAULT_TIMEOUT, COMMAND_MAX_TIMEOUT, HERD_WORKER_MAX_LIFETIME,
+};
 
 /// Absolute, so that `PATH` (which the command controls in spirit) plays no part.
 const BASH: &str = "/bin/bash";
@@ -48,6 +51,14 @@ pub fn effective_timeout(requested: Option<Duration>) -> Result<Duration, ExecEr
     }
 }
 
+/// A herd worker's lifetime: at most [`HERD_WORKER_MAX_LIFETIME`], never zero.
+pub fn effective_lifetime(requested: Duration) -> Result<Duration, ExecError> {
+    if requested.is_zero() {
+        return Err(ExecError::InvalidLifetime);
+    }
+    Ok(requested.min(HERD_WORKER_MAX_LIFETIME))
+}
+
 /// Runs `cmd` as the current (non-root) user behind the guardrail of `policy`; `who`
 /// only fills `HOME`, `USER` and `LOGNAME`.
 pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, ExecError> {
@@ -55,10 +66,15 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
     if rustix::process::geteuid().is_root() {
         return Err(ExecError::RefusedAsRoot);
     }
-    let timeout = effective_timeout(cmd.timeout)?;
+    let timeout = match cmd.lifetime {
+        Some(lifetime) => effective_lifetime(lifetime)?,
+        None => effective_timeout(cmd.timeout)?,
+    };
     if cmd.command.contains('\0') {
         return Err(ExecError::InvalidCommand);
     }
+    check_env(&cmd.env)?;
+    let programs = check_programs(&cmd.programs)?;
     let base = policy.base.as_deref().map(Base::open).transpose()?;
     let cwd = open_cwd(base.as_ref(), &policy.root, &cmd.cwd)?;
     // The checked sandbox. bwrap also takes the working folder's real path, which is how
@@ -71,7 +87,8 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
             read_only,
             network,
         } => {
-            let sb = Bwrap::check(bwrap, base.as_ref(), read_write, read_only, *network)?;
+            let sb = Bwrap::check(bwrap, base.as_ref(), read_write, read_only, *network)?
+                .with_programs(&programs);
             let real = cwd_in(&cwd, &sb.binds)?;
             (Some((sb, real)), None)
         }
@@ -80,7 +97,8 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
             read_only,
             network,
         } => {
-            let ll = Landlock::check(base.as_ref(), read_write, read_only, *network)?;
+            let ll = Landlock::check(base.as_ref(), read_write, read_only, *network)?
+                .with_programs(&programs)?;
             cwd_in(&cwd, &ll.trees)?;
             (None, Some(ll))
         }
@@ -126,6 +144,7 @@ pub fn run(cmd: &Command, who: &Identity, policy: &Policy) -> Result<Output, Exe
         .env("TERM", "dumb")
         .env("TMPDIR", tmpdir)
         .env("PATH", CANONICAL_PATH)
+        .envs(cmd.env.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -5,7 +5,8 @@
 //! a fresh `/tmp` (tmpfs: memory, bounded only by the tmpfs default of half the RAM;
 //! bwrap 0.8 has no `--size`), its own `/proc` and a minimal `/dev`, and the bound trees
 //! at their real paths, under a read-only root. Everything else, other people's trees
-//! included, is simply not there.
+//! included, is simply not there. A herd worker's programs are bound read-only at their
+//! own paths, alone: their folders show nothing else (only their mount points).
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use ferry_fs::{Dir, FsError};
 
 use crate::ExecError;
+use crate::extras::Program;
 use crate::run::real_path;
 use crate::scope::Base;
 
@@ -93,6 +95,8 @@ pub(crate) struct Bwrap {
     pub bwrap: PathBuf,
     /// Shallowest first, so that a nested bind lands on top.
     pub binds: Trees,
+    /// Files bound read-only at their own paths, after the trees.
+    programs: Vec<PathBuf>,
     network: bool,
 }
 
@@ -116,8 +120,15 @@ impl Bwrap {
         Ok(Bwrap {
             bwrap: bwrap.to_path_buf(),
             binds: Trees::resolve(base, read_write, read_only)?,
+            programs: Vec::new(),
             network,
         })
+    }
+
+    /// Shows each program read-only at its own path, and nothing else of its folder.
+    pub(crate) fn with_programs(mut self, programs: &[Program]) -> Bwrap {
+        self.programs = programs.iter().map(|p| p.path.clone()).collect();
+        self
     }
 
     /// Everything before the command: bwrap's options, ending with `--`.
@@ -156,6 +167,10 @@ impl Bwrap {
         for (path, writable) in self.binds.iter() {
             let flag = if writable { "--bind" } else { "--ro-bind" };
             push(&[&flag, &path, &path]);
+        }
+        // After the trees: a program is a file, never a folder another bind could cover.
+        for path in &self.programs {
+            push(&[&"--ro-bind", &path, &path]);
         }
         // The new root is a tmpfs bwrap built: once the mount points are made, nothing
         // else belongs there (writes to it would be memory, and invisible outside).

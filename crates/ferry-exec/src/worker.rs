@@ -107,7 +107,11 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
             ),
             (Ok(executor), Ok(op)) => {
                 let ran = matches!(op, Op::Run { .. });
-                let done = executor.execute(op);
+                let done = if ran {
+                    while_connected(&stream, || executor.execute(op))?
+                } else {
+                    executor.execute(op)
+                };
                 if ran {
                     // The worker starts nothing else: any child now is such an orphan.
                     orphans.kill_all(None, &mut None);
@@ -125,6 +129,43 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
         send_frame(&stream, &bytes, file.map(OwnedFd::from))?;
     }
     Ok(())
+}
+
+/// Performs `work` (a command's run) while watching the service's end of `stream`.
+/// Should the service go away meanwhile (its process killed: a herd worker's supervisor
+/// is ended that way), this process exits at once. That closes the run's control pipe,
+/// and the reaper ends the command's whole tree now rather than at its deadline, which
+/// for a herd worker may be a day away. Nobody is left to read the answer anyway.
+fn while_connected<T>(stream: &UnixStream, work: impl FnOnce() -> T) -> io::Result<T> {
+    use rustix::event::{PollFd, PollFlags};
+    let (done, finished) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    Ok(std::thread::scope(|scope| {
+        scope.spawn(|| {
+            // RDHUP alone: a frame sent early (the protocol sends none during a run)
+            // would make a watch for IN spin; the peer's close raises RDHUP or HUP.
+            let mut fds = [
+                PollFd::new(stream, PollFlags::RDHUP),
+                PollFd::new(&done, PollFlags::IN),
+            ];
+            loop {
+                match rustix::event::poll(&mut fds, None) {
+                    Ok(_) => {}
+                    Err(rustix::io::Errno::INTR) => continue,
+                    // Unwatchable: the run still ends at its deadline, as before.
+                    Err(_) => return,
+                }
+                if !fds[1].revents().is_empty() {
+                    return;
+                }
+                if !fds[0].revents().is_empty() {
+                    std::process::exit(1);
+                }
+            }
+        });
+        let result = work();
+        drop(finished);
+        result
+    }))
 }
 
 /// The frame of `answer`, and whether it is that answer: one too large for a frame is

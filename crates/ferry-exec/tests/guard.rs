@@ -39,6 +39,7 @@ fn refuses_as_root() {
         command: format!("touch {}", marker.display()),
         cwd: tmp.path().into(),
         timeout: None,
+        ..Command::default()
     };
     let err = run(&cmd, &who, &policy).unwrap_err();
     assert!(matches!(err, ExecError::RefusedAsRoot), "{err:?}");
@@ -49,6 +50,7 @@ fn refuses_as_root() {
         command: "true".into(),
         cwd: "/".into(),
         timeout: Some(Duration::ZERO),
+        ..Command::default()
     };
     assert!(matches!(
         run(&bad, &who, &policy),
@@ -172,6 +174,7 @@ fn inner_working_folder_stays_inside_the_root() {
             command: "pwd -P".into(),
             cwd: cwd.into(),
             timeout: None,
+            ..Command::default()
         };
         run(&cmd, &site.who(), &site.policy())
     };

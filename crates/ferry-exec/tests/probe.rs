@@ -52,6 +52,7 @@ fn run(executor: &Executor, command: &str) -> Result<Output, RequestError> {
         command: command.into(),
         cwd: None,
         timeout_secs: Some(20),
+        worker: None,
     };
     match executor.execute(op)? {
         (Reply::Ran(out), _) => Ok(out),

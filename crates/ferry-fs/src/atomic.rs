@@ -97,6 +97,12 @@ impl AtomicWriter {
         Ok(())
     }
 
+    /// Commits without an fsync of the file: see [`ByteSink::sync_later`].
+    pub fn sync_later(mut self) -> AtomicWriter {
+        self.sink.sync_later();
+        self
+    }
+
     /// The bytes' side of this writer.
     pub fn sink(&mut self) -> &mut ByteSink {
         &mut self.sink
@@ -145,6 +151,40 @@ impl AtomicWriter {
         self.committed = true;
         self.sink.settle();
         Ok(written)
+    }
+}
+
+impl AtomicWriter {
+    /// [`AtomicWriter::commit`], but a file already at the target is replaced only with
+    /// `overwrite` (else [`FsError::Exists`], decided atomically by the rename itself,
+    /// `RENAME_NOREPLACE`); says whether a file was replaced.
+    pub fn commit_new_or_replace(mut self, overwrite: bool) -> Result<(Written, bool), FsError> {
+        if let Some((uid, gid)) = self.owner {
+            fchown(std::os::fd::AsFd::as_fd(self.sink.file()), uid, gid)?;
+        }
+        let written = self.sink.finish()?;
+        if self.target.is_empty() {
+            return Err(FsError::EmptyPath);
+        }
+        let target_dir = self.target_dir.as_ref().unwrap_or(&self.dir);
+        check_target(target_dir, &self.target)?;
+        let replaced = match self
+            .dir
+            .rename_to(&self.temp_name, target_dir, &self.target, false)
+        {
+            Ok(()) => false,
+            Err(FsError::Exists) if overwrite => {
+                // Checked again: what took the name meanwhile may be a link or a folder.
+                check_target(target_dir, &self.target)?;
+                self.dir
+                    .rename_to(&self.temp_name, target_dir, &self.target, true)?;
+                true
+            }
+            Err(e) => return Err(e),
+        };
+        self.committed = true;
+        self.sink.settle();
+        Ok((written, replaced))
     }
 }
 
@@ -340,6 +380,39 @@ mod tests {
         }
         file.sync_all().unwrap();
         File::open(&path).unwrap()
+    }
+
+    #[test]
+    fn a_new_file_never_replaces_one_that_appeared_meanwhile() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient(tmp.path()).unwrap();
+        let temporaries = || {
+            std::fs::read_dir(tmp.path())
+                .unwrap()
+                .filter(|e| {
+                    let name = e.as_ref().unwrap().file_name();
+                    name.to_string_lossy().starts_with(TEMP_PREFIX)
+                })
+                .count()
+        };
+        let mut writer = AtomicWriter::create(&dir, "f").unwrap();
+        writer.write(b"mine").unwrap();
+        // Free when the writer started; taken before it is placed.
+        std::fs::write(tmp.path().join("f"), b"theirs").unwrap();
+        let e = writer.commit_new_or_replace(false).unwrap_err();
+        assert!(matches!(e, FsError::Exists), "{e:?}");
+        assert_eq!(std::fs::read(tmp.path().join("f")).unwrap(), b"theirs");
+        assert_eq!(temporaries(), 0);
+        // With overwrite it is replaced, and says so; a free name is not "replaced".
+        let mut writer = AtomicWriter::create(&dir, "f").unwrap();
+        writer.write(b"mine").unwrap();
+        let (written, replaced) = writer.commit_new_or_replace(true).unwrap();
+        assert_eq!((written.size, replaced), (4, true));
+        assert_eq!(std::fs::read(tmp.path().join("f")).unwrap(), b"mine");
+        let mut writer = AtomicWriter::create(&dir, "g").unwrap();
+        writer.write(b"new").unwrap();
+        assert!(!writer.commit_new_or_replace(false).unwrap().1);
+        assert_eq!(temporaries(), 0);
     }
 
     #[test]

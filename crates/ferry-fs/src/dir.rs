@@ -381,6 +381,18 @@ impl Dir {
         parent.as_ref().unwrap_or(self).remove_entry(name)
     }
 
+    /// Makes everything written on this folder's file system durable (`syncfs`): one
+    /// call for a tree of files written with [`crate::AtomicWriter::sync_later`].
+    pub fn sync_filesystem(&self) -> Result<(), FsError> {
+        rustix::fs::syncfs(&self.fd).map_err(FsError::from_errno)
+    }
+
+    /// Makes this folder's own entries durable (`fsync` of the folder): a rename into
+    /// it survives a crash.
+    pub fn sync(&self) -> Result<(), FsError> {
+        rustix::fs::fsync(&self.fd).map_err(FsError::from_errno)
+    }
+
     /// Removes an empty folder (`NotEmpty` otherwise).
     pub fn remove_empty_dir(&self, rel: &str) -> Result<(), FsError> {
         check_relative(rel)?;

@@ -119,6 +119,8 @@ impl FsError {
             Errno::NOTEMPTY => FsError::NotEmpty,
             Errno::ACCESS | Errno::PERM => FsError::PermissionDenied,
             Errno::NAMETOOLONG => FsError::PathTooLong,
+            // Opening a socket (or a device with no driver) for reading: not a file.
+            Errno::NXIO => FsError::NotRegular,
             other => FsError::Io(other.into()),
         }
     }
@@ -133,6 +135,15 @@ impl From<std::io::Error> for FsError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_socket_opened_for_reading_is_not_a_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(dir.path().join("s")).unwrap();
+        let root = crate::Dir::open_ambient(dir.path()).unwrap();
+        let e = root.open_file("s", crate::Follow::Never).unwrap_err();
+        assert_eq!(e.code(), Code::NotAFile, "{e:?}");
+    }
 
     #[test]
     fn a_refused_std_call_is_permission_denied_not_io() {

@@ -51,6 +51,8 @@ pub struct ByteSink {
     ends_in_hole: bool,
     /// The budget was told the bytes now lie in a file.
     settled: bool,
+    /// `finish` makes the bytes durable (off when the caller syncs many files at once).
+    sync: bool,
 }
 
 impl ByteSink {
@@ -65,7 +67,15 @@ impl ByteSink {
             budget: None,
             ends_in_hole: false,
             settled: false,
+            sync: true,
         }
+    }
+
+    /// Leaves durability to the caller: `finish` does not fsync. For many files that are
+    /// published together, made durable by one sync of their file system
+    /// ([`crate::Dir::sync_filesystem`]) before anything points at them.
+    pub fn sync_later(&mut self) {
+        self.sync = false;
     }
 
     /// The file written to.
@@ -191,7 +201,9 @@ impl ByteSink {
             // Seeking past the end wrote nothing: the length makes the trailing hole.
             self.file.set_len(self.size).map_err(FsError::from)?;
         }
-        self.file.sync_all().map_err(FsError::from)?;
+        if self.sync {
+            self.file.sync_all().map_err(FsError::from)?;
+        }
         Ok(Written {
             size: self.size,
             sha256: self.hasher.clone().finalize().into(),

@@ -9,11 +9,18 @@ use crate::ApiError;
 
 include!(concat!(env!("OUT_DIR"), "/assets.rs"));
 
-/// Only what the page itself needs: its own scripts and styles, the gateway's API, and no
-/// framing, inline code or form posts anywhere.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
-     img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; \
-     form-action 'none'";
+/// Only what the page itself needs: its own scripts, the gateway's API (`'self'` covers its
+/// own `ws:`/`wss:` origin for the node terminals), and no framing, inline script or form
+/// posts anywhere.
+///
+/// Styles also allow `'unsafe-inline'`, for the terminal alone: xterm.js's DOM renderer
+/// sizes rows and draws the 256-colour palette through `<style>` elements it writes at run
+/// time, and truecolor through `style` attributes, so neither a hash nor a nonce (the page
+/// is static) can name them. Scripts stay `'self'` only: inline styles can restyle the
+/// page, never run code, and the page builds its own markup from text nodes only.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
+     style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; \
+     frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 /// Serves an embedded file, `/` being `index.html`; anything else is the API's 404.
 pub async fn serve(uri: Uri) -> Response {
@@ -83,6 +90,44 @@ mod tests {
             ranges.push(first..=last);
         }
         ranges
+    }
+
+    #[test]
+    fn only_the_pages_own_files_and_the_vendored_ones_it_loads_are_served() {
+        let vendored: Vec<&str> = ASSETS
+            .iter()
+            .map(|(url, _)| *url)
+            .filter(|url| url.starts_with("/vendor/"))
+            .collect();
+        assert_eq!(
+            vendored,
+            [
+                "/vendor/addon-fit.mjs",
+                "/vendor/xterm.css",
+                "/vendor/xterm.mjs"
+            ]
+        );
+        for (url, bytes) in ASSETS {
+            assert!(
+                !url.contains("node_modules")
+                    && !url.contains("/tests/")
+                    && !url.ends_with("package.json"),
+                "{url} is served"
+            );
+            assert!(!bytes.is_empty(), "{url} is empty");
+        }
+        // The terminal's module is the ES module build, its CSS the stylesheet.
+        let (_, xterm) = ASSETS
+            .iter()
+            .find(|(u, _)| *u == "/vendor/xterm.mjs")
+            .unwrap();
+        let xterm = std::str::from_utf8(xterm).unwrap();
+        assert!(xterm.contains("export{") && xterm.contains(" as Terminal}"));
+        assert_eq!(
+            content_type("/vendor/xterm.mjs"),
+            "text/javascript; charset=utf-8"
+        );
+        assert_eq!(content_type("/vendor/xterm.css"), "text/css; charset=utf-8");
     }
 
     #[test]

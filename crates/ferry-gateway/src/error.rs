@@ -91,6 +91,18 @@ impl From<SiteError> for ApiError {
     }
 }
 
+impl From<ferry_media::MediaError> for ApiError {
+    fn from(err: ferry_media::MediaError) -> ApiError {
+        ApiError::failure(err.code(), err.to_string(), "media store")
+    }
+}
+
+impl From<ferry_archive::ArchiveError> for ApiError {
+    fn from(err: ferry_archive::ArchiveError) -> ApiError {
+        ApiError::failure(err.code(), err.to_string(), "archive")
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();

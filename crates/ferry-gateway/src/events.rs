@@ -27,6 +27,11 @@
 //! and only its `files` events are sent (with the person's `interaction` events, which
 //! belong to no workspace).
 //!
+//! An admin's streams also carry `nodes` events (data `{"id":"<node id>"}`, or
+//! `{"id":null}` when changes were missed): a node's link came or went, it said hello,
+//! or it was approved or revoked through the routes. The Nodes panel then reads `GET
+//! /v1/nodes` again. Nobody else's stream hears of nodes.
+//!
 //! The same watcher keeps the web presence of those people fresh and tells their pages
 //! when their pending approvals and picks change (`interaction` events; see
 //! `interactions.rs`), since the agent tool asking may run in another process.
@@ -117,34 +122,39 @@ enum Refused {
     Workspace(WorkspaceKey),
 }
 
+/// A node changed (`id: None`: some nodes, which were not all heard of).
+#[derive(Clone, Debug, Serialize)]
+pub struct NodesEvent {
+    id: Option<String>,
+}
+
 /// What one person's pages are told.
 #[derive(Clone, Debug)]
 enum PageEvent {
     Files(FileEvent),
     Interactions(InteractionsEvent),
+    /// For every admin's pages.
+    Nodes(NodesEvent),
 }
 
 impl PageEvent {
-    fn person(&self) -> &str {
+    /// Whether a stream of `person` (an admin's when `admin`), scoped to `project` when
+    /// one is given, sends it.
+    fn is_for(&self, person: &str, admin: bool, project: Option<&str>) -> bool {
         match self {
-            PageEvent::Files(e) => &e.person,
-            PageEvent::Interactions(e) => &e.person,
-        }
-    }
-
-    /// Whether a stream of `person`, scoped to `project` when one is given, sends it.
-    fn is_for(&self, person: &str, project: Option<&str>) -> bool {
-        self.person() == person
-            && match (self, project) {
-                (PageEvent::Files(e), Some(project)) => e.project.as_deref() == Some(project),
-                _ => true,
+            PageEvent::Files(e) => {
+                e.person == person && project.is_none_or(|p| e.project.as_deref() == Some(p))
             }
+            PageEvent::Interactions(e) => e.person == person,
+            PageEvent::Nodes(_) => admin,
+        }
     }
 
     fn to_sse(&self) -> Event {
         let (name, data) = match self {
             PageEvent::Files(e) => ("files", serde_json::to_string(e)),
             PageEvent::Interactions(e) => ("interaction", serde_json::to_string(e)),
+            PageEvent::Nodes(e) => ("nodes", serde_json::to_string(e)),
         };
         Event::default()
             .event(name)
@@ -188,6 +198,13 @@ impl Events {
             person: person.to_owned(),
             project: project.map(str::to_owned),
             paths,
+        }));
+    }
+
+    /// Tells the admins' open pages that the node `id` changed.
+    pub(crate) fn publish_nodes(&self, id: &str) {
+        let _ = self.tx.send(PageEvent::Nodes(NodesEvent {
+            id: Some(id.to_owned()),
         }));
     }
 
@@ -432,26 +449,44 @@ pub async fn stream(
         }
     }
     crate::interactions::page_opened(&state, &who.person).await;
+    let admin = who.kind == ferry_site::TokenKind::Admin;
     let scope = (rx, listening, project);
-    let events = futures_util::stream::unfold(scope, |(mut rx, listening, project)| async move {
-        loop {
-            let event = match rx.recv().await {
-                Ok(event) if event.is_for(&listening.person, project.as_deref()) => event,
-                Ok(_) => continue,
-                // Fell behind: a files event without paths makes the page reload everything,
-                // its pending requests included.
-                Err(broadcast::error::RecvError::Lagged(_)) => PageEvent::Files(FileEvent {
-                    person: listening.person.clone(),
-                    project: project.clone(),
-                    paths: Vec::new(),
-                }),
-                Err(broadcast::error::RecvError::Closed) => return None,
-            };
-            return Some((Ok(event.to_sse()), (rx, listening, project)));
-        }
-    });
+    let events =
+        futures_util::stream::unfold(scope, move |(mut rx, listening, project)| async move {
+            loop {
+                let event = match rx.recv().await {
+                    Ok(event) if event.is_for(&listening.person, admin, project.as_deref()) => {
+                        event
+                    }
+                    Ok(_) => continue,
+                    // Fell behind: a files event without paths makes the page reload everything,
+                    // its pending requests included.
+                    Err(broadcast::error::RecvError::Lagged(_)) => PageEvent::Files(FileEvent {
+                        person: listening.person.clone(),
+                        project: project.clone(),
+                        paths: Vec::new(),
+                    }),
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                };
+                return Some((Ok(event.to_sse()), (rx, listening, project)));
+            }
+        });
     let events = events.take_until(state.closing.clone().cancelled_owned());
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE_INTERVAL).text("ping")))
+}
+
+/// Publishes a `nodes` event for each node whose link the hub attached or detached, for
+/// the life of the gateway; changes missed by falling behind are one `{"id":null}`.
+pub async fn announce_node_changes(state: AppState) {
+    let mut changes = state.nodes.hub.changes();
+    loop {
+        let id = match changes.recv().await {
+            Ok(id) => Some(id),
+            Err(broadcast::error::RecvError::Lagged(_)) => None,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let _ = state.events.tx.send(PageEvent::Nodes(NodesEvent { id }));
+    }
 }
 
 /// Publishes the files that appear or change in the `public/attachments/` folders of

@@ -15,11 +15,15 @@ mod extract;
 mod files;
 mod interactions;
 mod mcp;
+mod me;
 mod member;
+mod node_link;
 mod nodes;
 mod projects;
 mod range;
 mod tally;
+mod terminal_upload;
+mod terminals;
 mod upload;
 
 use std::collections::HashMap;
@@ -62,6 +66,10 @@ pub struct AppState {
     /// Cancelled when the gateway stops, so that streams which never end on their own
     /// (events, chat replies) let the shutdown finish.
     closing: CancellationToken,
+    /// The links of the connected nodes, and what bounds their handshakes.
+    nodes: node_link::NodeLinks,
+    /// The terminals open on the nodes.
+    terminals: terminals::Sessions,
 }
 
 impl AppState {
@@ -86,6 +94,8 @@ impl AppState {
             worker: None,
             toolboxes: Arc::default(),
             closing: CancellationToken::new(),
+            nodes: node_link::NodeLinks::new(),
+            terminals: terminals::Sessions::default(),
         })
     }
 
@@ -112,7 +122,8 @@ impl AppState {
             stale = toolboxes.remove(person);
         }
         let opened = ferry_tools::Toolbox::open(self.site.clone(), person, self.worker.clone());
-        let toolbox = opened.map(Arc::new);
+        let nodes = ferry_tools::Nodes::new(self.hub());
+        let toolbox = opened.map(|t| Arc::new(t.with_nodes(nodes)));
         if let Ok(toolbox) = &toolbox {
             toolboxes.insert(person.to_owned(), toolbox.clone());
         }
@@ -120,6 +131,13 @@ impl AppState {
         // Ended outside the lock: ending idle workers waits for their processes.
         drop(stale);
         toolbox
+    }
+
+    /// The links of the nodes connected to this gateway. A link says only that the node
+    /// proved its key: a caller checks the node's record (state, served commands) on
+    /// every call.
+    pub fn hub(&self) -> Arc<ferry_node::hub::Hub> {
+        self.nodes.hub.clone()
     }
 
     /// Ends the open event and chat streams; call when the server begins to stop.
@@ -158,14 +176,41 @@ impl AppState {
     }
 
     /// Starts the work that runs beside the requests: noticing files agents write into
-    /// `public/attachments/` for the pages that are open. Revokes the relay tokens an
-    /// earlier run of the gateway left behind.
+    /// `public/attachments/` for the pages that are open, sweeping, closing the links of
+    /// nodes revoked on the data dir. Revokes the relay tokens an earlier run of the
+    /// gateway left behind, and clears the `connected` marks it left: no node is
+    /// connected to a gateway that is only starting.
     pub fn start_background(&self) -> Result<(), ferry_site::SiteError> {
         self.site.revoke_relay_tokens()?;
+        self.site.clear_node_connections()?;
         tokio::spawn(events::watch_attachments(self.clone()));
         tokio::spawn(interactions::sweep_picks(self.clone()));
         tokio::spawn(sweep_saved_output(self.clone()));
+        tokio::spawn(sweep_media(self.clone()));
+        tokio::spawn(node_link::watch_revocations(self.clone()));
+        tokio::spawn(events::announce_node_changes(self.clone()));
         Ok(())
+    }
+}
+
+/// How often `ferry serve` sweeps the media store (expired records, then blobs no record
+/// references).
+const MEDIA_SWEEP_INTERVAL: Duration = Duration::from_secs(15 * 60);
+
+/// Sweeps the media store at start and then every [`MEDIA_SWEEP_INTERVAL`].
+async fn sweep_media(state: AppState) {
+    let mut ticks = tokio::time::interval(MEDIA_SWEEP_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let swept = match state.site.media() {
+            Ok(store) => store.sweep(std::time::SystemTime::now()).await,
+            Err(e) => Err(e),
+        };
+        match swept {
+            Ok(report) => tracing::debug!(?report, "media store swept"),
+            Err(e) => tracing::warn!("sweeping the media store: {e}"),
+        }
     }
 }
 
@@ -223,8 +268,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/files/mkdir", post(files::mkdir))
         .route("/v1/files/move", post(files::move_entry))
         .route("/v1/projects", get(projects::list).post(projects::create))
+        .route("/v1/me", get(me::me))
         .route("/v1/deliveries", post(deliveries::deliver))
         .route("/v1/artifacts", get(mcp::artifacts))
+        .route("/v1/nodes/connect", get(node_link::connect))
         .merge(interactions::routes())
         .merge(nodes::routes())
         .merge(mcp)

@@ -49,11 +49,14 @@ pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
         .with_allowed_origins(origins)
         .with_cancellation_token(state.closing.child_token());
     let owners = Owners::default();
-    let sessions = BoundSessions::new(
-        LocalSessionManager::default(),
-        owners.clone(),
-        MCP_SESSIONS_PER_TOKEN_MAX,
-    );
+    let mut manager = LocalSessionManager::default();
+    // A session is idle only between messages: a tool call that runs long (a node
+    // transfer of a raised cap) sends none until it answers, and must outlive the
+    // library's default of five minutes. Idle sessions stay bounded by the cap per token.
+    manager.session_config.keep_alive = Some(std::time::Duration::from_secs(
+        ferry_config::limits::MCP_SESSION_IDLE_SECS,
+    ));
+    let sessions = BoundSessions::new(manager, owners.clone(), MCP_SESSIONS_PER_TOKEN_MAX);
     let service =
         StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
     axum::Router::new()

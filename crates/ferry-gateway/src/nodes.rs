@@ -1,5 +1,7 @@
 //! The admin's node routes (spec nodes N-ADMIN): `GET /v1/nodes`,
-//! `POST /v1/nodes/{id}/approve` `{"commands"?:[…]}` and `DELETE /v1/nodes/{id}` (revoke).
+//! `POST /v1/nodes/{id}/approve` `{"commands"?:[…]}`, `DELETE /v1/nodes/{id}` (revoke),
+//! and a node's terminal (`GET /v1/nodes/{id}/terminal`, see `terminals`) and terminal
+//! uploads (`POST /v1/nodes/{id}/terminal/upload`, see `terminal_upload`).
 //!
 //! Only an admin token sees them. Anyone else, with no token or another kind, gets the
 //! answer of a route that does not exist, so the routes tell nothing to a non-admin.
@@ -28,6 +30,14 @@ pub(crate) fn routes() -> Router<AppState> {
             post(approve).fallback(other_method),
         )
         .route("/v1/nodes/{id}", delete(revoke).fallback(other_method))
+        .route(
+            "/v1/nodes/{id}/terminal",
+            get(crate::terminals::terminal).fallback(other_method),
+        )
+        .route(
+            "/v1/nodes/{id}/terminal/upload",
+            post(crate::terminal_upload::upload).fallback(other_method),
+        )
 }
 
 /// Another method on a node route: told to an admin, hidden from anyone else like the
@@ -99,9 +109,10 @@ fn approval(
     })
 }
 
-/// A node as the admin sees it. `connected` is false until the link endpoint exists.
-fn shown(node: &NodeRecord) -> serde_json::Value {
-    serde_json::to_value(node.view(false)).unwrap_or_default()
+/// A node as the admin sees it, `connected` as this gateway's hub has it.
+fn shown(state: &AppState, node: &NodeRecord) -> serde_json::Value {
+    let connected = state.nodes.hub.is_connected(&node.id);
+    serde_json::to_value(node.view(connected)).unwrap_or_default()
 }
 
 /// An id that is not even a path segment is no node.
@@ -116,7 +127,7 @@ async fn list(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let site = state.site.clone();
     let nodes = blocking(move || site.nodes()).await?;
-    let nodes: Vec<serde_json::Value> = nodes.iter().map(shown).collect();
+    let nodes: Vec<serde_json::Value> = nodes.iter().map(|n| shown(&state, n)).collect();
     Ok(Json(json!({ "nodes": nodes })))
 }
 
@@ -131,7 +142,8 @@ async fn approve(
     let commands = approval(&headers, body)?.and_then(|a| a.commands);
     let site = state.site.clone();
     let node = blocking(move || site.approve(&id, commands)).await?;
-    Ok(Json(shown(&node)).into_response())
+    state.events.publish_nodes(&node.id);
+    Ok(Json(shown(&state, &node)).into_response())
 }
 
 async fn revoke(
@@ -142,5 +154,8 @@ async fn revoke(
     let id = node_id(id)?;
     let site = state.site.clone();
     let node = blocking(move || site.revoke(&id)).await?;
-    Ok(Json(shown(&node)).into_response())
+    // A revoked node serves nothing: its link is closed now, not at its next call.
+    state.nodes.hub.disconnect(&node.id);
+    state.events.publish_nodes(&node.id);
+    Ok(Json(shown(&state, &node)).into_response())
 }

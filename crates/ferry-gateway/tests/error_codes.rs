@@ -10,10 +10,12 @@ use std::io;
 use std::path::PathBuf;
 
 use axum::response::IntoResponse;
+use ferry_archive::ArchiveError;
 use ferry_codes::Code;
 use ferry_exec::{ExecError, RequestError};
 use ferry_fs::FsError;
 use ferry_gateway::ApiError;
+use ferry_media::MediaError;
 use ferry_site::{InteractionError, SiteError};
 use ferry_tools::{ToolError, ToolOutput};
 use serde_json::Value;
@@ -158,7 +160,7 @@ async fn an_errno_is_coded_as_the_confined_operations_code_it() {
 
 // ----------------------------------------------------------------------------- SiteError
 
-const SITE_VARIANTS: usize = 21;
+const SITE_VARIANTS: usize = 22;
 
 fn site_variant(e: &SiteError) -> usize {
     match e {
@@ -183,6 +185,7 @@ fn site_variant(e: &SiteError) -> usize {
         SiteError::BadNodeCommands(_) => 18,
         SiteError::NodeRevoked(_) => 19,
         SiteError::CorruptRow(_) => 20,
+        SiteError::TooManyPendingNodes(_) => 21,
     }
 }
 
@@ -248,6 +251,7 @@ fn site_samples() -> Vec<SiteError> {
         SiteError::BadNodeCommands("node 0123 does not advertise \"x\"".into()),
         SiteError::NodeRevoked("0123".into()),
         SiteError::CorruptRow("node \"0123\" has an unknown state".into()),
+        SiteError::TooManyPendingNodes(64),
     ];
     samples.extend(
         interaction_samples()
@@ -279,6 +283,152 @@ async fn every_site_failure_has_one_code() {
     }
 }
 
+// ----------------------------------------------------------------- MediaError, ArchiveError
+
+const MEDIA_VARIANTS: usize = 9;
+
+fn media_variant(e: &MediaError) -> usize {
+    match e {
+        MediaError::UnknownMediaId(_) => 0,
+        MediaError::NameTooLong { .. } => 1,
+        MediaError::TooLarge { .. } => 2,
+        MediaError::Source(_) => 3,
+        MediaError::Store(_) => 4,
+        MediaError::BlobMissing(_) => 5,
+        MediaError::Records(_) => 6,
+        MediaError::Io(_) => 7,
+        MediaError::Fs(_) => 8,
+    }
+}
+
+fn media_samples() -> Vec<MediaError> {
+    vec![
+        MediaError::UnknownMediaId("../etc/passwd".into()),
+        MediaError::NameTooLong { max_bytes: 4096 },
+        MediaError::TooLarge { max_bytes: 16 },
+        MediaError::Source(io::Error::other("the body stopped")),
+        MediaError::Store(object_store::Error::NotImplemented {
+            operation: "put".into(),
+            implementer: "test".into(),
+        }),
+        MediaError::BlobMissing("abc".into()),
+        MediaError::Records("the table is locked".into()),
+        MediaError::Io(io::Error::other("disk on fire")),
+        MediaError::Fs(FsError::PathEscapes),
+    ]
+}
+
+#[tokio::test]
+async fn every_media_failure_has_one_code() {
+    let samples = media_samples();
+    assert_covers(
+        "MediaError",
+        samples.iter().map(media_variant),
+        MEDIA_VARIANTS,
+    );
+    for (http, mcp) in media_samples().into_iter().zip(media_samples()) {
+        let what = format!("{http:?}");
+        let code = http.code();
+        let tool = ToolError::new(mcp.code(), mcp.to_string());
+        assert_agree(&what, code, ApiError::from(http), &tool).await;
+    }
+}
+
+const ARCHIVE_VARIANTS: usize = 17;
+
+fn archive_variant(e: &ArchiveError) -> usize {
+    match e {
+        ArchiveError::UnsupportedEntry { .. } => 0,
+        ArchiveError::PathEscapes { .. } => 1,
+        ArchiveError::InvalidUnicode { .. } => 2,
+        ArchiveError::NameCollision { .. } => 3,
+        ArchiveError::PlatformName { .. } => 4,
+        ArchiveError::PathDenied { .. } => 5,
+        ArchiveError::Malformed(_) => 6,
+        ArchiveError::ArchiveTooLarge { .. } => 7,
+        ArchiveError::EntryTooLarge { .. } => 8,
+        ArchiveError::UnpackedTooLarge { .. } => 9,
+        ArchiveError::HeaderTooLarge { .. } => 10,
+        ArchiveError::TooManyEntries { .. } => 11,
+        ArchiveError::ChangedMeanwhile { .. } => 12,
+        ArchiveError::BadGlob { .. } => 13,
+        ArchiveError::BadName { .. } => 14,
+        ArchiveError::Fs(_) => 15,
+        ArchiveError::Io(_) => 16,
+    }
+}
+
+fn archive_samples() -> Vec<ArchiveError> {
+    let path = || "a/b".to_string();
+    vec![
+        ArchiveError::UnsupportedEntry {
+            path: path(),
+            what: "a symbolic link".into(),
+        },
+        ArchiveError::PathEscapes {
+            path: "../x".into(),
+            why: "it has a .. component",
+        },
+        ArchiveError::InvalidUnicode { path: path() },
+        ArchiveError::NameCollision {
+            path: "A".into(),
+            other: "a".into(),
+            why: "they differ in case only",
+        },
+        ArchiveError::PlatformName {
+            path: "con".into(),
+            platform: "windows",
+            why: "a reserved name".into(),
+        },
+        ArchiveError::PathDenied { path: path() },
+        ArchiveError::Malformed("a bad checksum".into()),
+        ArchiveError::ArchiveTooLarge { limit: 16 },
+        ArchiveError::EntryTooLarge {
+            path: path(),
+            size: 17,
+            limit: 16,
+        },
+        ArchiveError::UnpackedTooLarge { limit: 64 },
+        ArchiveError::HeaderTooLarge {
+            what: "PAX header",
+            size: 70_000,
+            limit: 65_536,
+        },
+        ArchiveError::TooManyEntries { limit: 5000 },
+        ArchiveError::ChangedMeanwhile {
+            path: path(),
+            declared: 10,
+            found: "only 5 were read".into(),
+        },
+        ArchiveError::BadGlob {
+            glob: "[".into(),
+            why: "unclosed class".into(),
+        },
+        ArchiveError::BadName {
+            path: "/abs".into(),
+            why: "it is absolute",
+        },
+        ArchiveError::Fs(FsError::Exists),
+        ArchiveError::Io(io::Error::other("the pipe broke")),
+    ]
+}
+
+#[tokio::test]
+async fn every_archive_failure_has_one_code() {
+    let samples = archive_samples();
+    assert_covers(
+        "ArchiveError",
+        samples.iter().map(archive_variant),
+        ARCHIVE_VARIANTS,
+    );
+    for (http, mcp) in archive_samples().into_iter().zip(archive_samples()) {
+        let what = format!("{http:?}");
+        let code = http.code();
+        let tool = ToolError::new(mcp.code(), mcp.to_string());
+        assert_agree(&what, code, ApiError::from(http), &tool).await;
+    }
+}
+
 /// The spec's codes for the member routes' failures (members.md), kept as they were.
 #[test]
 fn the_member_routes_keep_the_spec_codes() {
@@ -306,7 +456,7 @@ fn the_member_routes_keep_the_spec_codes() {
 
 // ----------------------------------------------------------------------------- ExecError
 
-const EXEC_VARIANTS: usize = 16;
+const EXEC_VARIANTS: usize = 18;
 
 fn exec_variant(e: &ExecError) -> usize {
     match e {
@@ -326,6 +476,8 @@ fn exec_variant(e: &ExecError) -> usize {
         ExecError::Spawn(_) => 13,
         ExecError::Io(_) => 14,
         ExecError::Unwatched => 15,
+        ExecError::InvalidLifetime => 16,
+        ExecError::InvalidWorkerRun(_) => 17,
     }
 }
 
@@ -366,6 +518,8 @@ fn exec_samples() -> Vec<ExecError> {
         ExecError::Spawn(io::Error::other("fork")),
         ExecError::Io(io::Error::other("poll")),
         ExecError::Unwatched,
+        ExecError::InvalidLifetime,
+        ExecError::InvalidWorkerRun("the variable name \"PATH\" is refused".into()),
     ]
 }
 

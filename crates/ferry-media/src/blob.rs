@@ -12,7 +12,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path as FsPath, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -37,15 +37,60 @@ const BLOBS: &str = "blobs";
 const TEMPORARIES: &str = "tmp";
 const TRASH: &str = "trash";
 
-/// Content that has been streamed into a temporary object, not yet placed.
+/// Content that has been streamed into a temporary object, not yet placed. Dropped
+/// without [`Blobs::settle`] or [`Blobs::discard`] (a put whose caller gave up), it
+/// removes its temporary.
 #[derive(Debug)]
 pub struct Staged {
     temporary: Path,
+    leftover: Leftover,
     /// Lowercase hex SHA-256 of the content.
     pub sha256: String,
     /// Bytes of content.
     pub size: u64,
 }
+
+/// Removes a put's temporary from the local file system when the put is dropped midway:
+/// the future of a put can be dropped at any await (a cancelled call), and neither the
+/// temporary nor the multipart writer's staging files (`<name>#<part>`) may stay.
+#[derive(Debug)]
+struct Leftover {
+    dir: PathBuf,
+    name: String,
+    armed: bool,
+}
+
+impl Leftover {
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Leftover {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let staging = name
+                .strip_prefix(self.name.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('#'));
+            if staging {
+                // Best effort: what stays is swept once it has sat idle.
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// The sha256 of a put's content as its source computed it, set once the source has
+/// yielded its last byte (see [`Blobs::stage_hashed`]).
+pub type KnownDigest = Arc<OnceLock<[u8; 32]>>;
 
 /// Whether placing made the blob or found it there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +115,7 @@ pub struct BlobMeta {
 pub struct Blobs {
     store: Arc<dyn ObjectStore>,
     local: Arc<LocalFileSystem>,
-    root: PathBuf,
+    pub(crate) root: PathBuf,
 }
 
 impl Blobs {
@@ -97,7 +142,41 @@ impl Blobs {
     where
         S: Stream<Item = std::io::Result<Bytes>> + Send,
     {
-        let temporary = Path::from(format!("{TEMPORARIES}/{}", ferry_fs::random_hex::<16>()));
+        self.stage_with(content, max_bytes, None).await
+    }
+
+    /// Streams `content` into a temporary without hashing it: `digest` is the sha256 of
+    /// exactly what `content` yields, which its source sets once it has yielded the last
+    /// byte (a checked body verified against its trailer). A stream that ends without
+    /// setting it fails the put and leaves nothing behind.
+    pub async fn stage_hashed<S>(
+        &self,
+        content: S,
+        max_bytes: u64,
+        digest: KnownDigest,
+    ) -> Result<Staged, MediaError>
+    where
+        S: Stream<Item = std::io::Result<Bytes>> + Send,
+    {
+        self.stage_with(content, max_bytes, Some(digest)).await
+    }
+
+    async fn stage_with<S>(
+        &self,
+        content: S,
+        max_bytes: u64,
+        known: Option<KnownDigest>,
+    ) -> Result<Staged, MediaError>
+    where
+        S: Stream<Item = std::io::Result<Bytes>> + Send,
+    {
+        let name = ferry_fs::random_hex::<16>();
+        let temporary = Path::from(format!("{TEMPORARIES}/{name}"));
+        let leftover = Leftover {
+            dir: self.root.join(TEMPORARIES),
+            name,
+            armed: true,
+        };
         let upload = self.store.put_multipart(&temporary).await?;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
         let mut hasher = Sha256::new();
@@ -113,21 +192,36 @@ impl Blobs {
             if size > max_bytes {
                 break Some(MediaError::TooLarge { max_bytes });
             }
-            hasher.update(&chunk);
+            if known.is_none() {
+                hasher.update(&chunk);
+            }
             if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT_MAX).await {
                 break Some(e.into());
             }
             writer.put(chunk);
         };
-        if let Some(e) = failure {
-            // The abort removes the staging file; its own failure adds nothing to `e`.
-            let _ = writer.abort().await;
-            return Err(e);
-        }
+        let sha256: Result<[u8; 32], MediaError> = match (failure, known) {
+            (Some(e), _) => Err(e),
+            (None, None) => Ok(hasher.finalize().into()),
+            (None, Some(known)) => known.get().copied().ok_or_else(|| {
+                MediaError::Source(std::io::Error::other(
+                    "the source ended without the digest of what it yielded",
+                ))
+            }),
+        };
+        let sha256 = match sha256 {
+            Ok(sha256) => sha256,
+            Err(e) => {
+                // The abort removes the staging file; its own failure adds nothing to `e`.
+                let _ = writer.abort().await;
+                return Err(e);
+            }
+        };
         writer.finish().await?;
         Ok(Staged {
+            leftover,
             temporary,
-            sha256: ferry_fs::hex(&hasher.finalize()),
+            sha256: ferry_fs::hex(&sha256),
             size,
         })
     }
@@ -164,8 +258,10 @@ impl Blobs {
     }
 
     /// Removes a staged temporary.
-    pub async fn discard(&self, staged: Staged) -> Result<(), MediaError> {
-        ignore_not_found(self.store.delete(&staged.temporary).await)
+    pub async fn discard(&self, mut staged: Staged) -> Result<(), MediaError> {
+        ignore_not_found(self.store.delete(&staged.temporary).await)?;
+        staged.leftover.disarm();
+        Ok(())
     }
 
     /// Whether the blob for `sha256` is in the store.

@@ -33,6 +33,9 @@ pub enum MediaError {
     /// The records failed (the metadata database).
     #[error("the media records failed: {0}")]
     Records(String),
+    /// A confined file-system call failed (a fetched tree's folder).
+    #[error("the media store failed: {0}")]
+    Fs(#[from] ferry_fs::FsError),
     /// A local file-system call failed.
     #[error("the media store failed: {0}")]
     Io(#[from] std::io::Error),
@@ -46,6 +49,7 @@ impl MediaError {
             MediaError::NameTooLong { .. } => Code::BadPath,
             MediaError::TooLarge { .. } => Code::TooLarge,
             MediaError::Source(_) => Code::BadBody,
+            MediaError::Fs(e) => e.code(),
             MediaError::Store(_)
             | MediaError::BlobMissing(_)
             | MediaError::Records(_)
@@ -73,6 +77,7 @@ mod tests {
             (MediaError::BlobMissing("s".into()), Code::IoError),
             (MediaError::Records("r".into()), Code::IoError),
             (MediaError::Io(io()), Code::IoError),
+            (MediaError::Fs(ferry_fs::FsError::NotFound), Code::NotFound),
         ] {
             let listed = match &error {
                 MediaError::UnknownMediaId(_)
@@ -82,6 +87,7 @@ mod tests {
                 | MediaError::Store(_)
                 | MediaError::BlobMissing(_)
                 | MediaError::Records(_)
+                | MediaError::Fs(_)
                 | MediaError::Io(_) => true,
             };
             assert!(listed);

@@ -7,6 +7,7 @@
 //!   in its metadata database).
 //! - [`store`]: [`MediaStore`], blobs and records together.
 //! - [`sweep`]: expiry, and removing blobs no record references.
+//! - [`trees`]: the folders `dir_fetch` extracts into, which live as long as their record.
 
 pub mod blob;
 mod error;
@@ -14,6 +15,7 @@ pub mod id;
 pub mod record;
 pub mod store;
 pub mod sweep;
+pub mod trees;
 
 pub use blob::Blobs;
 pub use error::MediaError;

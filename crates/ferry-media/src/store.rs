@@ -7,6 +7,7 @@ use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream};
 use tokio::io::AsyncRead;
 
+use crate::blob::KnownDigest;
 use crate::{Blobs, MediaError, MediaId, MediaRecord, MediaRecords, MediaSource};
 
 /// Bytes read from a caller's reader at a time.
@@ -86,12 +87,50 @@ impl MediaStore {
     where
         S: Stream<Item = std::io::Result<Bytes>> + Send,
     {
+        self.put_stream_with(content, None, original_name, source)
+            .await
+    }
+
+    /// [`MediaStore::put_stream`] of content whose source hashes what it yields itself
+    /// (a checked body from a node): `digest` names the blob and nothing is hashed again
+    /// (see [`Blobs::stage_hashed`]).
+    pub async fn put_stream_hashed<S>(
+        &self,
+        content: S,
+        digest: KnownDigest,
+        original_name: &str,
+        source: MediaSource,
+    ) -> Result<MediaRecord, MediaError>
+    where
+        S: Stream<Item = std::io::Result<Bytes>> + Send,
+    {
+        self.put_stream_with(content, Some(digest), original_name, source)
+            .await
+    }
+
+    async fn put_stream_with<S>(
+        &self,
+        content: S,
+        digest: Option<KnownDigest>,
+        original_name: &str,
+        source: MediaSource,
+    ) -> Result<MediaRecord, MediaError>
+    where
+        S: Stream<Item = std::io::Result<Bytes>> + Send,
+    {
         // Checked before any byte is read: a refused put leaves nothing.
         let max_bytes = ferry_fs::PATH_MAX_BYTES;
         if original_name.len() > max_bytes || source.path.len() > max_bytes {
             return Err(MediaError::NameTooLong { max_bytes });
         }
-        let staged = self.blobs.stage(content, self.max_bytes).await?;
+        let staged = match digest {
+            Some(digest) => {
+                self.blobs
+                    .stage_hashed(content, self.max_bytes, digest)
+                    .await?
+            }
+            None => self.blobs.stage(content, self.max_bytes).await?,
+        };
         // New or found there, the blob is placed; either way the record comes next.
         if let Err(e) = self.blobs.place(&staged).await {
             let _ = self.blobs.discard(staged).await;

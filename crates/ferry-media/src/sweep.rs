@@ -34,6 +34,10 @@ pub struct SweepReport {
     pub blobs_kept: usize,
     /// Temporaries of puts that never finished, removed.
     pub temporaries_removed: usize,
+    /// Fetched trees whose record expired, removed.
+    pub trees_removed: usize,
+    /// Extractions of trees that never finished, removed.
+    pub tree_temporaries_removed: usize,
 }
 
 impl MediaStore {
@@ -65,6 +69,7 @@ impl MediaStore {
         let idle = Duration::from_secs(ferry_config::limits::MEDIA_TEMPORARY_IDLE_MAX_SECS);
         let stale = now.checked_sub(idle).unwrap_or(SystemTime::UNIX_EPOCH);
         report.temporaries_removed = self.blobs.remove_stale_temporaries(stale)?;
+        (report.trees_removed, report.tree_temporaries_removed) = self.sweep_trees(now, stale)?;
         Ok(report)
     }
 

@@ -4,6 +4,7 @@ use bytes::Bytes;
 use ferry_media::blob::Placed;
 use ferry_media::{Blobs, MediaError};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
+use sha2::Digest;
 
 fn chunks(
     total: usize,
@@ -112,6 +113,82 @@ async fn a_failing_source_leaves_nothing() {
         chunks(2 * 1024 * 1024, 65536).chain(stream::iter([Err(std::io::Error::other("cut"))]));
     let err = blobs.stage(failing, u64::MAX).await.unwrap_err();
     assert!(matches!(err, MediaError::Source(_)), "{err}");
+    assert_eq!(files_under(dir.path()), Vec::<String>::new());
+}
+
+/// `content` followed by an end that sets `digest` to `value`, as a checked body's
+/// reader does once its trailer matched.
+fn ending_with_digest(
+    content: Vec<u8>,
+    digest: ferry_media::blob::KnownDigest,
+    value: Option<[u8; 32]>,
+) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send {
+    let end = stream::poll_fn(move |_| {
+        if let Some(value) = value {
+            let _ = digest.set(value);
+        }
+        std::task::Poll::Ready(None)
+    });
+    stream::iter([Ok(Bytes::from(content))]).chain(end)
+}
+
+#[tokio::test]
+async fn a_hashed_stage_is_named_by_the_digest_its_source_set_at_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = Blobs::local(dir.path()).unwrap();
+    let content = b"hashed by its source".to_vec();
+    let sha: [u8; 32] = sha2::Sha256::digest(&content).into();
+    let digest = ferry_media::blob::KnownDigest::default();
+    let source = ending_with_digest(content.clone(), digest.clone(), Some(sha));
+    let staged = blobs.stage_hashed(source, 1024, digest).await.unwrap();
+    assert_eq!(staged.sha256, ferry_fs::sha256_hex(&content));
+    assert_eq!(staged.size, content.len() as u64);
+    assert_eq!(blobs.place(&staged).await.unwrap(), Placed::New);
+    blobs.settle(staged).await.unwrap();
+    let read: Vec<Bytes> = blobs
+        .get(&ferry_fs::sha256_hex(&content))
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(read.concat(), content);
+}
+
+#[tokio::test]
+async fn a_hashed_stage_whose_source_ends_without_its_digest_fails_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = Blobs::local(dir.path()).unwrap();
+    let digest = ferry_media::blob::KnownDigest::default();
+    let source = ending_with_digest(vec![1; 4096], digest.clone(), None);
+    let err = blobs
+        .stage_hashed(source, 1 << 20, digest)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MediaError::Source(_)), "{err}");
+    assert_eq!(files_under(dir.path()), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_hashed_stage_keeps_the_cap_at_limit_minus_one_limit_and_plus_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = Blobs::local(dir.path()).unwrap();
+    let cap = 4096;
+    for (size, fits) in [(cap - 1, true), (cap, true), (cap + 1, false)] {
+        let digest = ferry_media::blob::KnownDigest::default();
+        let source = ending_with_digest(vec![3; size as usize], digest.clone(), Some([9; 32]));
+        match blobs.stage_hashed(source, cap, digest).await {
+            Ok(staged) => {
+                assert!(fits, "{size}");
+                assert_eq!(staged.size, size);
+                blobs.discard(staged).await.unwrap();
+            }
+            Err(e) => {
+                assert!(!fits, "{size}: {e}");
+                assert!(matches!(e, MediaError::TooLarge { max_bytes } if max_bytes == cap));
+            }
+        }
+    }
     assert_eq!(files_under(dir.path()), Vec::<String>::new());
 }
 

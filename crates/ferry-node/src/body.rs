@@ -105,9 +105,16 @@ impl DataWriter {
 
     /// Ends the body.
     pub async fn finish(mut self) -> Result<(), NodeError> {
-        self.send_frame(Bytes::new(), true).await?;
+        let shared = self.stream.shared.clone();
+        let place = tokio::select! {
+            place = shared.data.reserve() => place.map_err(|_| shared.offline())?,
+            () = self.cancel.cancelled() => return Err(self.stopped()),
+        };
+        // Our half is closed before the END can leave: the other end may open its next
+        // stream as soon as it sees this one end, and must find it counted closed here.
         self.finished = true;
-        self.stream.shared.close_local(self.stream.id);
+        shared.close_local(self.stream.id);
+        place.send(Frame::data(self.stream.id, Bytes::new(), true));
         Ok(())
     }
 
@@ -271,9 +278,7 @@ impl Reply {
 
     /// Answers `result` with no body.
     pub fn ok(mut self, result: serde_json::Value) -> Result<(), NodeError> {
-        self.head(result, true)?;
-        self.shared.close_local(self.id);
-        Ok(())
+        self.head(result, true)
     }
 
     /// Answers `result`, followed by a body the returned writer sends.
@@ -306,6 +311,11 @@ impl Reply {
             });
         }
         let frame = Frame::control(Kind::Response, self.id, end, &ResponseBody { result });
+        if end {
+            // Closed before the frame is queued: the caller may open its next call as
+            // soon as it has this answer, and must find this stream no longer counted.
+            self.shared.close_local(self.id);
+        }
         self.shared.send_control(frame)
     }
 }

@@ -33,6 +33,15 @@ pub enum NodeError {
     /// The call was cancelled.
     #[error("the call was cancelled")]
     Cancelled,
+    /// A checked body does not match the length or sha256 it carries, or stops short.
+    #[error("the transfer is not what the node said it is: {0}")]
+    Mismatch(String),
+    /// The other end sent nothing on a call for this long.
+    #[error("the node sent nothing for {} s; the call was cancelled", .0.as_secs())]
+    Stalled(std::time::Duration),
+    /// A body is larger than the receiver takes.
+    #[error("the transfer is larger than the {0} bytes it may be")]
+    TooLarge(u64),
     /// The other end answered the call with an error.
     #[error("{message}")]
     Remote {
@@ -54,6 +63,9 @@ impl NodeError {
             NodeError::Offline(_) => Code::NodeOffline,
             NodeError::Busy(_) => Code::LinkBusy,
             NodeError::Cancelled => Code::CallCancelled,
+            NodeError::Mismatch(_) => Code::TransferMismatch,
+            NodeError::TooLarge(_) => Code::TooLarge,
+            NodeError::Stalled(_) => Code::TransferStalled,
             NodeError::Remote { code, .. } => *code,
         }
     }

@@ -385,13 +385,37 @@ where
     St: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
+    gateway_handshake_admitting(sink, stream, session, timeout, |_| async { Ok(()) }).await
+}
+
+/// Like [`gateway_handshake`], but asks `admit` about the verified node before welcoming
+/// it: a refusal (a revoked node, too many pending ones) reaches the node in place of the
+/// welcome, as an error on stream 0 with the refusal's code, which `node_handshake`
+/// returns as [`NodeError::Remote`].
+pub async fn gateway_handshake_admitting<Si, St, E, A, Fut>(
+    sink: &mut Si,
+    stream: &mut St,
+    session: &str,
+    timeout: Duration,
+    admit: A,
+) -> Result<VerifiedNode, NodeError>
+where
+    Si: Sink<Bytes> + Unpin,
+    Si::Error: std::fmt::Display,
+    St: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+    A: FnOnce(&VerifiedNode) -> Fut,
+    Fut: Future<Output = Result<(), NodeError>>,
+{
     let result = async {
         let hello: Hello = expect(next_frame(stream, timeout).await?, Kind::Hello)?.body()?;
         check_hello(&hello)?;
         let challenge = Challenge::fresh(session);
         send(sink, Frame::control(Kind::Challenge, 0, false, &challenge)).await?;
         let proof: Proof = expect(next_frame(stream, timeout).await?, Kind::Proof)?.body()?;
-        verify(&hello, &challenge, &proof)
+        let node = verify(&hello, &challenge, &proof)?;
+        admit(&node).await?;
+        Ok::<_, NodeError>(node)
     }
     .await;
     match result {

@@ -21,8 +21,9 @@ pub const KEY_FILE_NAME: &str = "identity.key";
 const KEY_FILE_TAG: &str = "ferry-node-key-v1 ";
 /// Most bytes a key file may have (the tag, 64 digits and a newline fit well within).
 const KEY_FILE_MAX_BYTES: u64 = 128;
-/// Hex digits of the public key's SHA-256 that make the node id.
-pub const NODE_ID_HEX_DIGITS: usize = 20;
+/// Hex digits of the public key's SHA-256 that make the node id (named once, in the
+/// limits, where the configuration's `[nodes.<id>]` check reads it too).
+pub use ferry_config::limits::NODE_ID_HEX_DIGITS;
 
 /// A node's signing key.
 pub struct Identity {

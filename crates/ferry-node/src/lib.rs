@@ -7,12 +7,22 @@
 //! the tests (an in-memory duplex) plug in the same code.
 
 mod body;
+pub mod checked;
+pub mod commands;
+pub mod connect;
 mod error;
 pub mod frame;
 pub mod handshake;
+pub mod host;
+pub mod hub;
 pub mod identity;
+pub mod memory;
 pub mod mux;
+pub mod policy;
+pub mod quote;
+pub mod settings;
 mod shared;
+pub mod terminal;
 
 pub use body::{Call, DataReader, DataWriter, Incoming, Reply, Response};
 pub use error::NodeError;

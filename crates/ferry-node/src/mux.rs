@@ -18,7 +18,8 @@
 //!   brings nothing for `heartbeat_timeout` is dead. Every call on a dead link fails at
 //!   once with `node_offline`.
 //! - **Caps.** At most `max_streams` calls of each direction are open at once; a call past
-//!   it fails with `link_busy` (ours at once, the peer's with an error frame).
+//!   it fails with `link_busy` (ours at once, the peer's with an error frame), or with
+//!   [`Link::open_queued`] waits for a slot, first come first served.
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -27,7 +28,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::NodeError;
@@ -148,8 +149,11 @@ impl Link {
     {
         let (control, control_rx) = mpsc::unbounded_channel();
         let (data, data_rx) = mpsc::channel(DATA_QUEUE_FRAMES);
+        let call_slots = Arc::new(Semaphore::new(config.max_streams));
         let shared = Arc::new(Shared {
+            call_slots,
             next_id: AtomicU32::new(config.role.first_id()),
+            peer_last_id: AtomicU32::new(0),
             config,
             control,
             control_queued: AtomicUsize::new(0),
@@ -183,15 +187,62 @@ impl Link {
             .die(NodeError::Offline("the link was closed".into()));
     }
 
+    /// Takes the link down and tells the other end why: `error` goes out on stream 0, the
+    /// link's last word, before it closes. Every open call fails with `node_offline`.
+    pub fn close_with(&self, error: &NodeError) {
+        self.shared.send_error(0, error);
+        self.shared
+            .die(NodeError::Offline(format!("the link was closed: {error}")));
+    }
+
     /// Streams open now (calls made and served).
     pub fn open_streams(&self) -> usize {
         self.shared.streams().map.len()
     }
 
     /// Opens a call of `command`; with `with_body`, its request body is written through
-    /// [`Call::take_body`] before the response comes.
+    /// [`Call::take_body`] before the response comes. Fails at once with `link_busy` when
+    /// `max_streams` calls are open.
     pub fn open(
         &self,
+        command: &str,
+        args: serde_json::Value,
+        with_body: bool,
+    ) -> Result<Call, NodeError> {
+        let shared = &self.shared;
+        let slot = match shared.call_slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(TryAcquireError::NoPermits) => {
+                return Err(NodeError::Busy(shared.config.max_streams));
+            }
+            Err(TryAcquireError::Closed) => return Err(shared.offline()),
+        };
+        self.open_in(slot, command, args, with_body)
+    }
+
+    /// Like [`Link::open`], but waits for a call slot when `max_streams` calls are open:
+    /// waiters are served first come, first served; dropping the future gives up its
+    /// place and takes no slot; a link that dies fails every waiter with `node_offline`.
+    pub async fn open_queued(
+        &self,
+        command: &str,
+        args: serde_json::Value,
+        with_body: bool,
+    ) -> Result<Call, NodeError> {
+        let slot = self
+            .shared
+            .call_slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| self.shared.offline())?;
+        self.open_in(slot, command, args, with_body)
+    }
+
+    /// Opens the stream of a call that holds `slot`; the slot lives in the stream's entry.
+    fn open_in(
+        &self,
+        slot: OwnedSemaphorePermit,
         command: &str,
         args: serde_json::Value,
         with_body: bool,
@@ -205,9 +256,6 @@ impl Link {
         let cancel = shared.closed.child_token();
         let id = {
             let mut streams = shared.streams();
-            if streams.calling >= shared.config.max_streams {
-                return Err(NodeError::Busy(shared.config.max_streams));
-            }
             let id = shared.next_id.fetch_add(2, Ordering::Relaxed);
             if id > u32::MAX - 2 {
                 drop(streams);
@@ -216,12 +264,17 @@ impl Link {
                 ));
                 return Err(shared.offline());
             }
-            streams.calling += 1;
+            // The link may have died since the check above: `die` empties the table under
+            // this lock, so an entry added after it would never be failed.
+            if shared.closed.is_cancelled() {
+                return Err(shared.offline());
+            }
             streams.map.insert(
                 id,
                 Entry {
                     ours: true,
                     local_open: with_body,
+                    slot: Some(slot),
                     ..Entry::opened(events_tx, credit.clone(), cancel.clone())
                 },
             );
@@ -248,6 +301,18 @@ impl Link {
         args: serde_json::Value,
     ) -> Result<Response, NodeError> {
         self.open(command, args, false)?.response().await
+    }
+
+    /// Like [`Link::call`], but waits for a call slot (see [`Link::open_queued`]).
+    pub async fn call_queued(
+        &self,
+        command: &str,
+        args: serde_json::Value,
+    ) -> Result<Response, NodeError> {
+        self.open_queued(command, args, false)
+            .await?
+            .response()
+            .await
     }
 }
 
@@ -284,13 +349,21 @@ async fn write_loop<Si>(
                 shared.control_queued.fetch_sub(1, Ordering::Relaxed);
                 frame
             }
-            Some(frame) = data.recv() => frame,
+            Some(frame) = data.recv() => {
+                // A stream's head is queued as control before its first data, but it may
+                // have arrived after `control` was polled empty above: whatever control
+                // was queued before this data frame leaves before it.
+                while let Ok(head) = control.try_recv() {
+                    shared.control_queued.fetch_sub(1, Ordering::Relaxed);
+                    if !send(&shared, &mut sink, head).await {
+                        return;
+                    }
+                }
+                frame
+            }
             _ = heartbeat.tick() => Frame::empty(Kind::Heartbeat, 0),
         };
-        if let Err(e) = sink.send(frame.encode()).await {
-            shared.die(NodeError::Offline(format!(
-                "the link failed while sending: {e}"
-            )));
+        if !send(&shared, &mut sink, frame).await {
             return;
         }
     }
@@ -304,6 +377,23 @@ async fn write_loop<Si>(
         let _ = sink.close().await;
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), last_words).await;
+}
+
+/// Sends one frame; a failure kills the link (and says so: `false`).
+async fn send<Si>(shared: &Shared, sink: &mut Si, frame: Frame) -> bool
+where
+    Si: Sink<Bytes> + Unpin,
+    Si::Error: std::fmt::Display,
+{
+    match sink.send(frame.encode()).await {
+        Ok(()) => true,
+        Err(e) => {
+            shared.die(NodeError::Offline(format!(
+                "the link failed while sending: {e}"
+            )));
+            false
+        }
+    }
 }
 
 async fn read_loop<St, E>(shared: Arc<Shared>, mut stream: St, handler: Option<Handler>)
@@ -351,6 +441,19 @@ where
     }
 }
 
+/// Whether no stream `id` ever existed: of this end's parity, no call of ours has taken
+/// it yet; of the other end's, it is past the last call the other end opened (ids only
+/// grow, and a call's request comes before anything else on it). The decoder already
+/// refuses calls' frames on stream 0. A late frame for a stream given up is dropped, but
+/// one for a stream that never existed is a breach.
+fn never_opened(shared: &Shared, id: u32) -> bool {
+    if shared.config.role.owns(id) {
+        id >= shared.next_id.load(Ordering::Relaxed)
+    } else {
+        id > shared.peer_last_id.load(Ordering::Relaxed)
+    }
+}
+
 /// Acts on one frame from the other end; an error is a breach that closes the link.
 fn dispatch(
     shared: &Arc<Shared>,
@@ -375,6 +478,12 @@ fn dispatch(
             let body: ResponseBody = frame.body()?;
             let mut streams = shared.streams();
             let Some(entry) = streams.map.get_mut(&id) else {
+                // Late for a call given up, or an answer to nothing this end asked.
+                if !shared.config.role.owns(id) || never_opened(shared, id) {
+                    return Err(NodeError::frame(format!(
+                        "a response on stream {id}, which this end never opened"
+                    )));
+                }
                 return Ok(());
             };
             if !entry.ours || entry.head_received {
@@ -391,6 +500,11 @@ fn dispatch(
         Kind::Data => {
             let mut streams = shared.streams();
             let Some(entry) = streams.map.get_mut(&id) else {
+                if never_opened(shared, id) {
+                    return Err(NodeError::frame(format!(
+                        "data on stream {id}, which was never opened"
+                    )));
+                }
                 return Ok(()); // late: the stream was given up
             };
             if !entry.remote_open || (entry.ours && !entry.head_received) {
@@ -459,6 +573,7 @@ fn serve(shared: &Arc<Shared>, frame: Frame, handler: &Option<Handler>) -> Resul
             "a request on stream {id}, an id of this end's"
         )));
     }
+    shared.peer_last_id.fetch_max(id, Ordering::Relaxed);
     let request: RequestBody = frame.body()?;
     let (events_tx, events) = mpsc::unbounded_channel();
     let credit = Arc::new(Semaphore::new(STREAM_WINDOW_BYTES as usize));

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use bytes::Bytes;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::NodeError;
@@ -62,6 +62,9 @@ pub struct Entry {
     pub remote_open: bool,
     /// We may still send on it.
     pub local_open: bool,
+    /// The call slot a call of ours holds (see [`Shared::call_slots`]); given back when
+    /// the stream is removed, and not before.
+    pub slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Entry {
@@ -82,17 +85,16 @@ impl Entry {
             head_received: false,
             remote_open: true,
             local_open: true,
+            slot: None,
         }
     }
 }
 
-/// The open streams, and how many of each side.
+/// The open streams, and how many we serve (our own calls are counted by their slots).
 #[derive(Default)]
 pub struct Streams {
     /// By stream id.
     pub map: HashMap<u32, Entry>,
-    /// Calls we made.
-    pub calling: usize,
     /// Calls we serve.
     pub serving: usize,
 }
@@ -110,12 +112,13 @@ impl Streams {
 
     /// Removes the stream, whatever its state, and tells whoever waits on it.
     pub fn remove(&mut self, id: u32) -> Option<Entry> {
-        let entry = self.map.remove(&id)?;
-        if entry.ours {
-            self.calling -= 1;
-        } else {
+        let mut entry = self.map.remove(&id)?;
+        if !entry.ours {
             self.serving -= 1;
         }
+        // The slot goes back now, while the table is locked, so a waiting call never sees
+        // more streams open than `max_streams`.
+        drop(entry.slot.take());
         entry.cancel.cancel();
         entry.send_credit.close();
         Some(entry)
@@ -134,8 +137,13 @@ pub struct Shared {
     pub data: mpsc::Sender<Frame>,
     /// The open streams.
     pub streams: Mutex<Streams>,
+    /// One permit per call of ours that may be open (`max_streams`); closed when the link
+    /// dies, which wakes every call waiting for one.
+    pub call_slots: Arc<Semaphore>,
     /// The next id of a call of ours.
     pub next_id: AtomicU32,
+    /// The highest id the other end has opened a call on (0: none yet).
+    pub peer_last_id: AtomicU32,
     /// Cancelled when the link dies.
     pub closed: CancellationToken,
     /// Why the link died.
@@ -233,6 +241,7 @@ impl Shared {
     pub fn die(&self, cause: NodeError) {
         let _ = self.cause.set(cause);
         self.closed.cancel();
+        self.call_slots.close();
         let offline = self.offline();
         let mut streams = self.streams();
         let ids: Vec<u32> = streams.map.keys().copied().collect();

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use ferry_codes::Code;
 use ferry_node::Identity;
+use ferry_node::NodeError;
 use ferry_node::frame::{ErrorBody, Frame, Kind};
 use ferry_node::handshake::{
-    COMMANDS, Challenge, Hello, NodeInfo, PROOF_CONTEXT, Proof, gateway_handshake, node_handshake,
-    prove, signed_message, verify,
+    COMMANDS, Challenge, Hello, NodeInfo, PROOF_CONTEXT, Proof, gateway_handshake,
+    gateway_handshake_admitting, node_handshake, prove, signed_message, verify,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -222,6 +223,33 @@ async fn the_handshake_over_a_link() {
     assert_eq!(verified.id, expected);
     assert_eq!(verified.info.name, "lab");
     assert_eq!(node.await.unwrap().unwrap().node_id, expected);
+}
+
+#[tokio::test]
+async fn a_verified_node_the_gateway_refuses_gets_the_refusal_in_place_of_the_welcome() {
+    let ((mut g_tx, mut g_rx), (mut n_tx, mut n_rx)) = common::duplex();
+    let identity = Identity::generate();
+    let expected = identity.node_id();
+    let node = tokio::spawn(async move {
+        node_handshake(&mut n_tx, &mut n_rx, &identity, info("lab"), TIMEOUT).await
+    });
+    let refused = gateway_handshake_admitting(&mut g_tx, &mut g_rx, "gw/1", TIMEOUT, |node| {
+        // Asked only about a node whose proof passed.
+        assert_eq!(node.id, expected);
+        async {
+            Err(NodeError::Remote {
+                code: Code::NodeRevoked,
+                message: "this node was revoked".into(),
+            })
+        }
+    })
+    .await;
+    assert_eq!(refused.unwrap_err().code(), Code::NodeRevoked);
+    let Err(e) = node.await.unwrap() else {
+        panic!("the node was welcomed")
+    };
+    assert_eq!(e.code(), Code::NodeRevoked);
+    assert_eq!(e.to_string(), "this node was revoked");
 }
 
 #[tokio::test]

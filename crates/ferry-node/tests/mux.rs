@@ -377,14 +377,19 @@ async fn data_past_the_window_closes_the_link_with_bad_frame() {
 #[tokio::test]
 async fn late_frames_for_a_closed_stream_are_dropped() {
     let (link, mut peer) = raw_peer(config(Role::Gateway), None);
+    // A call given up before its answer: what the peer sends for it afterwards is late.
+    let call = link.open("fetch", json!({}), false).unwrap();
+    let id = call.id();
+    drop(call);
+    peer.next(Duration::from_secs(1)).await.unwrap(); // the request
     for kind_frame in [
-        Frame::data(99, Bytes::from_static(b"late"), true),
-        Frame::control(Kind::Window, 99, false, &WindowBody { grant: 5 }),
-        Frame::empty(Kind::Cancel, 99),
-        Frame::control(Kind::Response, 99, true, &ResponseBody { result: json!(1) }),
+        Frame::data(id, Bytes::from_static(b"late"), true),
+        Frame::control(Kind::Window, id, false, &WindowBody { grant: 5 }),
+        Frame::empty(Kind::Cancel, id),
+        Frame::control(Kind::Response, id, true, &ResponseBody { result: json!(1) }),
         Frame::control(
             Kind::Error,
-            99,
+            id,
             true,
             &ErrorBody {
                 code: Code::NotFound,
@@ -396,6 +401,51 @@ async fn late_frames_for_a_closed_stream_are_dropped() {
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(link.is_open());
+}
+
+#[tokio::test]
+async fn frames_for_a_stream_never_opened_close_the_link_with_bad_frame() {
+    let response = |id: u32| {
+        Frame::control(
+            Kind::Response,
+            id,
+            false,
+            &ResponseBody { result: json!(1) },
+        )
+    };
+    let breaches: Vec<(&str, Frame)> = vec![
+        ("a response on the next id of ours", response(3)),
+        ("a response on an id far ahead", response(99)),
+        ("a response on an id of the peer's", response(2)),
+        (
+            "data on the next id of ours",
+            Frame::data(3, Bytes::from_static(b"x"), false),
+        ),
+        (
+            "data on an id of the peer's it never opened a call on",
+            Frame::data(998, Bytes::from_static(b"x"), false),
+        ),
+    ];
+    for (what, frame) in breaches {
+        let (link, mut peer) = raw_peer(config(Role::Gateway), None);
+        // One call in flight, on id 1: ids past it were never opened.
+        let call = link.open("fetch", json!({}), false).unwrap();
+        assert_eq!(call.id(), 1);
+        peer.next(Duration::from_secs(1)).await.unwrap(); // the request
+        peer.send(frame).await;
+        let e = tokio::time::timeout(Duration::from_secs(2), link.closed())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the link stayed up"));
+        assert!(e.to_string().contains("never opened"), "{what}: {e}");
+        let last = peer.next(Duration::from_secs(1)).await.unwrap();
+        assert_eq!((last.kind, last.stream), (Kind::Error, 0), "{what}");
+        assert_eq!(last.body::<ErrorBody>().unwrap().code, Code::BadFrame);
+        // The call in flight fails at once.
+        let answer = tokio::time::timeout(Duration::from_secs(1), call.response())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the call hangs"));
+        assert_eq!(answer.err().unwrap().code(), Code::NodeOffline, "{what}");
+    }
 }
 
 #[tokio::test]

@@ -70,6 +70,7 @@ impl Db {
         for schema in SCHEMAS {
             conn.execute_batch(schema)?;
         }
+        crate::nodes::add_connected_column(&conn)?;
         Ok(Db {
             conn: Mutex::new(conn),
         })

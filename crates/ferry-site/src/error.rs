@@ -64,6 +64,11 @@ pub enum SiteError {
     /// The node was revoked: it cannot be approved again; holds its id.
     #[error("node {0} is revoked; it cannot be approved again")]
     NodeRevoked(String),
+    /// A new key came while as many nodes are pending as the site keeps; holds the cap.
+    #[error(
+        "{0} nodes are already waiting for approval; approve or revoke some before a new one can pair"
+    )]
+    TooManyPendingNodes(usize),
     /// A database row this code did not write; says which.
     #[error("metadata database: {0}")]
     CorruptRow(String),
@@ -101,6 +106,7 @@ impl SiteError {
             SiteError::NodeKeyMismatch(_) => Code::BadProof,
             SiteError::BadNodeCommands(_) => Code::CommandNotAdvertised,
             SiteError::NodeRevoked(_) => Code::NodeRevoked,
+            SiteError::TooManyPendingNodes(_) => Code::TooManyPendingNodes,
             SiteError::CorruptRow(_) => Code::Internal,
             SiteError::Interaction(e) => e.code(),
             SiteError::Fs(e) => e.code(),

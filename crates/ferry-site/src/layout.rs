@@ -125,6 +125,15 @@ pub fn private_sub(person: &str, sub: &str) -> String {
     format!("{PEOPLE_DIR}/{person}/{sub}")
 }
 
+/// `private/people/<p>/herd`: the person's herd (spec handoffs.md H-WHERE), 0700.
+pub const HERD_DIR: &str = "herd";
+/// A project's coordination folder (H-COORD), and the start of its definitions' folder.
+pub const COORDINATION_DIR: &str = ".ferry-herd";
+/// Agent definitions beneath a project or a home: `.ferry-herd/agents/<name>.md`.
+pub const AGENTS_OF_PROJECT: &str = ".ferry-herd/agents";
+/// The site's bundled agent definitions (read-only): `agents/<name>.md`.
+pub const SITE_AGENTS_DIR: &str = "agents";
+
 /// `circles/<circle>`: a circle's shared folder.
 pub fn circle(circle: &str) -> String {
     format!("{CIRCLES_DIR}/{circle}")

@@ -24,12 +24,32 @@ CREATE TABLE IF NOT EXISTS nodes (
     advertised TEXT NOT NULL,
     approved TEXT NOT NULL,
     first_seen INTEGER NOT NULL,
-    last_seen INTEGER NOT NULL
+    last_seen INTEGER NOT NULL,
+    -- 1 while the serving gateway holds the node's link, so commands on the data dir see
+    -- it; the gateway clears every row when it starts.
+    connected INTEGER NOT NULL DEFAULT 0
 );
 ";
 
-const COLUMNS: &str =
-    "id, public_key, name, state, platform, shell, advertised, approved, first_seen, last_seen";
+/// Adds the `connected` column to a `nodes` table made before the column existed (run at
+/// every open, after the schemas). Two processes opening at once may both try; the
+/// loser's "duplicate column" is no failure.
+pub(crate) fn add_connected_column(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    let has_column = |conn: &rusqlite::Connection| {
+        conn.prepare("SELECT 1 FROM pragma_table_info('nodes') WHERE name = 'connected'")?
+            .exists([])
+    };
+    if has_column(conn)? {
+        return Ok(());
+    }
+    match conn.execute_batch("ALTER TABLE nodes ADD COLUMN connected INTEGER NOT NULL DEFAULT 0") {
+        Err(_) if has_column(conn)? => Ok(()),
+        other => other,
+    }
+}
+
+const COLUMNS: &str = "id, public_key, name, state, platform, shell, advertised, approved, \
+     first_seen, last_seen, connected";
 
 /// Most bytes of a node's id, name, platform, shell or one command name.
 pub const NODE_FIELD_MAX_BYTES: usize = 64;
@@ -109,6 +129,10 @@ pub struct NodeRecord {
     pub first_seen: i64,
     /// Seconds since the epoch of its last hello.
     pub last_seen: i64,
+    /// Whether the serving gateway held the node's link when this was read (the view
+    /// shows it beside the record, so it is not serialized twice).
+    #[serde(skip)]
+    pub connected: bool,
 }
 
 /// A node as the admin sees it, over HTTP and in `ferry node list` alike: the record,
@@ -158,7 +182,10 @@ impl NodeRecord {
 impl Site {
     /// Records a verified hello. A key never seen is a new *pending* node, even under a
     /// name another node has; a known key updates what it says and when it was seen; a
-    /// revoked node stays revoked.
+    /// revoked node stays revoked. A new key while `[nodes] max_pending` nodes are pending
+    /// is refused (`too_many_pending_nodes`) and nothing is recorded: anyone can make a
+    /// key, so pending rows are a resource a stranger could otherwise fill the database
+    /// with. A known node is never refused by the cap.
     pub fn record_hello(&self, hello: &NodeHello) -> Result<NodeRecord, SiteError> {
         check_hello(hello)?;
         let commands = json_list(&hello.commands);
@@ -197,9 +224,18 @@ impl Site {
                 )?;
             }
             None => {
+                let max_pending = self.config().nodes.max_pending;
+                let pending: i64 = tx.query_row(
+                    "SELECT COUNT(*) FROM nodes WHERE state = 'pending'",
+                    [],
+                    |r| r.get(0),
+                )?;
+                if usize::try_from(pending).unwrap_or(usize::MAX) >= max_pending {
+                    return Err(SiteError::TooManyPendingNodes(max_pending));
+                }
                 tx.execute(
                     &format!(
-                        "INSERT INTO nodes ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '[]', ?8, ?8)"
+                        "INSERT INTO nodes ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '[]', ?8, ?8, 0)"
                     ),
                     rusqlite::params![
                         hello.id,
@@ -314,6 +350,25 @@ impl Site {
         self.node(&node.id)
     }
 
+    /// Records whether the serving gateway holds the node's link (`ferry node list` on
+    /// the data dir shows it). An id that names no node changes nothing.
+    pub fn set_node_connected(&self, id: &str, connected: bool) -> Result<(), SiteError> {
+        self.db.conn().execute(
+            "UPDATE nodes SET connected = ?2 WHERE id = ?1",
+            rusqlite::params![id, connected],
+        )?;
+        Ok(())
+    }
+
+    /// Marks every node not connected: a gateway that starts holds no link yet, and one
+    /// that stopped without clearing its rows (a crash) must not leave them set.
+    pub fn clear_node_connections(&self) -> Result<(), SiteError> {
+        self.db
+            .conn()
+            .execute("UPDATE nodes SET connected = 0 WHERE connected != 0", [])?;
+        Ok(())
+    }
+
     /// The commands the node may serve now (see [`NodeRecord::served_commands`]).
     pub fn served_commands(&self, id: &str) -> Result<Vec<String>, SiteError> {
         Ok(self.node(id)?.served_commands())
@@ -419,6 +474,7 @@ fn record_of(row: &Row<'_>) -> rusqlite::Result<Result<NodeRecord, SiteError>> {
         approved_commands: approved,
         first_seen: row.get(8)?,
         last_seen: row.get(9)?,
+        connected: row.get(10)?,
         id,
     }))
 }

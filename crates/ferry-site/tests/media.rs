@@ -530,3 +530,39 @@ async fn source_names_and_paths_at_limit_minus_one_limit_and_plus_one() {
         record.id
     );
 }
+
+#[tokio::test]
+async fn a_fetched_tree_lives_as_long_as_its_record_and_a_dead_extraction_goes() {
+    let data = tempfile::tempdir().unwrap();
+    let store = site(data.path()).media().unwrap();
+    let kept = put(&store, b"tree one", "one.tar.gz").await;
+    let expired = put(&store, b"tree two", "two.tar.gz").await;
+    for record in [&kept, &expired] {
+        let tree = store.tree_path(&record.id);
+        std::fs::create_dir_all(tree.join("sub")).unwrap();
+        std::fs::write(tree.join("sub/f.txt"), b"x").unwrap();
+    }
+    let root = data.path().join(MEDIA_DIR);
+    // A tree whose record never existed, and an extraction a crash left.
+    std::fs::create_dir_all(root.join("dir-fetch-stray~aaaaaaaaaaaa.gz/a")).unwrap();
+    let temporary = root.join(".tmp-dir-fetch-x~bbbbbbbbbbbb.gz");
+    std::fs::create_dir_all(temporary.join("half")).unwrap();
+
+    expire(data.path(), expired.id.as_str());
+    let report = store.sweep(SystemTime::now() + HOUR).await.unwrap();
+    assert_eq!(report.trees_removed, 2);
+    assert!(store.tree_path(&kept.id).join("sub/f.txt").exists());
+    assert!(!store.tree_path(&expired.id).exists());
+    assert!(!root.join("dir-fetch-stray~aaaaaaaaaaaa.gz").exists());
+    // The extraction is young: it may be one in progress.
+    assert_eq!(report.tree_temporaries_removed, 0);
+    assert!(temporary.exists());
+    let report = store.sweep(SystemTime::now() + 25 * HOUR).await.unwrap();
+    assert_eq!(report.tree_temporaries_removed, 1);
+    assert!(!temporary.exists());
+
+    // Removing a record takes its tree with it.
+    assert!(store.remove(&kept.id).unwrap());
+    assert!(!store.tree_path(&kept.id).exists());
+    assert!(!store.remove(&kept.id).unwrap());
+}

@@ -96,6 +96,8 @@ pub(crate) struct TerminalRun {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct DirList {
+    /// A node's id or name: the listing is of a folder there.
+    pub node: Option<String>,
     pub path: String,
     pub page_token: Option<String>,
     pub max_entries: Option<u64>,

@@ -1,6 +1,6 @@
-//! `dir_list` over the workspace, under the rules of spec nodes.md `dir_list`: sorted
-//! by name (bytes), complete names only, an 8192-byte text budget that counts the
-//! wrapper, and page tokens bound to the folder they came from.
+//! `dir_list` under the rules of spec nodes.md `dir_list`, for the workspace and for a
+//! node alike: sorted by name (bytes), complete names only, an 8192-byte text budget that
+//! counts the wrapper, and page tokens bound to the folder they came from.
 
 use data_encoding::BASE32_NOPAD;
 use ferry_codes::Code;
@@ -19,16 +19,7 @@ const TOKEN_PATH_BYTES: usize = 8;
 
 pub(crate) fn dir_list(tools: &Toolbox, args: serde_json::Value) -> Result<ToolOutput, ToolError> {
     let args: DirList = args::parse("dir_list", args)?;
-    let max = match args.max_entries {
-        Some(0) => {
-            return Err(ToolError::new(
-                Code::InvalidArguments,
-                "maxEntries must be at least 1",
-            ));
-        }
-        Some(n) => n.min(DIR_LIST_MAX_ENTRIES),
-        None => DIR_LIST_DEFAULT_ENTRIES,
-    } as usize;
+    let max = page_size(args.max_entries)?;
     let folder = tools.requester().stat(&args.path)?;
     if folder.kind != Kind::Dir {
         return Err(ToolError::new(
@@ -39,13 +30,7 @@ pub(crate) fn dir_list(tools: &Toolbox, args: serde_json::Value) -> Result<ToolO
             ),
         ));
     }
-    let after = match &args.page_token {
-        Some(token) => Some(decode_token(token, &folder.path)?),
-        None => None,
-    };
-    let after = after
-        .map(|raw| String::from_utf8(raw).map_err(|_| bad_token()))
-        .transpose()?;
+    let after = start_after(args.page_token.as_deref(), &folder.path)?;
     // One more than the page, to know whether entries remain after it.
     let (mut candidates, total) =
         tools
@@ -53,57 +38,129 @@ pub(crate) fn dir_list(tools: &Toolbox, args: serde_json::Value) -> Result<ToolO
             .list_page(&args.path, after.as_deref(), Some(max + 1))?;
     let more_beyond = candidates.len() > max;
     candidates.truncate(max);
-    let remaining_after = |shown: usize| shown < candidates.len() || more_beyond;
+    Ok(Page {
+        source: SOURCE,
+        header: format!("{} ({total} entries in all)", folder.path),
+        binding: &folder.path,
+        path: &folder.path,
+        candidates: &candidates,
+        more_beyond,
+        page_token: args.page_token.as_deref(),
+    }
+    .render())
+}
 
-    let wrapper = overhead(SOURCE);
-    let mut body = format!("{} ({total} entries in all)\n", folder.path);
-    let mut shown = 0;
-    for entry in &candidates {
-        // Measured as it will be shown: marker look-alikes in a name are neutralized.
-        let line = sanitize(&line_of(entry));
-        let token_room = if remaining_after(shown + 1) {
-            token_line_len(&entry.path)
-        } else {
-            0
-        };
-        if wrapper + body.len() + line.len() + token_room > MODEL_TEXT_MAX_BYTES {
-            break;
+/// How many entries a page holds: the default, or the caller's number clamped to the
+/// ceiling; 0 is refused.
+pub(crate) fn page_size(max_entries: Option<u64>) -> Result<usize, ToolError> {
+    match max_entries {
+        Some(0) => Err(ToolError::new(
+            Code::InvalidArguments,
+            "maxEntries must be at least 1",
+        )),
+        Some(n) => Ok(n.min(DIR_LIST_MAX_ENTRIES) as usize),
+        None => Ok(DIR_LIST_DEFAULT_ENTRIES as usize),
+    }
+}
+
+/// The name a page starts after, from a token that must have been made for `binding`.
+pub(crate) fn start_after(token: Option<&str>, binding: &str) -> Result<Option<String>, ToolError> {
+    token
+        .map(|token| {
+            let raw = decode_token(token, binding)?;
+            String::from_utf8(raw).map_err(|_| bad_token())
+        })
+        .transpose()
+}
+
+/// One page of a listing, about to be shown.
+pub(crate) struct Page<'a> {
+    /// The wrapper's `source`.
+    pub source: &'a str,
+    /// The first line of the text (the folder, and what is known of its size).
+    pub header: String,
+    /// What page tokens are bound to: the folder, and for a node the node too.
+    pub binding: &'a str,
+    /// The folder as the structured result names it.
+    pub path: &'a str,
+    /// The entries that may be shown, in order; at most a page.
+    pub candidates: &'a [FileInfo],
+    /// Whether entries remain after the candidates.
+    pub more_beyond: bool,
+    /// The token the call was given.
+    pub page_token: Option<&'a str>,
+}
+
+impl Page<'_> {
+    /// The text within the budget and the structured result with every shown entry.
+    pub fn render(self) -> ToolOutput {
+        let candidates = self.candidates;
+        let remaining_after = |shown: usize| shown < candidates.len() || self.more_beyond;
+        let wrapper = overhead(self.source);
+        let mut body = format!("{}\n", self.header);
+        let mut shown = 0;
+        for entry in candidates {
+            // Measured as it will be shown: marker look-alikes in a name are neutralized.
+            let line = sanitize(&line_of(entry));
+            let token_room = if remaining_after(shown + 1) {
+                token_line_len(&entry.path)
+            } else {
+                0
+            };
+            if wrapper + body.len() + line.len() + token_room > MODEL_TEXT_MAX_BYTES {
+                break;
+            }
+            body.push_str(&line);
+            shown += 1;
         }
-        body.push_str(&line);
-        shown += 1;
+        let next = (shown > 0 && remaining_after(shown))
+            .then(|| encode_token(self.binding, &candidates[shown - 1].path));
+        let mut text = wrap(self.source, body.trim_end());
+        let mut returned: Vec<&FileInfo> = candidates[..shown].iter().collect();
+        if shown == 0 && !candidates.is_empty() {
+            text.push_str(
+                "\nThe next entry's name is too long to show within the 8192-byte budget, so \
+                 pagination cannot advance; its complete metadata is in the structured result.",
+            );
+            returned.push(&candidates[0]);
+        } else if let Some(token) = &next {
+            text.push_str(&format!("\nnextPageToken: {token}"));
+        }
+        ToolOutput::text(text).with_structured(json!({
+            "path": self.path,
+            "entries": returned.iter().map(|e| json!({
+                "name": e.path,
+                "isDir": e.kind == Kind::Dir,
+                "size": e.size,
+                "mtime": e.mtime,
+                "mode": format!("{:04o}", e.mode),
+            })).collect::<Vec<_>>(),
+            "pageToken": self.page_token,
+            "nextPageToken": next,
+        }))
     }
-    let next = (shown > 0 && remaining_after(shown))
-        .then(|| encode_token(&folder.path, &candidates[shown - 1].path));
-    let mut text = wrap(SOURCE, body.trim_end());
-    let mut returned: Vec<&FileInfo> = candidates[..shown].iter().collect();
-    if shown == 0 && !candidates.is_empty() {
-        text.push_str(
-            "\nThe next entry's name is too long to show within the 8192-byte budget, so \
-             pagination cannot advance; its complete metadata is in the structured result.",
-        );
-        returned.push(&candidates[0]);
-    } else if let Some(token) = &next {
-        text.push_str(&format!("\nnextPageToken: {token}"));
-    }
-    Ok(ToolOutput::text(text).with_structured(json!({
-        "path": folder.path,
-        "entries": returned.iter().map(|e| json!({
-            "name": e.path,
-            "isDir": e.kind == Kind::Dir,
-            "size": e.size,
-            "mtime": e.mtime,
-            "mode": format!("{:04o}", e.mode),
-        })).collect::<Vec<_>>(),
-        "pageToken": args.page_token,
-        "nextPageToken": next,
-    })))
 }
 
 fn line_of(entry: &FileInfo) -> String {
+    let name = in_text(&entry.path);
     match entry.kind {
-        Kind::Dir => format!("{}/\n", entry.path),
-        Kind::Symlink => format!("{} (symlink)\n", entry.path),
-        _ => format!("{}  {} B\n", entry.path, entry.size),
+        Kind::Dir => format!("{name}/\n"),
+        Kind::Symlink => format!("{name} (symlink)\n"),
+        Kind::Other => format!("{name} (not a file)\n"),
+        Kind::File => format!("{name}  {} B\n", entry.size),
+    }
+}
+
+/// A name as a line of text shows it: as it is, unless it holds what would break the
+/// line or hide its spelling (a newline, an escape, a bidirectional override, a
+/// backslash) or starts with a quote; then as a quoted, escaped string (`"a\nb"`), which
+/// still spells it exactly.
+pub(crate) fn in_text(name: &str) -> std::borrow::Cow<'_, str> {
+    let escaped = format!("{name:?}");
+    if escaped.len() == name.len() + 2 && !name.starts_with('"') {
+        std::borrow::Cow::Borrowed(name)
+    } else {
+        std::borrow::Cow::Owned(escaped)
     }
 }
 
@@ -147,6 +204,15 @@ fn decode_token(token: &str, folder: &str) -> Result<Vec<u8>, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_that_would_break_a_line_are_shown_quoted_and_exact() {
+        assert_eq!(in_text("plain ü.txt"), "plain ü.txt");
+        assert_eq!(in_text("a\nb  1 B"), "\"a\\nb  1 B\"");
+        assert_eq!(in_text("x\u{202e}txt.exe"), "\"x\\u{202e}txt.exe\"");
+        assert_eq!(in_text("e\u{1b}[31m"), "\"e\\u{1b}[31m\"");
+        assert_eq!(in_text("\"quoted\""), "\"\\\"quoted\\\"\"");
+    }
 
     #[test]
     fn tokens_are_bound_to_their_folder() {

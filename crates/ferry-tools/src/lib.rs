@@ -11,16 +11,20 @@ mod args;
 mod deliver;
 mod dir_list;
 mod edit;
+mod node;
 mod person;
 mod pick;
 mod read;
 mod skills;
 mod spec;
+mod subagent;
 mod terminal;
 mod unicode;
 mod wrap;
 
 pub mod mcp;
+mod worker_mcp;
+pub use worker_mcp::serve_worker_stdio;
 
 use std::sync::Arc;
 
@@ -31,6 +35,7 @@ use serde_json::Value;
 
 pub use approval::{Approval, Approver, Question};
 pub use deliver::sync_artifacts;
+pub use node::{Nodes, serves_command};
 pub use person::{PersonPaths, WorkerProgram, log_sandbox};
 pub use spec::ToolSpec;
 
@@ -154,6 +159,11 @@ pub struct Toolbox {
     trees: Vec<ferry_exec::Tree>,
     requester: Arc<Requester>,
     enabled: Vec<&'static ToolSpec>,
+    /// The gateway's node links; none for `ferry mcp`, whose toolbox has no node tools.
+    nodes: Option<Nodes>,
+    /// The ferry binary, which starts herd workers' supervisors; none in tests that
+    /// start no workers.
+    program: Option<std::path::PathBuf>,
 }
 
 impl Toolbox {
@@ -164,16 +174,20 @@ impl Toolbox {
         person: &str,
         worker: Option<WorkerProgram>,
     ) -> Result<Toolbox, ToolError> {
+        let program = worker.as_ref().map(|w| w.program.clone());
         let (paths, trees, requester) = person::requester_for(&site, person, worker)?;
         let enabled = spec::enabled(&site.config().tools.enabled);
-        let toolbox = Toolbox {
+        let mut toolbox = Toolbox {
             person: person.to_owned(),
             site,
             paths,
             trees,
             requester: Arc::new(requester),
             enabled,
+            nodes: None,
+            program,
         };
+        toolbox.enabled.retain(|t| !t.needs_node());
         toolbox.restore_documents();
         Ok(toolbox)
     }
@@ -248,9 +262,36 @@ impl Toolbox {
         Ok(site.quota_claim_counted_by(self.person(), counter)?)
     }
 
+    /// The ferry binary, when the toolbox was given it (herd workers need it).
+    pub fn program(&self) -> Option<std::path::PathBuf> {
+        self.program.clone()
+    }
+
     /// The requester, shared: for work that outlives one call (an upload's staging).
     pub fn shared_requester(&self) -> Arc<Requester> {
         self.requester.clone()
+    }
+
+    /// The same toolbox reaching the gateway's nodes. The node tools are listed only for
+    /// a person some `[nodes.<id>] persons` names: for anyone else they could never work.
+    pub fn with_nodes(mut self, nodes: Nodes) -> Toolbox {
+        let config = self.site.config();
+        let reaches_a_node = config
+            .nodes
+            .policies
+            .values()
+            .any(|p| p.persons.contains(&self.person));
+        self.enabled = spec::enabled(&config.tools.enabled);
+        if !reaches_a_node {
+            self.enabled.retain(|t| !t.needs_node());
+        }
+        self.nodes = Some(nodes);
+        self
+    }
+
+    /// The gateway's node links, if this toolbox reaches them.
+    pub(crate) fn nodes(&self) -> Option<&Nodes> {
+        self.nodes.as_ref()
     }
 
     /// The enabled tools, in a stable order.
@@ -264,26 +305,70 @@ impl Toolbox {
     }
 
     /// Calls one tool. Blocking: run it on a thread that may block. `approver` answers
-    /// `file_delete`'s question to the person.
+    /// `file_delete`'s question to the person. A call against a node runs on the current
+    /// runtime (from a thread in `block_in_place`); prefer [`Toolbox::call_on_node`].
     pub fn call(&self, name: &str, args: Value, approver: &dyn Approver) -> ToolOutput {
+        let spec = match self.admit(name, &args) {
+            Ok(spec) => spec,
+            Err(e) => return ToolOutput::error(&e),
+        };
+        if let Some(run) = spec.here(&args) {
+            return run(self, args, approver).unwrap_or_else(|e| ToolOutput::error(&e));
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime.block_on(self.call_on_node(name, args)),
+            Err(_) => ToolOutput::error(&ToolError::new(
+                Code::NodeOffline,
+                "a call against a node needs the gateway's runtime",
+            )),
+        }
+    }
+
+    /// Whether a call of `name` with `args` goes to a node (and so should be made with
+    /// [`Toolbox::call_on_node`]).
+    pub fn runs_on_node(&self, name: &str, args: &Value) -> bool {
+        self.enabled
+            .iter()
+            .find(|t| t.name == name)
+            .is_some_and(|spec| spec.on_node(args).is_some())
+    }
+
+    /// Calls a tool against a node, on the runtime. Dropping the future cancels the call:
+    /// the node is told to stop, and nothing partial is kept.
+    pub async fn call_on_node(&self, name: &str, args: Value) -> ToolOutput {
+        let spec = match self.admit(name, &args) {
+            Ok(spec) => spec,
+            Err(e) => return ToolOutput::error(&e),
+        };
+        match spec.on_node(&args) {
+            Some(run) => run(self, args)
+                .await
+                .unwrap_or_else(|e| ToolOutput::error(&e)),
+            // Callers ask `runs_on_node` first; a blocking body never runs on the runtime.
+            None => ToolOutput::error(&ToolError::new(
+                Code::InvalidArguments,
+                format!("a call of {name} with these arguments does not go to a node"),
+            )),
+        }
+    }
+
+    /// The enabled tool `name`, if `args` are fit to give it.
+    fn admit(&self, name: &str, args: &Value) -> Result<&'static ToolSpec, ToolError> {
         let Some(spec) = self.enabled.iter().find(|t| t.name == name) else {
-            return ToolOutput::error(&ToolError::new(
+            return Err(ToolError::new(
                 Code::UnknownTool,
                 format!("there is no tool `{name}` here; tools/list shows the tools you have"),
             ));
         };
-        if unicode::holds_not_unicode(&args) {
-            return ToolOutput::error(&ToolError::new(
+        if unicode::holds_not_unicode(args) {
+            return Err(ToolError::new(
                 Code::InvalidUnicode,
                 "the arguments hold text that is not valid Unicode (a lone UTF-16 surrogate \
                  or bytes that are not UTF-8); nothing was done. Send the text as valid UTF-8",
             ));
         }
-        if let Err(e) = spec.check_bounds(&args) {
-            return ToolOutput::error(&e);
-        }
-        let result = (spec.run)(self, args, approver);
-        result.unwrap_or_else(|e| ToolOutput::error(&e))
+        spec.check_bounds(args)?;
+        Ok(spec)
     }
 
     /// Removes this person's expired saved command output, as the person.

@@ -147,6 +147,17 @@ impl ServerHandler for McpServer {
             .clone()
             .map(Value::Object)
             .unwrap_or(Value::Null);
+        if toolbox.runs_on_node(&name, &args) {
+            // On the runtime: a cancelled request drops the call, and the node stops.
+            let output = tokio::select! {
+                output = toolbox.call_on_node(&name, args) => output,
+                () = context.ct.cancelled() => ToolOutput::error(&crate::ToolError::new(
+                    ferry_codes::Code::CallCancelled,
+                    "the call was cancelled; the node was told to stop",
+                )),
+            };
+            return Ok(to_result(output)?.into());
+        }
         let elicitation = context
             .client_capabilities()
             .is_some_and(|caps| caps.elicitation.is_some());
@@ -333,6 +344,11 @@ async fn clean_messages(
 
 /// Serves `toolbox` over MCP stdio until the client closes it.
 pub async fn serve_stdio(toolbox: Arc<Toolbox>) -> Result<(), std::io::Error> {
+    serve_stdio_with(McpServer::for_toolbox(toolbox)).await
+}
+
+/// Serves `handler` over MCP stdio (lines cleaned and bounded) until the client closes it.
+pub(crate) async fn serve_stdio_with(handler: impl ServerHandler) -> Result<(), std::io::Error> {
     use rmcp::ServiceExt;
     use rmcp::transport::async_rw::AsyncRwTransport;
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
@@ -344,7 +360,7 @@ pub async fn serve_stdio(toolbox: Arc<Toolbox>) -> Result<(), std::io::Error> {
     });
     let transport =
         AsyncRwTransport::new_server(cleaned, stdout).with_max_line_length(MCP_MESSAGE_MAX_BYTES);
-    let service = McpServer::for_toolbox(toolbox)
+    let service = handler
         .serve(transport)
         .await
         .map_err(std::io::Error::other)?;

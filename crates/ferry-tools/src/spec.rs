@@ -5,11 +5,28 @@
 use ferry_codes::Code;
 use serde_json::{Value, json};
 
+use futures_util::future::BoxFuture;
+
 use crate::{Approver, ToolError, ToolOutput, Toolbox};
 
-/// What a call runs: the toolbox, the checked arguments, and who answers a question to
-/// the person.
+/// What a call runs here: the toolbox, the checked arguments, and who answers a
+/// question to the person. Blocking.
 type Run = fn(&Toolbox, Value, &dyn Approver) -> Result<ToolOutput, ToolError>;
+
+/// What a call against a node runs: a future on the runtime, so that dropping it (a
+/// cancelled request) drops the node's stream and the node stops.
+pub(crate) type NodeRun =
+    for<'a> fn(&'a Toolbox, Value) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+
+/// Where a tool's body runs.
+pub(crate) enum Body {
+    /// Here, as the person.
+    Here(Run),
+    /// Against a node.
+    OnNode(NodeRun),
+    /// Against a node when the call names one (`node`), here otherwise.
+    Either(Run, NodeRun),
+}
 
 /// One tool: what the model sees of it, and what a call runs.
 #[derive(Debug)]
@@ -28,10 +45,43 @@ pub struct ToolSpec {
     /// Hint for clients (MCP annotations): the tool may remove or overwrite.
     pub destructive: bool,
     /// The tool's body.
-    pub(crate) run: Run,
+    pub(crate) body: Body,
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Body::Here(_) => "Here",
+            Body::OnNode(_) => "OnNode",
+            Body::Either(..) => "Either",
+        })
+    }
 }
 
 impl ToolSpec {
+    /// The body a call with `args` runs against a node, if it does.
+    pub(crate) fn on_node(&self, args: &Value) -> Option<NodeRun> {
+        match self.body {
+            Body::OnNode(run) => Some(run),
+            Body::Either(_, run) if args.get("node").is_some() => Some(run),
+            _ => None,
+        }
+    }
+
+    /// The body a call with `args` runs here, if it does.
+    pub(crate) fn here(&self, args: &Value) -> Option<Run> {
+        match self.body {
+            Body::Here(run) => Some(run),
+            Body::Either(run, _) if args.get("node").is_none() => Some(run),
+            _ => None,
+        }
+    }
+
+    /// Whether the tool only ever works against a node.
+    pub(crate) fn needs_node(&self) -> bool {
+        matches!(self.body, Body::OnNode(_))
+    }
+
     /// The input schema: a closed object.
     pub fn input_schema(&self) -> Value {
         json!({
@@ -111,6 +161,16 @@ fn path_prop(what: &str) -> Value {
            "description": format!("{what}: relative to the workspace, `~/…`, or absolute")})
 }
 
+fn node_prop() -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": 64,
+           "description": "A paired node's id or name"})
+}
+
+fn node_path_prop(what: &str) -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": 4096,
+           "description": format!("{what}: an absolute path on the node")})
+}
+
 pub(crate) const ALL: &[ToolSpec] = &[
     ToolSpec {
         name: "file_read",
@@ -130,7 +190,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: true,
         destructive: false,
-        run: |tools, args, _| crate::read::file_read(tools, args),
+        body: Body::Here(|tools, args, _| crate::read::file_read(tools, args)),
     },
     ToolSpec {
         name: "file_write",
@@ -146,7 +206,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path", "content"],
         read_only: false,
         destructive: true,
-        run: |tools, args, _| crate::edit::file_write(tools, args),
+        body: Body::Here(|tools, args, _| crate::edit::file_write(tools, args)),
     },
     ToolSpec {
         name: "file_edit",
@@ -174,7 +234,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["edits"],
         read_only: false,
         destructive: true,
-        run: |tools, args, _| crate::edit::file_edit(tools, args),
+        body: Body::Here(|tools, args, _| crate::edit::file_edit(tools, args)),
     },
     ToolSpec {
         name: "file_preview",
@@ -186,7 +246,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: true,
         destructive: false,
-        run: |tools, args, _| crate::read::file_preview(tools, args),
+        body: Body::Here(|tools, args, _| crate::read::file_preview(tools, args)),
     },
     ToolSpec {
         name: "file_delete",
@@ -197,7 +257,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: false,
         destructive: true,
-        run: crate::approval::file_delete,
+        body: Body::Here(crate::approval::file_delete),
     },
     ToolSpec {
         name: "file_deliver",
@@ -215,7 +275,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["paths"],
         read_only: false,
         destructive: false,
-        run: |tools, args, _| crate::deliver::file_deliver(tools, args),
+        body: Body::Here(|tools, args, _| crate::deliver::file_deliver(tools, args)),
     },
     ToolSpec {
         name: "image_read",
@@ -225,7 +285,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: true,
         destructive: false,
-        run: |tools, args, _| crate::read::image_read(tools, args),
+        body: Body::Here(|tools, args, _| crate::read::image_read(tools, args)),
     },
     ToolSpec {
         name: "terminal_run",
@@ -243,21 +303,23 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["command"],
         read_only: false,
         destructive: true,
-        run: |tools, args, _| {
+        body: Body::Here(|tools, args, _| {
             let ran = crate::terminal::terminal_run(tools, args);
             // A command may have changed what the tools refuse to write.
             tools.restore_documents();
             ran
-        },
+        }),
     },
     ToolSpec {
         name: "dir_list",
         title: "List a folder",
-        description: "Lists a folder of the workspace, sorted by name, with sizes. Long \
-            folders come in pages: pass nextPageToken back as pageToken with the same path.",
+        description: "Lists a folder of the workspace, or with `node` a folder on that paired \
+            node, sorted by name, with sizes. Long folders come in pages: pass nextPageToken \
+            back as pageToken with the same path (and node).",
         properties: || {
             json!({
-                "path": path_prop("The folder"),
+                "node": node_prop(),
+                "path": path_prop("The folder (on a node: an absolute path there)"),
                 "pageToken": {"type": "string"},
                 "maxEntries": {"type": "integer", "minimum": 1, "description": "Default 200, at most 5000"},
             })
@@ -265,7 +327,67 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["path"],
         read_only: true,
         destructive: false,
-        run: |tools, args, _| crate::dir_list::dir_list(tools, args),
+        body: Body::Either(
+            |tools, args, _| crate::dir_list::dir_list(tools, args),
+            |tools, args| Box::pin(crate::node::dir_list(tools, args)),
+        ),
+    },
+    ToolSpec {
+        name: "file_fetch",
+        title: "Fetch a file from a node",
+        description: "Fetches one file from a paired node into the media store and returns \
+            its localPath and mediaId (pass the mediaId to file_push as sourceMediaId). Small \
+            UTF-8 text is also shown inline; nothing else is.",
+        properties: || {
+            json!({
+                "node": node_prop(),
+                "path": node_path_prop("The file"),
+                "maxBytes": {"type": "integer", "minimum": 1, "description": "Default 8 MiB; at most the gateway's cap (16 MiB unless raised)"},
+            })
+        },
+        required: &["node", "path"],
+        read_only: true,
+        destructive: false,
+        body: Body::OnNode(|tools, args| Box::pin(crate::node::file_fetch(tools, args))),
+    },
+    ToolSpec {
+        name: "file_push",
+        title: "Write a file on a node",
+        description: "Writes one file on a paired node, atomically, from a mediaId of this \
+            gateway's media store (sourceMediaId) or from base64 content (contentBase64, at \
+            most 16 MiB decoded). Refuses to replace a file unless overwrite is true.",
+        properties: || {
+            json!({
+                "node": node_prop(),
+                "path": node_path_prop("The file to write"),
+                "sourceMediaId": {"type": "string", "minLength": 1, "maxLength": 512, "description": "A mediaId from file_fetch or dir_fetch"},
+                "contentBase64": {"type": "string", "description": "The bytes, base64 (standard alphabet)"},
+                "overwrite": {"type": "boolean", "description": "Replace a file already there (default false)"},
+                "createParents": {"type": "boolean", "description": "Make missing folders (default false)"},
+            })
+        },
+        required: &["node", "path"],
+        read_only: false,
+        destructive: true,
+        body: Body::OnNode(|tools, args| Box::pin(crate::node::file_push(tools, args))),
+    },
+    ToolSpec {
+        name: "dir_fetch",
+        title: "Fetch a folder from a node",
+        description: "Fetches a whole folder from a paired node (regular files and folders, \
+            at most 5000 entries) and saves it under rootDir; returns the file list within a \
+            bounded text and the full manifest in the structured result.",
+        properties: || {
+            json!({
+                "node": node_prop(),
+                "path": node_path_prop("The folder"),
+                "maxBytes": {"type": "integer", "minimum": 1, "description": "Most bytes of the compressed archive; at most the gateway's cap (16 MiB unless raised)"},
+            })
+        },
+        required: &["node", "path"],
+        read_only: true,
+        destructive: false,
+        body: Body::OnNode(|tools, args| Box::pin(crate::node::dir_fetch(tools, args))),
     },
     ToolSpec {
         name: "skill_search",
@@ -276,7 +398,7 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["query"],
         read_only: true,
         destructive: false,
-        run: |tools, args, _| crate::skills::skill_search(tools, args),
+        body: Body::Here(|tools, args, _| crate::skills::skill_search(tools, args)),
     },
     ToolSpec {
         name: "file_pick",
@@ -287,7 +409,34 @@ pub(crate) const ALL: &[ToolSpec] = &[
         required: &["prompt"],
         read_only: false,
         destructive: false,
-        run: |tools, args, _| crate::pick::file_pick(tools, args),
+        body: Body::Here(|tools, args, _| crate::pick::file_pick(tools, args)),
+    },
+    ToolSpec {
+        name: "subagent",
+        title: "Direct worker agents",
+        description: "Starts and directs worker agents (a herd) and hands them files as \
+            evidence. assign starts (or reuses) a worker from the definition `agent` under \
+            `label` and gives it `task`; steer sends more `message`; reply answers a \
+            worker's question; inbox reads your next question or completion (waitSecs to \
+            wait); status lists workers; stop ends one. `files` are paths (relative to cwd): \
+            text that fits is embedded, the rest named by path. Pass a completion's \
+            resultPath in files to the next worker.",
+        properties: || {
+            json!({
+                "action": {"type": "string", "enum": ["assign", "steer", "reply", "ask_owner", "status", "stop", "inbox"]},
+                "agent": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The definition's name (assign)"},
+                "label": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The worker (default for assign: the agent's name)"},
+                "task": {"type": "string", "minLength": 1, "description": "What the worker should do (assign)"},
+                "message": {"type": "string", "minLength": 1, "description": "The direction or answer (steer, reply)"},
+                "files": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": ferry_config::limits::HERD_FILES_MAX, "description": "Evidence files, each once"},
+                "cwd": path_prop("Your folder, where relative files resolve, and the new worker's folder (default: the workspace)"),
+                "waitSecs": {"type": "integer", "minimum": 0, "maximum": ferry_config::limits::HERD_INBOX_WAIT_MAX_SECS, "description": "inbox: how long to wait for a message"},
+            })
+        },
+        required: &["action"],
+        read_only: false,
+        destructive: true,
+        body: Body::Here(|tools, args, _| crate::subagent::subagent(tools, args)),
     },
 ];
 

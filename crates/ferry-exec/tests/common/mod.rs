@@ -209,6 +209,7 @@ impl Site {
             command: command.into(),
             cwd: self.root.clone(),
             timeout,
+            ..Command::default()
         }
     }
 }

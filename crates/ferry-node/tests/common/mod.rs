@@ -1,44 +1,15 @@
-//! An in-memory duplex of binary messages, and links over it.
+//! Links over memory for the tests, and a peer driven frame by frame.
 #![allow(dead_code)]
 
-use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::Bytes;
 use ferry_node::Link;
 use ferry_node::frame::Frame;
 use ferry_node::mux::{Handler, LinkConfig, Role};
-use futures_util::{Sink, SinkExt, Stream, StreamExt};
-use tokio::sync::mpsc;
+use futures_util::{SinkExt, StreamExt};
 
-/// Messages one direction of the duplex holds before its sender waits.
-const DUPLEX_MESSAGES: usize = 8;
-
-/// The sending half of one end.
-pub type Tx = Pin<Box<dyn Sink<Bytes, Error = String> + Send>>;
-/// The receiving half of one end.
-pub type Rx = Pin<Box<dyn Stream<Item = Result<Bytes, String>> + Send>>;
-
-fn half(capacity: usize) -> (Tx, Rx) {
-    let (tx, rx) = mpsc::channel::<Bytes>(capacity);
-    let sink = futures_util::sink::unfold(tx, |tx, message: Bytes| async move {
-        tx.send(message)
-            .await
-            .map_err(|_| "the other end is gone".to_string())?;
-        Ok::<_, String>(tx)
-    });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|message| (Ok(message), rx))
-    });
-    (Box::pin(sink), Box::pin(stream))
-}
-
-/// Two connected ends: what one sends, the other receives, in order.
-pub fn duplex() -> ((Tx, Rx), (Tx, Rx)) {
-    let (a_tx, b_rx) = half(DUPLEX_MESSAGES);
-    let (b_tx, a_rx) = half(DUPLEX_MESSAGES);
-    ((a_tx, a_rx), (b_tx, b_rx))
-}
+pub use ferry_node::memory::{Rx, Tx, duplex};
 
 /// Settings for tests: short heartbeats so a dead link is seen quickly.
 pub fn config(role: Role) -> LinkConfig {
@@ -50,10 +21,7 @@ pub fn config(role: Role) -> LinkConfig {
 
 /// A gateway link and a node link serving with `node_handler`.
 pub fn linked(node_handler: Handler) -> (Link, Link) {
-    let ((g_tx, g_rx), (n_tx, n_rx)) = duplex();
-    let gateway = Link::spawn(g_tx, g_rx, config(Role::Gateway), None);
-    let node = Link::spawn(n_tx, n_rx, config(Role::Node), Some(node_handler));
-    (gateway, node)
+    ferry_node::memory::pair(config(Role::Gateway), config(Role::Node), node_handler)
 }
 
 /// A gateway link whose other end the test drives frame by frame.
@@ -117,3 +85,5 @@ pub async fn drain(body: &mut ferry_node::DataReader) -> Result<u64, ferry_node:
     }
     Ok(total)
 }
+
+pub mod host;

@@ -1,0 +1,23 @@
+//! `GET /v1/me`: who the request's token speaks for, so the web client shows what that
+//! token may use (the Nodes panel for an admin) without probing routes that answer 404.
+
+use axum::Json;
+use serde::Serialize;
+
+use crate::auth::Member;
+
+/// The token's person and whether it is an admin's.
+#[derive(Serialize)]
+pub struct Me {
+    person: String,
+    admin: bool,
+}
+
+/// Answers a member's (person or admin) token; a harness token gets 401 like on every
+/// member route.
+pub async fn me(Member(who): Member) -> Json<Me> {
+    Json(Me {
+        admin: who.kind == ferry_site::TokenKind::Admin,
+        person: who.person,
+    })
+}

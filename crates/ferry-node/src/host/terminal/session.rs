@@ -1,0 +1,164 @@
+//! The shell's session, and how it ends: nothing the terminal started outlives it.
+//!
+//! The shell leads a session of its own. An interactive shell puts each job in a process
+//! group of its own, so a signal to the shell's group alone misses `sleep 1000 &`; the
+//! session is what holds them all. Ending sends SIGHUP to the shell's group (and the PTY's
+//! close hangs up its foreground job), gives everything [`GRACE`] to leave, then sends
+//! SIGKILL to every process still in the session. The shell is waited for without being
+//! reaped (`WNOWAIT`) until all that is done: while it is a zombie its pid, which is the
+//! session's and the group's id, cannot be given to another process, so no signal can
+//! reach a stranger. Only then is it reaped.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, WaitOptions};
+
+/// How long the session's processes have, after the hang-up, before they are killed.
+pub const GRACE: Duration = Duration::from_secs(2);
+
+/// How often the session is looked at while it is given time to leave.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Most rounds of SIGKILL: processes may fork while they are being killed.
+const KILL_ROUNDS: usize = 100;
+
+/// Waits until the shell `pid` exits, without reaping it; says how it ended: its exit
+/// code, or 128 + the signal that ended it.
+pub(super) fn wait_exit(pid: Pid) -> io::Result<i32> {
+    loop {
+        match rustix::process::waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        ) {
+            Ok(Some(status)) => {
+                if let Some(code) = status.exit_status() {
+                    return Ok(code);
+                }
+                if let Some(signal) = status.terminating_signal() {
+                    return Ok(128 + signal);
+                }
+            }
+            Ok(None) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Sends SIGHUP to the shell's process group (one already gone is fine).
+pub(super) fn hang_up(pid: Pid) {
+    let _ = rustix::process::kill_process_group(pid, Signal::HUP);
+}
+
+/// Gives the session of `pid` [`GRACE`] to leave, then kills what is left of it; returns
+/// once nothing of it is alive (zombies aside) or the kill rounds are spent.
+pub(super) fn clear(pid: Pid) {
+    let deadline = Instant::now() + GRACE;
+    while Instant::now() < deadline {
+        if members(pid).is_empty() {
+            return;
+        }
+        std::thread::sleep(POLL);
+    }
+    for _ in 0..KILL_ROUNDS {
+        let alive = members(pid);
+        if alive.is_empty() {
+            return;
+        }
+        for member in alive {
+            kill(member, pid);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Reaps the shell, which must have exited (or be killed: it is in its session).
+pub(super) fn reap(pid: Pid) {
+    loop {
+        match rustix::process::waitpid(Some(pid), WaitOptions::empty()) {
+            Err(rustix::io::Errno::INTR) => continue,
+            _ => return,
+        }
+    }
+}
+
+/// Ends the session of `pid` from a thread of its own: for a terminal whose task was
+/// dropped before it could end it (the runtime shutting down).
+pub(super) fn end_detached(pid: Pid) {
+    hang_up(pid);
+    let spawned = std::thread::Builder::new()
+        .name("ferry-terminal-end".into())
+        .spawn(move || {
+            clear(pid);
+            reap(pid);
+        });
+    if spawned.is_err() {
+        // No thread to wait with: kill at once rather than leave the session behind.
+        for member in members(pid) {
+            kill(member, pid);
+        }
+    }
+}
+
+/// The live processes of the session `sid` (zombies left out: they are only waiting to be
+/// reaped, by their parent or by init).
+#[cfg(target_os = "linux")]
+fn members(sid: Pid) -> Vec<Pid> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(Pid::from_raw)
+        .filter(|pid| matches!(session_of(*pid), Some((session, alive)) if session == sid && alive))
+        .collect()
+}
+
+/// The session of `pid` and whether it is alive, from `/proc/<pid>/stat`: after the
+/// command name (in parentheses, which may hold anything), field 3 is the state and
+/// field 6 the session.
+#[cfg(target_os = "linux")]
+fn session_of(pid: Pid) -> Option<(Pid, bool)> {
+    let stat = std::fs::read(format!("/proc/{}/stat", pid.as_raw_nonzero())).ok()?;
+    let after_name = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
+    let text = std::str::from_utf8(after_name).ok()?;
+    let mut fields = text.split_ascii_whitespace();
+    let state = fields.next()?;
+    let session = fields.nth(2)?.parse::<i32>().ok()?;
+    Some((Pid::from_raw(session)?, !matches!(state, "Z" | "X")))
+}
+
+/// Kills `member` if it is still in the session `sid`: the process is pinned by a pidfd
+/// first, so a pid freed and taken by another process meanwhile is never signalled.
+#[cfg(target_os = "linux")]
+fn kill(member: Pid, sid: Pid) {
+    use rustix::process::PidfdFlags;
+    match rustix::process::pidfd_open(member, PidfdFlags::empty()) {
+        Ok(pidfd) => {
+            if matches!(session_of(member), Some((session, _)) if session == sid) {
+                let _ = rustix::process::pidfd_send_signal(&pidfd, Signal::KILL);
+            }
+        }
+        // A kernel without pidfds (before 5.3): the pid as it is.
+        Err(rustix::io::Errno::NOSYS) => {
+            let _ = rustix::process::kill_process(member, Signal::KILL);
+        }
+        Err(_) => {}
+    }
+}
+
+/// Elsewhere no portable call lists a session's processes: the shell's own process
+/// group is what can be reached (its jobs in groups of their own may stay).
+#[cfg(not(target_os = "linux"))]
+fn members(sid: Pid) -> Vec<Pid> {
+    match rustix::process::test_kill_process_group(sid) {
+        Ok(()) => vec![sid],
+        Err(_) => Vec::new(),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kill(_member: Pid, sid: Pid) {
+    let _ = rustix::process::kill_process_group(sid, Signal::KILL);
+}

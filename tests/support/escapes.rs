@@ -28,7 +28,7 @@ pub fn marker() -> String {
 /// Starts [`ESCAPES`] processes that leave bash's session or group (`setsid`,
 /// `setsid -f`, a double fork with `setsid` in perl, in python and in bash, `nohup …&`
 /// with `disown`), waits until each has written its pid into `dir` (so each really
-/// ran), prints `ready`, then exits, or with `outlast`, keeps bash busy in a marked
+/// ran), prints `ready`, then exits a second later, or with `outlast`, keeps bash busy in a marked
 /// foreground child (one more process) until the deadline.
 pub fn script(marker: &str, dir: &Path, outlast: bool) -> String {
     let d = dir.display();
@@ -54,6 +54,10 @@ pub fn script(marker: &str, dir: &Path, outlast: bool) -> String {
     );
     if outlast {
         s += &format!("(exec -a {marker} sleep 300); true\n");
+    } else {
+        // Bash exits a second after they are all up, not at once: a watcher scanning
+        // `/proc` on a loaded machine must have the time to see them run.
+        s += "sleep 1\n";
     }
     s
 }

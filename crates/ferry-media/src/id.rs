@@ -81,7 +81,7 @@ impl fmt::Display for MediaId {
 
 /// The stem C-MEDIA gives a source name: its safe name (C-NAME) without the extension,
 /// runs of dots folded (so no id ever holds `..`), cut to [`STEM_MAX_CHARS`], `media`
-/// when nothing is left.
+/// when nothing is left or what is left looks like an N-WRAP marker.
 pub fn stem_of(original_name: &str) -> String {
     let Ok(safe) = ferry_fs::safe_name(original_name) else {
         return FALLBACK_STEM.to_owned();
@@ -105,7 +105,8 @@ fn stem_of_stem(name: &str) -> String {
         }
     }
     let cut: String = folded.chars().take(STEM_MAX_CHARS).collect();
-    if cut.is_empty() {
+    // Ids are shown to models outside the N-WRAP wrapper, as the gateway's own words.
+    if cut.is_empty() || ferry_wrap::holds_marker(&cut) {
         FALLBACK_STEM.to_owned()
     } else {
         cut

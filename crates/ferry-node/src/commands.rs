@@ -15,6 +15,7 @@
 //! | `file.push` | [`FilePushArgs`] + checked request body | [`PushResult`] | none |
 //! | `dir.fetch` | [`DirFetchArgs`] | [`DirFetchHead`] | checked: a gzip tar of the tree |
 
+use crate::policy::SentRules;
 use serde::{Deserialize, Serialize};
 
 /// Lists a folder.
@@ -85,6 +86,9 @@ pub struct DirListArgs {
     /// node follows only when its own policy allows it too.
     #[serde(default)]
     pub follow_symlinks: bool,
+    /// The gateway's read rules: the node lists only what they allow too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_rules: Option<SentRules>,
 }
 
 /// The head of a `dir.list` answer.
@@ -160,6 +164,10 @@ pub struct FilePushArgs {
     /// Whether links on the way may be followed (as in [`DirListArgs`]).
     #[serde(default)]
     pub follow_symlinks: bool,
+    /// The gateway's write rules, which the node applies to the canonical path as well
+    /// as its own, before it writes anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_rules: Option<SentRules>,
 }
 
 /// The answer of `file.push`.
@@ -224,10 +232,22 @@ mod tests {
             after: None,
             limit: 5,
             follow_symlinks: true,
+            gateway_rules: None,
         };
         assert_eq!(
             serde_json::to_value(&args).unwrap(),
             serde_json::json!({"path": "/srv", "limit": 5, "followSymlinks": true})
+        );
+        let args = DirListArgs {
+            gateway_rules: Some(SentRules {
+                allow: vec!["/srv/**".into()],
+                deny: vec![],
+            }),
+            ..args
+        };
+        assert_eq!(
+            serde_json::to_value(&args).unwrap()["gatewayRules"],
+            serde_json::json!({"allow": ["/srv/**"], "deny": []})
         );
     }
 }

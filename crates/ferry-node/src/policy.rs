@@ -15,6 +15,7 @@ use ferry_config::globs::path_glob_set as build;
 
 use crate::NodeError;
 use ferry_codes::Code;
+use serde::{Deserialize, Serialize};
 
 /// What a request does with a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,12 +43,58 @@ pub struct PathRules {
     deny: GlobSet,
     /// The globs as given, to say what is allowed in a refusal.
     spelled: Spelled,
+    /// Another side's rules that must allow a path too, and whose they are.
+    also: Option<Box<(PathRules, &'static str)>>,
 }
 
 #[derive(Clone, Debug, Default)]
 struct Spelled {
     read: Vec<String>,
     write: Vec<String>,
+    deny: Vec<String>,
+}
+
+/// The gateway's rules for one kind of access, as globs, sent with a call: the node
+/// applies them as well as its own to the canonical path it is about to touch, before
+/// it touches it. Checking the asked path alone is not enough once links are followed,
+/// since only the node sees where a link leads; a listing hides what they do not allow.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SentRules {
+    /// The allow globs of that access.
+    pub allow: Vec<String>,
+    /// The deny globs.
+    pub deny: Vec<String>,
+}
+
+/// At most this many globs in [`SentRules`] sent with one call.
+pub const SENT_RULES_MAX_GLOBS: usize = 1024;
+/// At most this many bytes in one glob of [`SentRules`].
+pub const SENT_RULES_MAX_GLOB_BYTES: usize = 4096;
+
+impl SentRules {
+    /// The rules for `access`, compiled; globs past the bounds, or that do not parse,
+    /// are refused.
+    pub fn compile(&self, access: Access) -> Result<PathRules, NodeError> {
+        let refuse = |why: String| NodeError::Remote {
+            code: Code::InvalidArguments,
+            message: format!("the gateway's rules sent with the call: {why}"),
+        };
+        let mut globs = self.allow.iter().chain(&self.deny);
+        if self.allow.len() + self.deny.len() > SENT_RULES_MAX_GLOBS {
+            return Err(refuse(format!("more than {SENT_RULES_MAX_GLOBS} globs")));
+        }
+        if globs.any(|g| g.len() > SENT_RULES_MAX_GLOB_BYTES) {
+            return Err(refuse(format!(
+                "a glob is longer than {SENT_RULES_MAX_GLOB_BYTES} bytes"
+            )));
+        }
+        match access {
+            Access::Read => PathRules::new(&self.allow, &[], &self.deny),
+            Access::Write => PathRules::new(&[], &self.allow, &self.deny),
+        }
+        .map_err(refuse)
+    }
 }
 
 impl Default for PathRules {
@@ -64,6 +111,7 @@ impl PathRules {
             write: GlobSet::empty(),
             deny: GlobSet::empty(),
             spelled: Spelled::default(),
+            also: None,
         }
     }
 
@@ -81,8 +129,29 @@ impl PathRules {
             spelled: Spelled {
                 read: allow_read.to_vec(),
                 write: allow_write.to_vec(),
+                deny: deny.to_vec(),
             },
+            also: None,
         })
+    }
+
+    /// These rules, and `other` (`whose` they are, for refusals) as well: a path is
+    /// allowed only when both allow it.
+    pub fn and(mut self, other: PathRules, whose: &'static str) -> PathRules {
+        self.also = Some(Box::new((other, whose)));
+        self
+    }
+
+    /// The globs of `access` and the deny globs as spelled, to send with a call (see
+    /// [`SentRules`]).
+    pub fn sent(&self, access: Access) -> SentRules {
+        SentRules {
+            allow: match access {
+                Access::Read => self.spelled.read.clone(),
+                Access::Write => self.spelled.write.clone(),
+            },
+            deny: self.spelled.deny.clone(),
+        }
     }
 
     /// Whether nothing at all is allowed.
@@ -92,6 +161,15 @@ impl PathRules {
 
     /// Whether `path` (absolute and normal, see [`normal_path`]) may be accessed so.
     pub fn allows(&self, access: Access, path: &str) -> bool {
+        self.allows_own(access, path)
+            && self
+                .also
+                .as_ref()
+                .is_none_or(|also| also.0.allows(access, path))
+    }
+
+    /// Whether these rules alone, without [`PathRules::and`]'s other side, allow it.
+    fn allows_own(&self, access: Access, path: &str) -> bool {
         let allow = match access {
             Access::Read => &self.read,
             Access::Write => &self.write,
@@ -104,6 +182,12 @@ impl PathRules {
     pub fn check(&self, access: Access, path: &str, whose: &str) -> Result<(), NodeError> {
         if self.allows(access, path) {
             return Ok(());
+        }
+        if let Some(also) = &self.also
+            && !also.0.allows(access, path)
+            && self.allows_own(access, path)
+        {
+            return also.0.check(access, path, also.1);
         }
         let allowed = match access {
             Access::Read => &self.spelled.read,

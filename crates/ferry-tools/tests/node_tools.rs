@@ -44,6 +44,8 @@ struct Setup {
     persons: Vec<String>,
     approved: Option<Vec<String>>,
     commands: Option<Vec<String>>,
+    /// Whether both sides follow links.
+    follow_symlinks: bool,
 }
 
 impl Setup {
@@ -58,6 +60,7 @@ impl Setup {
             persons: vec!["ann".into()],
             approved: None,
             commands: None,
+            follow_symlinks: false,
         }
     }
 }
@@ -92,7 +95,7 @@ impl Fixture {
                 allow_read: setup.gateway_read.clone(),
                 allow_write: setup.gateway_write.clone(),
                 deny: setup.gateway_deny.clone(),
-                follow_symlinks: false,
+                follow_symlinks: setup.follow_symlinks,
                 persons: setup.persons.clone(),
             },
         );
@@ -101,7 +104,7 @@ impl Fixture {
         site.add_person("bob").unwrap();
         let host = NodeHost::new(NodePolicy {
             rules: PathRules::new(&setup.node_read, &setup.node_write, &[]).unwrap(),
-            follow_symlinks: false,
+            follow_symlinks: setup.follow_symlinks,
         });
         site.record_hello(&NodeHello {
             id: node_id.clone(),
@@ -592,6 +595,111 @@ async fn every_level_of_policy_refuses() {
     assert_eq!(f.refused("file_push", push).await, "path_denied");
     assert!(!f.srv().join("new.txt").exists());
     assert_eq!(f.media_count(), 0);
+}
+
+#[tokio::test]
+async fn a_push_through_a_followed_link_lands_only_where_the_gateways_rules_allow() {
+    // Both sides follow links; the node's own rules allow all of srv/, the gateway's
+    // allow writing only in srv/inbox/ and deny srv/inbox/private/. Links in the inbox
+    // lead to a folder and a file outside it, and into the denied folder: a push through
+    // each is refused before anything is written, since the node checks the gateway's
+    // rules where the link leads.
+    let f = Fixture::with(|s| {
+        let srv = s.node_read[0].trim_end_matches("/**").to_owned();
+        s.gateway_write = vec![format!("{srv}/inbox/**")];
+        s.gateway_deny = vec![format!("{srv}/inbox/private/**")];
+        s.follow_symlinks = true;
+    });
+    let srv = f.srv();
+    for dir in ["inbox/private", "secret"] {
+        std::fs::create_dir_all(srv.join(dir)).unwrap();
+    }
+    std::fs::write(srv.join("kept.txt"), "kept").unwrap();
+    std::os::unix::fs::symlink(srv.join("secret"), srv.join("inbox/to-secret")).unwrap();
+    std::os::unix::fs::symlink(srv.join("kept.txt"), srv.join("inbox/to-kept")).unwrap();
+    std::os::unix::fs::symlink(srv.join("inbox/private"), srv.join("inbox/to-private")).unwrap();
+    let pushes = [
+        json!({"path": f.at("inbox/to-secret/new.txt")}),
+        json!({"path": f.at("inbox/to-kept"), "overwrite": true}),
+        json!({"path": f.at("inbox/to-secret/a/b/new.txt"), "createParents": true}),
+        json!({"path": f.at("inbox/to-private/new.txt")}),
+    ];
+    for mut push in pushes {
+        push["node"] = json!("build-box");
+        push["contentBase64"] = json!("UFdORUQK");
+        let out = f.call("file_push", push.clone()).await;
+        assert!(out.is_error, "{push}: {}", out.joined_text());
+        let code = &out.structured.unwrap()["error"]["code"];
+        assert_eq!(code, "path_denied", "{push}");
+    }
+    assert_eq!(std::fs::read(srv.join("kept.txt")).unwrap(), b"kept");
+    assert_eq!(std::fs::read_dir(srv.join("secret")).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_dir(srv.join("inbox/private"))
+            .unwrap()
+            .count(),
+        0
+    );
+    // A link that stays where the gateway allows writing is followed.
+    std::fs::create_dir(srv.join("inbox/real")).unwrap();
+    std::os::unix::fs::symlink(srv.join("inbox/real"), srv.join("inbox/to-real")).unwrap();
+    let push = json!({"node": "build-box", "path": f.at("inbox/to-real/new.txt"), "contentBase64": "aGk="});
+    let (_, structured) = f.ok("file_push", push).await;
+    assert_eq!(structured["path"], f.at("inbox/real/new.txt"));
+    assert_eq!(
+        std::fs::read(srv.join("inbox/real/new.txt")).unwrap(),
+        b"hi"
+    );
+    // A name the node keeps for its temporaries would be written and never listed.
+    for path in ["inbox/.ferry-tmp-hidden.sh", "inbox/.ferry-tmp-d/new.txt"] {
+        let push = json!({"node": "build-box", "path": f.at(path), "contentBase64": "aGk=", "createParents": true});
+        assert_eq!(f.refused("file_push", push).await, "bad_path", "{path}");
+    }
+    assert!(!srv.join("inbox/.ferry-tmp-hidden.sh").exists());
+    assert!(!srv.join("inbox/.ferry-tmp-d").exists());
+}
+
+#[tokio::test]
+async fn a_listing_shows_nothing_the_gateways_rules_keep_from_reading() {
+    // The node's own rules allow all of srv/; the gateway's deny keys and a folder. The
+    // denied entries are not listed at all (name, size and time are not shown), and
+    // paging still counts only what is listed.
+    let f = Fixture::with(|s| {
+        let srv = s.node_read[0].trim_end_matches("/**").to_owned();
+        s.gateway_deny = vec!["**/*.key".into(), format!("{srv}/private/**")];
+    });
+    let srv = f.srv();
+    std::fs::create_dir(srv.join("private")).unwrap();
+    for name in ["a.txt", "prod-signing.key", "b.txt", "c.key", "d.txt"] {
+        std::fs::write(srv.join(name), "x").unwrap();
+    }
+    let (text, structured) = f
+        .ok(
+            "dir_list",
+            json!({"node": "build-box", "path": srv, "maxEntries": 2}),
+        )
+        .await;
+    let names = |v: &Value| -> Vec<String> {
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names(&structured), ["a.txt", "b.txt"], "{text}");
+    let token = structured["nextPageToken"].as_str().unwrap().to_owned();
+    let (text, structured) = f
+        .ok(
+            "dir_list",
+            json!({"node": "build-box", "path": srv, "maxEntries": 2, "pageToken": token}),
+        )
+        .await;
+    assert_eq!(names(&structured), ["d.txt"], "{text}");
+    assert!(
+        !text.contains(".key") && !text.contains("private"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

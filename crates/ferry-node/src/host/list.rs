@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::resolve::{Target, child_path, nameable};
 use super::stat::node_entry;
-use super::{NodePolicy, blocking, head, invalid};
+use super::{NodePolicy, blocking, head, invalid, with_gateway_rules};
 use crate::commands::{DirListArgs, DirListHead, ENTRY_LINE_MAX_BYTES};
 use crate::policy::Access;
 use crate::{NodeError, Reply};
@@ -38,6 +38,11 @@ pub(super) async fn serve(policy: Arc<NodePolicy>, args: DirListArgs, reply: Rep
             args.limit
         )));
     }
+    // What the gateway's rules do not allow is not listed either.
+    let policy = match with_gateway_rules(policy, args.gateway_rules.as_ref(), Access::Read) {
+        Ok(policy) => policy,
+        Err(e) => return reply.fail(e),
+    };
     let cancel = reply.cancellation();
     let page = match blocking(move || page(&policy, &args, &cancel)).await {
         Ok(page) => page,

@@ -191,6 +191,25 @@ fn parse<T: DeserializeOwned>(args: serde_json::Value) -> Result<T, NodeError> {
 }
 
 /// An `invalid_arguments` refusal.
+/// The node's policy for one call, with the gateway's rules `sent` for `access` (when
+/// the call sent them) applied as well as the node's own.
+fn with_gateway_rules(
+    policy: Arc<NodePolicy>,
+    sent: Option<&crate::policy::SentRules>,
+    access: crate::policy::Access,
+) -> Result<Arc<NodePolicy>, NodeError> {
+    let Some(sent) = sent else {
+        return Ok(policy);
+    };
+    Ok(Arc::new(NodePolicy {
+        rules: policy
+            .rules
+            .clone()
+            .and(sent.compile(access)?, "the gateway's"),
+        follow_symlinks: policy.follow_symlinks,
+    }))
+}
+
 fn invalid(message: impl Into<String>) -> NodeError {
     NodeError::Remote {
         code: Code::InvalidArguments,

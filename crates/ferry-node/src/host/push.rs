@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::errors::refuse;
 use super::fetch::QUEUED_CHUNKS;
 use super::resolve::{Identity, Target, child_path, root};
-use super::{NodePolicy, blocking, head, invalid};
+use super::{NodePolicy, blocking, head, invalid, with_gateway_rules};
 use crate::checked::{CheckedReader, Verified};
 use crate::commands::{FilePushArgs, PushResult};
 use crate::policy::Access;
@@ -47,6 +47,11 @@ pub(super) async fn serve(
     if !is_sha256_hex(&args.sha256) {
         return reply.fail(invalid("sha256 must be 64 lowercase hexadecimal digits"));
     }
+    // The gateway's rules too, on the path the node itself resolves.
+    let policy = match with_gateway_rules(policy, args.gateway_rules.as_ref(), Access::Write) {
+        Ok(policy) => policy,
+        Err(e) => return reply.fail(e),
+    };
     let size = args.size;
     let (ready_tx, ready) = oneshot::channel();
     let (pieces_tx, pieces) = mpsc::channel::<Piece>(QUEUED_CHUNKS);
@@ -150,6 +155,18 @@ fn prepare(
     policy: &NodePolicy,
     args: &FilePushArgs,
 ) -> Result<(AtomicWriter, Dir, Target), NodeError> {
+    // Listings hide the node's temporaries: a file pushed under such a name would be
+    // on disk and never shown.
+    if args.path.split('/').any(ferry_fs::is_temporary) {
+        return Err(refuse(
+            Code::BadPath,
+            format!(
+                "{} uses a name starting with {}, which the node keeps for its temporaries",
+                args.path,
+                ferry_fs::TEMP_PREFIX
+            ),
+        ));
+    }
     let target = Target::new(&args.path, args.follow_symlinks, policy)?;
     target.check(policy, Access::Write)?;
     let name = target.name()?.to_owned();

@@ -42,8 +42,9 @@ impl Target {
         Ok(Target { asked, canonical })
     }
 
-    /// Refuses with `path_denied` unless the node's rules allow `access` to the canonical
-    /// path; a canonical path reached through a link is not named.
+    /// Refuses with `path_denied` unless the node's rules (and the gateway's, when the
+    /// call sent them) allow `access` to the canonical path; a canonical path reached
+    /// through a link is not named.
     pub fn check(&self, policy: &NodePolicy, access: Access) -> Result<(), NodeError> {
         if self.canonical == self.asked {
             return policy.rules.check(access, &self.canonical, "this node's");
@@ -58,8 +59,8 @@ impl Target {
         Err(refuse(
             Code::PathDenied,
             format!(
-                "{} leads through a symbolic link to a path this node's path policy does \
-                 not allow {verb}",
+                "{} leads through a symbolic link to a path the path policy (this node's, \
+                 or the gateway's sent with the call) does not allow {verb}",
                 self.asked
             ),
         ))

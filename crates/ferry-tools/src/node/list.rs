@@ -30,6 +30,8 @@ pub(crate) async fn dir_list(
             after: after.clone(),
             limit: max as u32,
             follow_symlinks: reached.follow_symlinks,
+            // The node lists only what the gateway's rules let this agent read too.
+            gateway_rules: Some(reached.rules.sent(Access::Read)),
         };
         let (head, body): (DirListHead, _) = reached.call(DIR_LIST, &request).await?;
         reached.check(Access::Read, &head.path)?;

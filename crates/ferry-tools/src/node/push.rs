@@ -67,6 +67,8 @@ pub(crate) async fn file_push(
             overwrite: args.overwrite,
             create_parents: args.create_parents,
             follow_symlinks: reached.follow_symlinks,
+            // Only the node sees where a link it follows leads: it checks there.
+            gateway_rules: Some(reached.rules.sent(Access::Write)),
         };
         let call = reached
             .link

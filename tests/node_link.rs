@@ -14,7 +14,7 @@ use ferry_node::handshake::{Challenge, HELLO_FIELD_MAX_BYTES, Hello, Proof};
 use ferry_node::{Identity, Link, NodeError};
 use futures_util::{SinkExt, Stream, StreamExt};
 use serde_json::{Value, json};
-use support::node::{WAIT, Ws, adapt, dial, info, open};
+use support::node::{WAIT, Ws, adapt, dial, info, open, open_from};
 use support::{Options, Server, client, get_json, json_answer};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -292,20 +292,50 @@ fn stalled_handshakes_are_bounded_and_time_out() {
     let server = Server::start();
     let rt = support::node::runtime();
     let started = Instant::now();
-    // 32 sockets that never say hello hold every handshake slot.
-    let stalled: Vec<Ws> = rt.block_on(async {
+    let from = |n: u8| std::net::Ipv4Addr::new(127, 0, 0, n);
+    // One source holds 8 handshakes at most: the 9th from it is refused, while another
+    // source is still taken.
+    let mut stalled: Vec<Ws> = rt.block_on(async {
         let mut stalled = Vec::new();
-        for _ in 0..32 {
-            stalled.push(open(&server.addr).await.unwrap());
+        for _ in 0..8 {
+            stalled.push(open_from(&server.addr, from(2)).await.unwrap());
         }
         stalled
     });
+    let Err((status, body)) = rt.block_on(open_from(&server.addr, from(2))) else {
+        panic!("a 9th handshake from one source was taken")
+    };
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "too_many_handshakes", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("from this address"),
+        "{body}"
+    );
+    // 32 sockets that never say hello, from four sources, hold every handshake slot.
+    rt.block_on(async {
+        for source in 3..=5 {
+            for _ in 0..8 {
+                stalled.push(open_from(&server.addr, from(source)).await.unwrap());
+            }
+        }
+    });
+    assert_eq!(stalled.len(), 32);
     // The 33rd is told to come back later, as JSON.
-    let Err((status, body)) = rt.block_on(open(&server.addr)) else {
+    let Err((status, body)) = rt.block_on(open_from(&server.addr, from(6))) else {
         panic!("a 33rd handshake was taken")
     };
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"]["code"], "too_many_handshakes", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already"),
+        "{body}"
+    );
     // Once their deadline passes, the stalled ones are closed and a good node connects.
     let closed = rt.block_on(async {
         let mut closed = 0;

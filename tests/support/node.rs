@@ -51,7 +51,16 @@ pub fn refused_upgrade(
 
 /// Opens the WebSocket of `/v1/nodes/connect`; the HTTP answer when the upgrade is refused.
 pub async fn open(server_addr: &str) -> Result<Ws, (u16, Value)> {
-    let tcp = TcpStream::connect(server_addr).await.unwrap();
+    open_from(server_addr, std::net::Ipv4Addr::LOCALHOST).await
+}
+
+/// [`open`] from the loopback address `source` (any of 127.0.0.0/8), as another machine.
+pub async fn open_from(server_addr: &str, source: std::net::Ipv4Addr) -> Result<Ws, (u16, Value)> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::from((source, 0)))
+        .unwrap();
+    let tcp = socket.connect(server_addr.parse().unwrap()).await.unwrap();
     let url = format!("ws://{server_addr}/v1/nodes/connect");
     let config = WebSocketConfig::default()
         .max_message_size(Some(FRAME_MAX_BYTES))

@@ -228,6 +228,9 @@ pub const NODE_ID_HEX_DIGITS: usize = 20;
 /// Node handshakes the gateway runs at once; one more is `503 too_many_handshakes`. The
 /// link endpoint takes anyone before they prove a key, so what strangers cost is bounded.
 pub const NODE_HANDSHAKES_MAX: usize = 32;
+/// Of those, the most one source may hold (an IPv4 address, or an IPv6 /64); one more
+/// is `503 too_many_handshakes`, so one stranger cannot keep every node out.
+pub const NODE_HANDSHAKES_PER_SOURCE_MAX: usize = 8;
 /// How long a node has to complete its handshake.
 pub const NODE_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -3,22 +3,28 @@
 //!
 //! The route takes no token: a node proves itself by signing a challenge. So what a
 //! stranger can make the gateway spend is bounded here: [`NODE_HANDSHAKES_MAX`]
-//! handshakes at once (one more is `503 too_many_handshakes`), each within
+//! handshakes at once, [`NODE_HANDSHAKES_PER_SOURCE_MAX`] of them from one source (one
+//! more is `503 too_many_handshakes`), each within
 //! [`NODE_HANDSHAKE_TIMEOUT`], messages no larger than one frame, and pending records
 //! capped by the site (`[nodes] max_pending`). Both pending and approved nodes stay
 //! connected; whoever calls a node checks its record on every call, since the hub only
 //! holds links.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, State};
+use axum::http::Extensions;
 use axum::response::Response;
 use bytes::Bytes;
 use ferry_codes::Code;
-use ferry_config::limits::{NODE_HANDSHAKE_TIMEOUT, NODE_HANDSHAKES_MAX};
+use ferry_config::limits::{
+    NODE_HANDSHAKE_TIMEOUT, NODE_HANDSHAKES_MAX, NODE_HANDSHAKES_PER_SOURCE_MAX,
+};
 use ferry_node::frame::FRAME_MAX_BYTES;
 use ferry_node::handshake::{VerifiedNode, gateway_handshake_admitting};
 use ferry_node::hub::Hub;
@@ -42,6 +48,8 @@ pub(crate) struct NodeLinks {
     pub(crate) hub: Arc<Hub>,
     /// One permit per handshake in progress.
     handshakes: Arc<Semaphore>,
+    /// Handshakes in progress per source.
+    sources: Arc<Mutex<HashMap<Source, usize>>>,
     /// Held while a node's `connected` mark is written, so marks written for two links
     /// of one node land in the order the hub changed.
     marks: Arc<tokio::sync::Mutex<()>>,
@@ -52,6 +60,7 @@ impl NodeLinks {
         NodeLinks {
             hub: Arc::new(Hub::new()),
             handshakes: Arc::new(Semaphore::new(NODE_HANDSHAKES_MAX)),
+            sources: Arc::default(),
             marks: Arc::default(),
         }
     }
@@ -67,9 +76,69 @@ impl NodeLinks {
     }
 }
 
+/// Where a handshake comes from: an IPv4 address, or the /64 of an IPv6 one (one
+/// machine usually holds a whole /64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Source {
+    V4(u32),
+    V6(u64),
+    /// A connection whose peer the server did not record (tests on a router alone).
+    Unknown,
+}
+
+impl Source {
+    fn of(extensions: &Extensions) -> Source {
+        match extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip())
+        {
+            Some(IpAddr::V4(ip)) => Source::V4(u32::from(ip)),
+            Some(IpAddr::V6(ip)) => match ip.to_ipv4_mapped() {
+                Some(ip) => Source::V4(u32::from(ip)),
+                None => Source::V6((u128::from(ip) >> 64) as u64),
+            },
+            None => Source::Unknown,
+        }
+    }
+}
+
+/// A source's share of the handshakes, given back when dropped.
+struct SourceSlot {
+    sources: Arc<Mutex<HashMap<Source, usize>>>,
+    source: Source,
+}
+
+impl SourceSlot {
+    fn take(links: &NodeLinks, source: Source) -> Option<SourceSlot> {
+        let mut sources = links.sources.lock().unwrap_or_else(|p| p.into_inner());
+        let held = sources.entry(source).or_default();
+        if *held >= NODE_HANDSHAKES_PER_SOURCE_MAX {
+            return None;
+        }
+        *held += 1;
+        Some(SourceSlot {
+            sources: links.sources.clone(),
+            source,
+        })
+    }
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut sources = self.sources.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(held) = sources.get_mut(&self.source) {
+            *held -= 1;
+            if *held == 0 {
+                sources.remove(&self.source);
+            }
+        }
+    }
+}
+
 /// `GET /v1/nodes/connect`: upgrades to the node link, if a handshake slot is free.
 pub(crate) async fn connect(
     State(state): State<AppState>,
+    extensions: Extensions,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let upgrade = upgrade.map_err(|e| {
@@ -78,6 +147,15 @@ pub(crate) async fn connect(
             format!(
                 "/v1/nodes/connect takes a WebSocket upgrade: {}",
                 e.body_text()
+            ),
+        )
+    })?;
+    let source = SourceSlot::take(&state.nodes, Source::of(&extensions)).ok_or_else(|| {
+        ApiError::new(
+            Code::TooManyHandshakes,
+            format!(
+                "{NODE_HANDSHAKES_PER_SOURCE_MAX} nodes are connecting from this address already; \
+                 try again in a few seconds"
             ),
         )
     })?;
@@ -97,7 +175,7 @@ pub(crate) async fn connect(
     Ok(upgrade
         .max_message_size(FRAME_MAX_BYTES)
         .max_frame_size(FRAME_MAX_BYTES)
-        .on_upgrade(move |socket| serve_node(state, socket, slot)))
+        .on_upgrade(move |socket| serve_node(state, socket, (slot, source))))
 }
 
 /// The socket's binary messages as the link takes them. Pings are answered below this
@@ -125,7 +203,7 @@ fn adapt(
 }
 
 /// One node's connection, from its handshake to the end of its link.
-async fn serve_node(state: AppState, socket: WebSocket, slot: OwnedSemaphorePermit) {
+async fn serve_node(state: AppState, socket: WebSocket, slot: (OwnedSemaphorePermit, SourceSlot)) {
     let (mut sink, mut stream) = adapt(socket);
     let session = format!("ferry gateway link {}", ferry_fs::random_hex::<16>());
     let site = state.site.clone();

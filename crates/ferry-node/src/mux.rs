@@ -550,7 +550,12 @@ fn dispatch(
             let WindowBody { grant } = frame.body()?;
             let mut streams = shared.streams();
             let Some(entry) = streams.map.get_mut(&id) else {
-                return Ok(());
+                if never_opened(shared, id) {
+                    return Err(NodeError::frame(format!(
+                        "a window grant on stream {id}, which was never opened"
+                    )));
+                }
+                return Ok(()); // late: the stream has ended
             };
             if u64::from(grant) > entry.sent_ungranted {
                 return Err(NodeError::frame(format!(

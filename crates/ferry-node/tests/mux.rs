@@ -425,6 +425,14 @@ async fn frames_for_a_stream_never_opened_close_the_link_with_bad_frame() {
             "data on an id of the peer's it never opened a call on",
             Frame::data(998, Bytes::from_static(b"x"), false),
         ),
+        (
+            "a window grant on the next id of ours",
+            Frame::control(Kind::Window, 3, false, &WindowBody { grant: 1 }),
+        ),
+        (
+            "a window grant on an id of the peer's it never opened a call on",
+            Frame::control(Kind::Window, 998, false, &WindowBody { grant: 1 }),
+        ),
     ];
     for (what, frame) in breaches {
         let (link, mut peer) = raw_peer(config(Role::Gateway), None);

@@ -148,6 +148,8 @@ pub(crate) fn admit(
 const WINDOWS_RESERVED: &[&str] = &[
     "con", "prn", "aux", "nul", "com1", "com2", "com3", "com4", "com5", "com6", "com7", "com8",
     "com9", "lpt1", "lpt2", "lpt3", "lpt4", "lpt5", "lpt6", "lpt7", "lpt8", "lpt9",
+    // Windows takes these as devices too: the zero ports, superscript digits, consoles.
+    "com0", "lpt0", "com¹", "com²", "com³", "lpt¹", "lpt²", "lpt³", "conin$", "conout$",
 ];
 
 fn windows_component(component: &str) -> Result<(), &'static str> {

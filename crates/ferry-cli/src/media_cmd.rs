@@ -99,7 +99,11 @@ async fn put(
     let canonical = tokio::fs::canonicalize(file)
         .await
         .with_context(|| format!("opening {}", file.display()))?;
-    let opened = tokio::fs::File::open(&canonical)
+    // Without blocking: a FIFO's open would wait for a writer that may never come.
+    let opened = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&canonical)
         .await
         .with_context(|| format!("opening {}", file.display()))?;
     if !opened.metadata().await?.is_file() {

@@ -86,6 +86,13 @@ fn windows_names_are_refused() {
         "a\u{1}b",
         "a\tb",
         "con .txt",
+        "COM0",
+        "lpt0.txt",
+        "COM¹",
+        "com².log",
+        "LPT³",
+        "CONIN$",
+        "conout$.txt",
     ] {
         assert_eq!(
             code(name, MemberKind::File, Platform::Windows),

@@ -393,6 +393,50 @@ async fn the_link_dying_ends_the_shell_and_every_job_it_started() {
     all_stopped(t.pid, &jobs, Duration::from_secs(6)).await;
 }
 
+/// Whether a live process is in the session `sid` (its id stays reserved while one is).
+fn session_alive(sid: i32) -> bool {
+    std::fs::read_dir("/proc").unwrap().any(|entry| {
+        let Some(pid) = entry
+            .ok()
+            .and_then(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        let mut fields = stat[stat.rfind(')').unwrap() + 1..].split_whitespace();
+        let state = fields.next();
+        let session = fields.nth(2).and_then(|s| s.parse::<i32>().ok());
+        session == Some(sid) && !matches!(state, Some("Z" | "X"))
+    })
+}
+
+#[tokio::test]
+async fn a_process_that_forks_and_exits_over_and_over_does_not_outlive_the_terminal() {
+    // It ignores the hang-up and is never where a scan of the session saw it: a new pid
+    // every few microseconds, always in the same process group (it never calls setsid).
+    let _shared = MEMORY.read().await;
+    let node = node();
+    let mut t = open(&node.gateway, 80, 24).await.unwrap();
+    t.type_text(
+        "perl -e '$SIG{HUP}=\"IGNORE\"; $t=time; while (time-$t < 20) { exit if fork }' & echo FORKER=$!=\r",
+    )
+    .await;
+    t.expect_number("FORKER=", "=").await;
+    let shell = t.pid;
+    drop(t);
+    all_stopped(shell, &[], Duration::from_secs(8)).await;
+    // Nothing of the session is left, for a while after.
+    for _ in 0..20 {
+        assert!(
+            !session_alive(shell),
+            "a process of the session {shell} still runs"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_message_that_breaks_the_format_ends_the_terminal_with_bad_frame() {
     let _shared = MEMORY.read().await;

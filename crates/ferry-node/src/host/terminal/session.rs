@@ -52,24 +52,61 @@ pub(super) fn hang_up(pid: Pid) {
 }
 
 /// Gives the session of `pid` [`GRACE`] to leave, then kills what is left of it; returns
-/// once nothing of it is alive (zombies aside) or the kill rounds are spent.
+/// once nothing of it has been seen alive (zombies aside) in [`QUIET_SCANS`] scans in a
+/// row, or the kill rounds are spent.
+///
+/// A process that forks and exits over and over is rarely where a scan saw it, and a
+/// scan may miss it altogether; its process group stays. So every group seen in the
+/// session, in any scan, a zombie's included, is killed as a whole in each round: the
+/// kernel delivers a signal sent to a group to a child being forked meanwhile too, so a
+/// group cannot outrun it.
 pub(super) fn clear(pid: Pid) {
+    let mut groups = Groups::default();
     let deadline = Instant::now() + GRACE;
-    while Instant::now() < deadline {
-        if members(pid).is_empty() {
-            return;
-        }
+    let mut quiet = 0;
+    while Instant::now() < deadline && quiet < QUIET_SCANS {
+        quiet = if members(pid, &mut groups).is_empty() {
+            quiet + 1
+        } else {
+            0
+        };
         std::thread::sleep(POLL);
     }
+    quiet = 0;
     for _ in 0..KILL_ROUNDS {
-        let alive = members(pid);
-        if alive.is_empty() {
-            return;
+        let alive = members(pid, &mut groups);
+        for &group in &groups.seen {
+            kill_group(group, pid);
         }
-        for member in alive {
-            kill(member, pid);
+        if alive.is_empty() {
+            quiet += 1;
+            if quiet >= QUIET_SCANS {
+                return;
+            }
+        } else {
+            quiet = 0;
+            for member in alive {
+                kill(member, pid);
+            }
         }
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Scans in a row that must find nothing alive before the session counts as gone.
+const QUIET_SCANS: usize = 3;
+
+/// The process groups seen in a session so far.
+#[derive(Default)]
+struct Groups {
+    seen: Vec<Pid>,
+}
+
+impl Groups {
+    fn add(&mut self, group: Pid) {
+        if !self.seen.contains(&group) {
+            self.seen.push(group);
+        }
     }
 }
 
@@ -95,48 +132,88 @@ pub(super) fn end_detached(pid: Pid) {
         });
     if spawned.is_err() {
         // No thread to wait with: kill at once rather than leave the session behind.
-        for member in members(pid) {
+        for member in members(pid, &mut Groups::default()) {
             kill(member, pid);
         }
     }
 }
 
 /// The live processes of the session `sid` (zombies left out: they are only waiting to be
-/// reaped, by their parent or by init).
+/// reaped, by their parent or by init); the process group of each process of the
+/// session, zombies' included, is added to `groups`.
 #[cfg(target_os = "linux")]
-fn members(sid: Pid) -> Vec<Pid> {
+fn members(sid: Pid, groups: &mut Groups) -> Vec<Pid> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    entries
+    let mut alive = Vec::new();
+    for pid in entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(Pid::from_raw)
-        .filter(|pid| matches!(session_of(*pid), Some((session, alive)) if session == sid && alive))
-        .collect()
+    {
+        match place_of(pid) {
+            Some(place) if place.session == sid => {
+                groups.add(place.group);
+                if place.alive {
+                    alive.push(pid);
+                }
+            }
+            _ => {}
+        }
+    }
+    alive
 }
 
-/// The session of `pid` and whether it is alive, from `/proc/<pid>/stat`: after the
-/// command name (in parentheses, which may hold anything), field 3 is the state and
-/// field 6 the session.
+/// Where a process stands: its session, its process group, and whether it is alive.
+struct Place {
+    session: Pid,
+    group: Pid,
+    alive: bool,
+}
+
+/// [`Place`] of `pid`, from `/proc/<pid>/stat`: after the command name (in parentheses,
+/// which may hold anything), field 3 is the state, 5 the process group and 6 the session.
 #[cfg(target_os = "linux")]
-fn session_of(pid: Pid) -> Option<(Pid, bool)> {
+fn place_of(pid: Pid) -> Option<Place> {
     let stat = std::fs::read(format!("/proc/{}/stat", pid.as_raw_nonzero())).ok()?;
     let after_name = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
     let text = std::str::from_utf8(after_name).ok()?;
     let mut fields = text.split_ascii_whitespace();
     let state = fields.next()?;
-    let session = fields.nth(2)?.parse::<i32>().ok()?;
-    Some((Pid::from_raw(session)?, !matches!(state, "Z" | "X")))
+    let group = fields.nth(1)?.parse::<i32>().ok()?;
+    let session = fields.next()?.parse::<i32>().ok()?;
+    Some(Place {
+        session: Pid::from_raw(session)?,
+        group: Pid::from_raw(group)?,
+        alive: !matches!(state, "Z" | "X"),
+    })
 }
 
-/// Kills `member` if it is still in the session `sid`: the process is pinned by a pidfd
-/// first, so a pid freed and taken by another process meanwhile is never signalled.
+/// Kills the process group `group`, once seen in the session `sid`.
+///
+/// Its members may all be gone by now (a process that forks and exits lives for
+/// microseconds), so no member can be pinned first, as [`kill`] pins a process. A
+/// group's id is reserved while the group has a member; the id can only name someone
+/// else's group once a new process has taken that pid, so the group is left alone when
+/// a process of that pid is in another session. (The check and the signal are
+/// microseconds apart, and in between the group would have to end and its id come round
+/// again to a process that made itself a group leader.)
+#[cfg(target_os = "linux")]
+fn kill_group(group: Pid, sid: Pid) {
+    match place_of(group) {
+        Some(place) if place.session != sid => {}
+        _ => {
+            let _ = rustix::process::kill_process_group(group, Signal::KILL);
+        }
+    }
+}
+
 #[cfg(target_os = "linux")]
 fn kill(member: Pid, sid: Pid) {
     use rustix::process::PidfdFlags;
     match rustix::process::pidfd_open(member, PidfdFlags::empty()) {
         Ok(pidfd) => {
-            if matches!(session_of(member), Some((session, _)) if session == sid) {
+            if matches!(place_of(member), Some(place) if place.session == sid) {
                 let _ = rustix::process::pidfd_send_signal(&pidfd, Signal::KILL);
             }
         }
@@ -151,12 +228,15 @@ fn kill(member: Pid, sid: Pid) {
 /// Elsewhere no portable call lists a session's processes: the shell's own process
 /// group is what can be reached (its jobs in groups of their own may stay).
 #[cfg(not(target_os = "linux"))]
-fn members(sid: Pid) -> Vec<Pid> {
+fn members(sid: Pid, _groups: &mut Groups) -> Vec<Pid> {
     match rustix::process::test_kill_process_group(sid) {
         Ok(()) => vec![sid],
         Err(_) => Vec::new(),
     }
 }
+
+#[cfg(not(target_os = "linux"))]
+fn kill_group(_group: Pid, _sid: Pid) {}
 
 #[cfg(not(target_os = "linux"))]
 fn kill(_member: Pid, sid: Pid) {

@@ -31,7 +31,7 @@ fn hidden() -> ApiError {
 }
 
 /// The token of a request: `Authorization: Bearer`, else the `ferry.token.` subprotocol.
-fn token_of(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn token_of(headers: &HeaderMap) -> Option<String> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

@@ -78,6 +78,10 @@ pub(crate) async fn terminal(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let who = admin(&state, &headers)?;
+    let holder = session::Holder {
+        site: state.site.clone(),
+        token: access::token_of(&headers).unwrap_or_default(),
+    };
     same_origin(&headers)?;
     let Reached { record, link } = reach(&state, id, TERMINAL_OPEN).await?;
     let Query(query) = query.map_err(|e| ApiError::new(Code::InvalidRequest, e.body_text()))?;
@@ -106,7 +110,14 @@ pub(crate) async fn terminal(
         let attach = terminals.find(session, &record.id, &who.person)?;
         let size = Some((cols, rows));
         return Ok(upgraded(upgrade)?.on_upgrade(move |socket| async move {
-            if let Err(refused) = attach.send(Attach { socket, size }).await {
+            if let Err(refused) = attach
+                .send(Attach {
+                    socket,
+                    size,
+                    holder,
+                })
+                .await
+            {
                 // The terminal ended between the look-up and the upgrade.
                 let text = client::error(
                     Code::UnknownTerminal,
@@ -149,10 +160,9 @@ pub(crate) async fn terminal(
         link,
     };
     let closing = state.closing.clone();
-    Ok(
-        upgrade
-            .on_upgrade(move |socket| session::run(registered, opened, sockets, socket, closing)),
-    )
+    Ok(upgrade.on_upgrade(move |socket| {
+        session::run(registered, opened, sockets, socket, holder, closing)
+    }))
 }
 
 /// Tells a socket `text` and closes it.

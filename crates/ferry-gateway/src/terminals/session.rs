@@ -14,6 +14,7 @@
 //! same back-pressure holds. Memory per terminal is bounded by the queue, one socket
 //! message and the replay ring.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message as Ws, WebSocket, close_code};
@@ -22,6 +23,7 @@ use ferry_codes::Code;
 use ferry_config::limits::{TERMINAL_REATTACH_SECS, TERMINAL_REPLAY_BYTES};
 use ferry_node::terminal::{MESSAGE_PAYLOAD_MAX_BYTES, Message, MessageDecoder};
 use ferry_node::{DataReader, DataWriter, Link, NodeError};
+use ferry_site::{Site, TokenKind};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
@@ -31,7 +33,8 @@ use super::access::node_error;
 use super::client::{self, FromPage};
 use super::registry::Registered;
 use super::replay::Replay;
-use crate::ApiError;
+use crate::node_link::REVOKE_WATCH_INTERVAL;
+use crate::{ApiError, blocking};
 
 /// Output messages the reader may have decoded ahead of the socket (64 KiB at most each).
 const OUTPUT_QUEUE: usize = 4;
@@ -51,6 +54,36 @@ pub(crate) struct Attach {
     pub socket: WebSocket,
     /// The page's terminal size, sent to the shell as it attaches.
     pub size: Option<(u16, u16)>,
+    /// The token the page came with, checked again while it is attached.
+    pub holder: Holder,
+}
+
+/// The admin token a page holds a terminal with. It is checked again every
+/// [`REVOKE_WATCH_INTERVAL`]: once it no longer authenticates an admin (revoked, or its
+/// kind changed), the terminal ends, so a leaked token's shells end with it.
+#[derive(Clone)]
+pub(crate) struct Holder {
+    pub site: Arc<Site>,
+    pub token: String,
+}
+
+impl Holder {
+    /// Resolves once the token is no longer an admin's.
+    async fn revoked(&self) {
+        let mut ticks = tokio::time::interval(REVOKE_WATCH_INTERVAL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let (site, token) = (self.site.clone(), self.token.clone());
+            let still = blocking(move || site.authenticate(&token)).await;
+            match still {
+                Ok(Some(p)) if p.kind == TokenKind::Admin => {}
+                // The database failing to answer is not a revoke: asked again next tick.
+                Err(e) if e.code == Code::Internal || e.code == Code::IoError => {}
+                _ => return,
+            }
+        }
+    }
 }
 
 /// A `terminal.open` call the node answered: the shell runs.
@@ -101,6 +134,7 @@ pub(crate) async fn run(
     opened: Opened,
     sockets: mpsc::Receiver<Attach>,
     first: WebSocket,
+    holder: Holder,
     closing: CancellationToken,
 ) {
     let ended = CancellationToken::new();
@@ -118,7 +152,7 @@ pub(crate) async fn run(
         closing,
     };
     let relaying = async {
-        relay.run(first).await;
+        relay.run(first, holder).await;
         ended.cancel();
     };
     tokio::join!(
@@ -237,10 +271,11 @@ struct Relay {
 }
 
 impl Relay {
-    async fn run(&mut self, first: WebSocket) {
+    async fn run(&mut self, first: WebSocket, holder: Holder) {
         let mut next = Some(Attach {
             socket: first,
             size: None,
+            holder,
         });
         let mut reattach = false;
         loop {
@@ -273,9 +308,19 @@ impl Relay {
     /// Relays with one socket. `None`: the terminal ends; `Some(None)`: the socket went
     /// and the terminal waits; `Some(Some(other))`: another socket takes over.
     async fn attached(&mut self, attach: Attach, reattach: bool) -> Option<Option<Attach>> {
-        let Attach { socket, size } = attach;
+        let Attach {
+            socket,
+            size,
+            holder,
+        } = attach;
         let (mut sink, mut source) = socket.split();
-        let ended = self.relay(&mut sink, &mut source, size, reattach).await;
+        let ended = tokio::select! {
+            ended = self.relay(&mut sink, &mut source, size, reattach) => ended,
+            () = holder.revoked() => Ended::Failed(ApiError::new(
+                Code::Unauthorized,
+                "the token this page opened the terminal with is no longer an admin's; the terminal ended",
+            )),
+        };
         let (text, code) = match ended {
             Ended::SocketGone => return Some(None),
             Ended::Exit(code) => (Some(client::exit(code)), close_code::NORMAL),

@@ -340,6 +340,40 @@ async fn uploads_open_to_others_or_owned_by_another_user_is_refused() {
     upload(&node.gateway, "again", b"2").await.unwrap();
 }
 
+/// A state folder below a folder another user could rename things in (writable by
+/// others without the sticky bit, or owned by another user) is refused before anything is
+/// staged: its owner could move the state folder aside and put their own file where a
+/// pasted path leads. A sticky folder (as /tmp) is fine.
+#[tokio::test]
+async fn a_state_folder_below_a_folder_others_may_rename_in_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("shared");
+    let node = node_at(shared.join("state"), UploadSweep::default());
+    upload(&node.gateway, "first", b"1").await.unwrap();
+    let set = |mode: u32| {
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    for mode in [0o777, 0o775, 0o757] {
+        set(mode);
+        let e = upload(&node.gateway, "f", b"secret").await.unwrap_err();
+        assert_eq!(e.code(), Code::NodeStateUnusable, "{mode:o}: {e}");
+        assert!(
+            e.to_string().contains("other users could move things"),
+            "{e}"
+        );
+    }
+    set(0o1777);
+    upload(&node.gateway, "sticky", b"2").await.unwrap();
+    set(0o755);
+    std::os::unix::fs::chown(&shared, Some(65534), None).unwrap();
+    let e = upload(&node.gateway, "f", b"secret").await.unwrap_err();
+    assert_eq!(e.code(), Code::NodeStateUnusable, "{e}");
+    let me = rustix::process::geteuid().as_raw();
+    std::os::unix::fs::chown(&shared, Some(me), None).unwrap();
+    upload(&node.gateway, "again", b"3").await.unwrap();
+}
+
 #[tokio::test]
 async fn a_state_folder_whose_path_is_hostile_works() {
     let tmp = tempfile::tempdir().unwrap();

@@ -240,6 +240,7 @@ fn open_root(state_dir: &Path, create: bool) -> Result<(Option<Dir>, PathBuf), N
         )
     })?;
     let root_path = canonical.join(UPLOADS_DIR_NAME);
+    ancestors_kept_from_others(&canonical)?;
     let state = Dir::open_ambient(&canonical).map_err(|e| staging_error(&canonical, e))?;
     let opened = match state.open_dir(UPLOADS_DIR_NAME, Follow::Never) {
         Err(FsError::NotFound) if create => {
@@ -282,10 +283,41 @@ fn private_to_me(root: &Dir, path: &Path) -> Result<(), NodeError> {
         return Err(NodeError::state(
             path,
             format!(
-                "it is owned by uid {} with mode {mode:04o}; uploads are staged only in a                  folder of the node's own user (uid {me}) that nobody else may enter (chmod                  700, or remove it and the node makes it)",
+                "it is owned by uid {} with mode {mode:04o}; uploads are staged only in a \
+                 folder of the node's own user (uid {me}) that nobody else may enter (chmod \
+                 700, or remove it and the node makes it)",
                 stat.st_uid
             ),
         ));
+    }
+    Ok(())
+}
+
+/// Refuses a state folder with a folder on its path (itself included) that another user
+/// could rename things in: one owned by someone other than root and the node's user, or
+/// one others may write without the sticky bit (as `/tmp` has). Whoever could would move
+/// the state folder aside and put their own file where a pasted path leads.
+fn ancestors_kept_from_others(canonical: &Path) -> Result<(), NodeError> {
+    let me = rustix::process::geteuid().as_raw();
+    for folder in canonical.ancestors() {
+        let stat = rustix::fs::stat(folder)
+            .map_err(|e| NodeError::state(folder, format!("uploads cannot be staged: {e}")))?;
+        let mode = stat.st_mode & 0o7777;
+        let owner_ok = stat.st_uid == 0 || stat.st_uid == me;
+        let others_may_rename = mode & 0o022 != 0 && mode & 0o1000 == 0;
+        if !owner_ok || others_may_rename {
+            return Err(NodeError::state(
+                canonical,
+                format!(
+                    "{} (owned by uid {}, mode {mode:04o}) is on the state folder's path and \
+                     other users could move things in it, so a staged file could be swapped \
+                     for theirs; give the node a --state folder whose every parent belongs to \
+                     root or to uid {me} and is not writable by others (or is sticky, as /tmp)",
+                    folder.display(),
+                    stat.st_uid
+                ),
+            ));
+        }
     }
     Ok(())
 }

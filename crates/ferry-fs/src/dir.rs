@@ -374,6 +374,22 @@ impl Dir {
         .map_err(FsError::from_errno)
     }
 
+    /// Creates the file `name` (one component) here with `mode`, open for writing; an
+    /// existing entry of that name, a symlink included, is [`FsError::Exists`]. For
+    /// folders nobody else sees yet (a tree being extracted before it is published),
+    /// where a file needs no temporary of its own.
+    pub fn create_new_file(&self, name: &str, mode: u32) -> Result<File, FsError> {
+        check_relative(name)?;
+        if name.contains('/') || name == "." {
+            return Err(FsError::UnsafeName(name.to_owned()));
+        }
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rustix::fs::openat(&self.fd, &*raw(name), flags, Mode::from_raw_mode(mode))
+            .map(File::from)
+            .map_err(FsError::from_errno)
+    }
+
     /// Removes a file, a symlink (not its target) or a whole directory tree.
     pub fn remove(&self, rel: &str) -> Result<(), FsError> {
         check_relative(rel)?;

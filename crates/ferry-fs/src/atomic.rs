@@ -215,19 +215,13 @@ impl Drop for AtomicWriter {
 
 /// Makes a hidden temporary (0600) in `dir`: its name and the file, open for writing.
 pub fn create_temporary(dir: &Dir) -> Result<(String, File), FsError> {
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let mut attempts = 0;
     loop {
         let temp_name = format!("{TEMP_PREFIX}{}", crate::random_base32::<10>());
-        match rustix::fs::openat(
-            dir.fd(),
-            temp_name.as_str(),
-            flags,
-            Mode::from_raw_mode(0o600),
-        ) {
-            Ok(fd) => return Ok((temp_name, File::from(fd))),
-            Err(rustix::io::Errno::EXIST) if attempts < 8 => attempts += 1,
-            Err(e) => return Err(FsError::from_errno(e)),
+        match dir.create_new_file(&temp_name, 0o600) {
+            Ok(file) => return Ok((temp_name, file)),
+            Err(FsError::Exists) if attempts < 8 => attempts += 1,
+            Err(e) => return Err(e),
         }
     }
 }

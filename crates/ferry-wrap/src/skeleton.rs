@@ -20,11 +20,11 @@ impl Skeleton {
             spans: Vec::with_capacity(text.len()),
         };
         for (start, c) in text.char_indices() {
+            let before = skeleton.bytes.len();
+            push_look(c, &mut skeleton.bytes);
             let span = (start, start + c.len_utf8());
-            for byte in looks_like(c).bytes() {
-                skeleton.bytes.push(byte);
-                skeleton.spans.push(span);
-            }
+            let added = skeleton.bytes.len() - before;
+            skeleton.spans.extend(std::iter::repeat_n(span, added));
         }
         skeleton
     }
@@ -44,54 +44,35 @@ impl Skeleton {
     }
 }
 
-/// What `c` looks like in a marker: nothing (it shows nothing, or separates), one or
-/// more of `<`, `>` and upper-case letters, or [`OTHER`].
-fn looks_like(c: char) -> Looks {
+/// Appends what `c` looks like in a marker to `out`: nothing (it shows nothing, or
+/// separates), one or more of `<`, `>` and upper-case letters, or [`OTHER`].
+fn push_look(c: char, out: &mut Vec<u8>) {
     if c.is_ascii() {
-        return match c {
-            '<' | '>' => Looks::Ascii(c as u8),
-            '_' | '-' => Looks::Nothing,
-            c if c.is_ascii_whitespace() => Looks::Nothing,
-            '0' => Looks::Ascii(b'O'),
-            c if c.is_ascii_alphabetic() => Looks::Ascii(c.to_ascii_uppercase() as u8),
-            _ => Looks::Ascii(OTHER),
-        };
+        match c {
+            '<' | '>' => out.push(c as u8),
+            '_' | '-' => {}
+            c if c.is_ascii_whitespace() => {}
+            '0' => out.push(b'O'),
+            c if c.is_ascii_alphabetic() => out.push(c.to_ascii_uppercase() as u8),
+            _ => out.push(OTHER),
+        }
+        return;
     }
     if c.is_whitespace() || shows_nothing(c) || separator(c) {
-        return Looks::Nothing;
+        return;
     }
     if let Some(brackets) = bracket(c) {
-        return Looks::Str(brackets);
+        return out.extend_from_slice(brackets.as_bytes());
     }
     if let Some(letter) = latin_look_alike(c) {
-        return Looks::Ascii(letter);
+        return out.push(letter);
     }
     // Compatibility forms: full-width and mathematical letters, `＜`, ligatures.
     let folded: String = std::iter::once(c).nfkc().collect();
     if folded.is_ascii() && !folded.is_empty() {
-        let bytes: Vec<u8> = folded.chars().flat_map(|f| looks_like(f).bytes()).collect();
-        return Looks::Owned(bytes);
+        return folded.chars().for_each(|f| push_look(f, out));
     }
-    Looks::Ascii(OTHER)
-}
-
-enum Looks {
-    Nothing,
-    Ascii(u8),
-    Str(&'static str),
-    Owned(Vec<u8>),
-}
-
-impl Looks {
-    fn bytes(self) -> std::vec::IntoIter<u8> {
-        match self {
-            Looks::Nothing => Vec::new(),
-            Looks::Ascii(b) => vec![b],
-            Looks::Str(s) => s.as_bytes().to_vec(),
-            Looks::Owned(v) => v,
-        }
-        .into_iter()
-    }
+    out.push(OTHER);
 }
 
 /// Characters that show nothing by themselves: Unicode's default ignorables (zero-width

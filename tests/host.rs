@@ -353,6 +353,7 @@ fn expected_layout() -> Vec<(String, &'static str, &'static str, Option<u32>)> {
         ("home", "root", "root", Some(0o755)),
         ("private", "root", "root", Some(0o755)),
         ("private/people", "root", "root", Some(0o755)),
+        ("private/herd-keys", "root", "root", Some(0o755)),
         ("circles", "root", "root", Some(0o755)),
         ("circles/htc", "root", CIRCLE_GROUP, Some(0o2770)),
         ("shared/public", "root", "fy_shared", Some(0o2775)),
@@ -377,6 +378,12 @@ fn expected_layout() -> Vec<(String, &'static str, &'static str, Option<u32>)> {
             (private.clone(), user, user, Some(0o700)),
             (format!("{private}/tmp"), user, user, Some(0o700)),
             (format!("{private}/artifacts"), user, user, Some(0o700)),
+            (
+                format!("private/herd-keys/{person}"),
+                user,
+                user,
+                Some(0o700),
+            ),
         ]);
     }
     rows
@@ -1132,4 +1139,293 @@ fn assert_worker_unreadable(scan: &serde_json::Value) {
             .any(|l| l.starts_with("READ ") && l.contains("ferry worker")),
         "the person read a worker's environment: {stdout}"
     );
+}
+
+const HA: &str = "hha";
+const HB: &str = "hhb";
+const USER_HA: &str = "fy_person_hha";
+const USER_HB: &str = "fy_person_hhb";
+
+/// The scripted worker of the host-mode herd: says who it runs as, tries to read the
+/// herd's keys (their folder's path is its task), asks its owner, and completes with a
+/// JSON report of what it saw.
+const HOST_WORKER: &str = r#"
+import json, os, subprocess, sys
+ferry = os.environ["FERRY_HERD_BIN"]
+def herd(*args, stdin=None):
+    p = subprocess.run([ferry, "herd", *args], input=stdin, capture_output=True, text=True)
+    return p.returncode, json.loads(p.stdout)
+seen = {"uid": os.getuid()}
+code, task = herd("inbox", "--wait", "30")
+seen["task"] = task
+try:
+    seen["keys"] = os.listdir(task["text"])
+except OSError as e:
+    seen["keys"] = type(e).__name__
+code, asked = herd("ask-owner", "--message", "which colour?", "--file", "question.txt")
+seen["asked"] = asked
+code, reply = herd("inbox", "--wait", "60")
+seen["reply"] = reply
+code, done = herd("complete", "--output", "-", stdin=json.dumps(seen))
+"#;
+
+/// Reads the environment, command line and every readable mapping of each process of the
+/// calling user: `READ <pid>` for each it could read, `LEAK <pid> <what>` where `argv[1]`
+/// was found.
+const MEMORY_SCAN: &str = r#"
+import os, sys
+needle = sys.argv[1].encode()
+me = os.getuid()
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    if int(pid) == os.getpid():
+        continue
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != me:
+            continue
+        for what in ("environ", "cmdline"):
+            if needle in open(f"/proc/{pid}/{what}", "rb").read():
+                print("LEAK", pid, what)
+        maps = open(f"/proc/{pid}/maps").read().splitlines()
+        mem = open(f"/proc/{pid}/mem", "rb")
+    except OSError:
+        continue
+    print("READ", pid)
+    for line in maps:
+        span, perms = line.split()[:2]
+        if "r" not in perms:
+            continue
+        start, end = (int(x, 16) for x in span.split("-"))
+        try:
+            mem.seek(start)
+            if needle in mem.read(end - start):
+                print("LEAK", pid, line)
+        except (OSError, OverflowError, ValueError):
+            pass
+"#;
+
+/// The herd in host mode (spec handoffs.md H-WHERE; persons `hha`, `hhb`): the gateway
+/// runs as `ferry`, which cannot open a person's herd, so each call is performed by a
+/// process the helper started as the person; workers run as the person, in the sandbox,
+/// and cannot read the keys their herd signs with; two persons' herds stay apart.
+#[test]
+fn host_mode_herd() {
+    let _accounts = MACHINE_ACCOUNTS.lock().unwrap_or_else(|e| e.into_inner());
+    require_root_and_tools();
+    build_helper();
+    let mut guard = AccountsGuard::new(
+        &[USER_HA, USER_HB],
+        &[USER_HA, USER_HB],
+        &["ferry", "fy_shared"],
+    );
+    let site = new_site();
+    for person in [HA, HB] {
+        site.ferry_ok(&["person", "add", person]);
+    }
+    site.init();
+    let harness = |person: &str| {
+        site.ferry_ok(&["token", "create", person, "--kind", "harness"])
+            .trim()
+            .lines()
+            .last()
+            .unwrap()
+            .to_owned()
+    };
+    let (token_a, token_b) = (harness(HA), harness(HB));
+    let worker_py = site.p("home/hha/worker.py");
+    std::fs::write(&worker_py, HOST_WORKER).unwrap();
+    let definition = "---\nname: scribe\ndescription: a scripted worker\ncommand: python3 \
+                      \"$HOME/worker.py\"\n---\nYou are a scribe.\n";
+    assert!(site.sh(
+        HA,
+        &format!(
+            "mkdir -p .ferry-herd/agents && \
+             printf '%s' '{definition}' > .ferry-herd/agents/scribe.md && \
+             printf -- '---\nname: idle\ndescription: waits\ncommand: sleep 600\n---\nWait.\n' \
+               > .ferry-herd/agents/idle.md && \
+             echo 'the notes' > notes.md && chmod 600 notes.md && \
+             echo 'context' > question.txt"
+        )
+    ));
+    assert!(site.sh(HB, "echo 'b only' > secret.txt && chmod 600 secret.txt"));
+    assert!(
+        std::process::Command::new("chown")
+            .arg(format!("{USER_HA}:{USER_HA}"))
+            .arg(&worker_py)
+            .status()
+            .unwrap()
+            .success()
+    );
+
+    let ferry = support::ferry_bin_at(&site.data.parent().unwrap().join("ferry-served"));
+    let log = site.data.parent().unwrap().join("gateway.log");
+    // A secret of the service's configuration, which nothing of the person's may hold.
+    let (secret, _) = support::secret();
+    let gateway = host_api::HostGateway::start(
+        &ferry,
+        &site.data,
+        &log,
+        &[("FERRY_AGENT__MODEL", secret.as_str())],
+    );
+    let keys = site.p("private/herd-keys/hha");
+    let call = |action: serde_json::Value| mcp::call("subagent", action);
+    let answer = |result: &serde_json::Value| -> serde_json::Value {
+        assert!(!mcp::is_error(result), "{result}");
+        serde_json::from_str(&mcp::text_of(result)).unwrap_or_else(|_| panic!("{result}"))
+    };
+
+    // The whole loop, over the gateway's /mcp.
+    let results = gateway.mcp(
+        &token_a,
+        vec![
+            call(json!({"action": "assign", "agent": "scribe", "task": keys,
+                        "files": ["notes.md", "./notes.md"]})),
+            call(json!({"action": "inbox", "waitSecs": 60})),
+            call(json!({"action": "reply", "label": "scribe", "message": "blue"})),
+            call(json!({"action": "inbox", "waitSecs": 60})),
+        ],
+    );
+    let assigned = answer(&results[0]);
+    let pid = assigned["worker"]["pid"].as_u64().unwrap();
+    let files = assigned["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "one file, once: {assigned}");
+    assert_eq!(files[0]["path"], site.p("home/hha/notes.md"));
+    assert_eq!(files[0]["embedded"], true, "read as the person: {assigned}");
+    let question = answer(&results[1])["envelope"].clone();
+    assert_eq!(question["kind"], "question", "{question}");
+    assert_eq!(question["from"], format!("scribe#{pid}"));
+    assert_eq!(question["files"][0]["content"], "context\n");
+    answer(&results[2]);
+    let done = answer(&results[3])["envelope"].clone();
+    assert_eq!(done["kind"], "completion", "{done}");
+    let result_path = done["resultPath"].as_str().unwrap().to_owned();
+    assert_eq!(
+        owner_mode(Path::new(&result_path)),
+        (uid_of(USER_HA), gid_of(USER_HA), 0o600)
+    );
+    let seen: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&result_path).unwrap()).unwrap();
+    assert_eq!(
+        seen["uid"],
+        uid_of(USER_HA),
+        "the worker runs as the person: {seen}"
+    );
+    assert_eq!(seen["task"]["files"][0]["content"], "the notes\n");
+    assert_eq!(seen["reply"]["text"], "blue");
+    assert!(
+        !seen["keys"].is_array(),
+        "a sandboxed worker cannot list its herd's keys: {seen}"
+    );
+
+    // Everything of the herd is the person's, private; the keys outside every tree.
+    for (rel, mode) in [
+        ("private/people/hha/herd", 0o700),
+        ("private/herd-keys/hha", 0o700),
+        ("private/herd-keys/hha/scribe.1.key", 0o600),
+    ] {
+        assert_eq!(
+            owner_mode(&site.path(rel)),
+            (uid_of(USER_HA), gid_of(USER_HA), mode),
+            "{rel}"
+        );
+    }
+
+    // The result is evidence for the next worker; a file the person cannot read stops an
+    // assign before anything starts; stop ends the worker.
+    let results = gateway.mcp(
+        &token_a,
+        vec![
+            call(
+                json!({"action": "assign", "agent": "scribe", "label": "reviewer",
+                        "task": "review", "files": [result_path]}),
+            ),
+            call(json!({"action": "stop", "label": "reviewer"})),
+            call(
+                json!({"action": "assign", "agent": "scribe", "label": "peek",
+                        "task": "peek", "files": [site.p("home/hhb/secret.txt")]}),
+            ),
+            call(json!({"action": "status"})),
+        ],
+    );
+    let next = answer(&results[0]);
+    assert_eq!(next["files"][0]["path"], result_path.as_str());
+    assert_eq!(next["files"][0]["embedded"], true);
+    let reviewer = next["worker"]["pid"].as_u64().unwrap() as u32;
+    assert_eq!(answer(&results[1])["state"], "stopped");
+    assert!(!support::herd::running(reviewer), "stop ends the worker");
+    assert!(mcp::is_error(&results[2]), "{}", results[2]);
+    let status = answer(&results[3]);
+    let labels: Vec<&str> = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["reviewer", "scribe"], "nothing of peek: {status}");
+
+    // Every process of the person's while a worker runs (its supervisor included), read
+    // whole by the person: the service's configuration is in none of them.
+    let idle = answer(
+        &gateway.mcp(
+            &token_a,
+            vec![call(
+                json!({"action": "assign", "agent": "idle", "task": "wait"}),
+            )],
+        )[0],
+    );
+    assert!(idle["worker"]["pid"].is_u64(), "{idle}");
+    let out = site.as_person(HA, "/usr/bin/python3", &["-c", MEMORY_SCAN, &secret]);
+    let scanned = stdout(&out);
+    assert!(out.status.success(), "{scanned}{}", stderr(&out));
+    assert!(
+        scanned.contains("READ "),
+        "the scan read nothing: {scanned}"
+    );
+    assert!(!scanned.contains("LEAK"), "{scanned}");
+    answer(
+        &gateway.mcp(
+            &token_a,
+            vec![call(json!({"action": "stop", "label": "idle"}))],
+        )[0],
+    );
+
+    // The same herd through `ferry herd`, run by the service user.
+    let out = run_as(
+        "ferry",
+        &ferry,
+        &[
+            "herd",
+            "status",
+            "--label",
+            "scribe",
+            "--data",
+            &site.p("."),
+            "--person",
+            HA,
+        ],
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}{}", stdout(&out), stderr(&out)));
+    assert_eq!(status["workers"][0]["state"], "completed", "{status}");
+
+    // Another person sees none of it, and cannot hand over the first person's files.
+    let results = gateway.mcp(
+        &token_b,
+        vec![
+            call(json!({"action": "status"})),
+            call(json!({"action": "status", "label": "scribe"})),
+            call(json!({"action": "assign", "agent": "scribe", "task": "x",
+                        "files": [site.p("home/hha/notes.md")]})),
+        ],
+    );
+    assert_eq!(answer(&results[0])["workers"], json!([]));
+    assert!(mcp::is_error(&results[1]), "{}", results[1]);
+    assert!(mcp::is_error(&results[2]), "{}", results[2]);
+
+    drop(gateway);
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!log.contains("panicked"), "{log}");
+    host_api::kill_processes_of(USER_HA);
+    drop(site);
+    let left = guard.remove_all();
+    assert!(left.is_empty(), "could not remove: {left:?}");
 }

@@ -18,15 +18,16 @@ use clap::{Args, Subcommand};
 use ferry_codes::Code;
 use ferry_config::Config;
 use ferry_config::limits::{HERD_ARG_MAX_BYTES, HERD_INBOX_WAIT_MAX_SECS, HERD_TEXT_MAX_BYTES};
+use ferry_exec::Requester;
 use ferry_herd::reader::{Direct, Reader};
-use ferry_herd::{Assign, Herd, HerdError, Place, Worker};
+use ferry_herd::{Acting, Assign, HerdError, Message, Place, Request, Worker};
 use ferry_site::Site;
 use ferry_tools::Toolbox;
 use serde::Serialize;
 
 use crate::SiteArgs;
 use crate::json_error::json_error;
-use crate::mcp_cmd::worker_program;
+use crate::mcp_cmd::{stdin_socket, worker_program};
 
 /// Exit status of `inbox` when nothing arrived.
 const NOTHING_ARRIVED: u8 = 3;
@@ -112,6 +113,10 @@ pub(crate) enum HerdCommand {
         #[command(flatten)]
         who: Who,
     },
+    /// Performs one controller's call as the person (host mode: started by the service
+    /// through the helper, with its socket on stdin).
+    #[command(hide = true)]
+    AsPerson,
     /// Runs one worker (started by `assign`, reads its launch on stdin).
     #[command(hide = true)]
     Supervise {
@@ -179,6 +184,9 @@ pub(crate) fn herd(command: HerdCommand) -> Result<ExitCode> {
     if let HerdCommand::Mcp = command {
         return worker_mcp();
     }
+    if let HerdCommand::AsPerson = command {
+        return as_person();
+    }
     Ok(match answer(command) {
         Ok(Answer::Json(value)) => print_line(&value, ExitCode::SUCCESS),
         Ok(Answer::Nothing) => print_line(
@@ -210,10 +218,17 @@ fn json(value: impl Serialize) -> Answer {
 }
 
 fn answer(command: HerdCommand) -> Result<Answer, HerdError> {
-    let reply = matches!(command, HerdCommand::Reply { .. });
     let here = std::env::current_dir()
         .map_err(|e| HerdError::new(Code::BadPath, format!("this folder is unusable: {e}")))?;
-    match command {
+    let message = |label: String, text: MessageText, files: Files| {
+        Ok::<_, HerdError>(Message {
+            label,
+            text: text_of(text.message, text.message_file, "message")?,
+            files: files.files,
+            files_from: Some(here.clone()),
+        })
+    };
+    let (request, who) = match command {
         HerdCommand::Assign {
             agent,
             label,
@@ -222,43 +237,32 @@ fn answer(command: HerdCommand) -> Result<Answer, HerdError> {
             cwd,
             who,
         } => {
-            let task = text_of(text.task, text.task_file, "task")?;
-            let cwd = cwd.map(|c| here.join(c).display().to_string());
-            with_herd(&who, |herd| {
-                herd.assign(Assign {
-                    agent,
-                    label,
-                    task,
-                    files: files.files,
-                    files_from: Some(here.clone()),
-                    cwd,
-                })
-                .map(json)
-            })
+            let assign = Assign {
+                agent,
+                label,
+                task: text_of(text.task, text.task_file, "task")?,
+                files: files.files,
+                files_from: Some(here.clone()),
+                cwd: cwd.map(|c| here.join(c).display().to_string()),
+            };
+            (Request::Assign(assign), who)
         }
         HerdCommand::Steer {
             label,
             text,
             files,
             who,
-        }
-        | HerdCommand::Reply {
+        } => (Request::Steer(message(label, text, files)?), who),
+        HerdCommand::Reply {
             label,
             text,
             files,
             who,
-        } => {
-            let message = text_of(text.message, text.message_file, "message")?;
-            with_herd(&who, |herd| {
-                let send = if reply { Herd::reply } else { Herd::steer };
-                send(herd, &label, message, &files.files, Some(&here)).map(json)
-            })
-        }
+        } => (Request::Reply(message(label, text, files)?), who),
         HerdCommand::AskOwner { text, files } => {
-            let message = text_of(text.message, text.message_file, "message")?;
-            Worker::from_env()?
-                .ask_owner(message, &files.files, &here)
-                .map(json)
+            let text = text_of(text.message, text.message_file, "message")?;
+            let sent = Worker::from_env()?.ask_owner(text, &files.files, &here)?;
+            return Ok(json(sent));
         }
         HerdCommand::Inbox { wait, who } => {
             if wait > HERD_INBOX_WAIT_MAX_SECS {
@@ -266,13 +270,11 @@ fn answer(command: HerdCommand) -> Result<Answer, HerdError> {
                     "--wait is at most {HERD_INBOX_WAIT_MAX_SECS} seconds"
                 )));
             }
-            let wait = Duration::from_secs(wait);
-            let next = if std::env::var_os("FERRY_HERD_LABEL").is_some() {
-                Worker::from_env()?.inbox(wait)?
-            } else {
-                with_herd(&who, |herd| herd.inbox(wait))?
-            };
-            Ok(next.map_or(Answer::Nothing, json))
+            if std::env::var_os("FERRY_HERD_LABEL").is_some() {
+                let next = Worker::from_env()?.inbox(Duration::from_secs(wait))?;
+                return Ok(next.map_or(Answer::Nothing, json));
+            }
+            (Request::Inbox { wait_secs: wait }, who)
         }
         HerdCommand::Complete { output } => {
             let worker = Worker::from_env()?;
@@ -282,33 +284,24 @@ fn answer(command: HerdCommand) -> Result<Answer, HerdError> {
                 let mut file = Direct.open(&ferry_herd::reader::absolute_from(&here, &output))?;
                 worker.complete(&mut file)?
             };
-            Ok(json(completed))
+            return Ok(json(completed));
         }
-        HerdCommand::Status { label, who } => {
-            with_herd(&who, |herd| herd.status(label.as_deref()).map(json))
+        HerdCommand::Status { label, who } => (Request::Status { label }, who),
+        HerdCommand::Stop { label, who } => (Request::Stop { label }, who),
+        HerdCommand::Supervise { .. } | HerdCommand::Mcp | HerdCommand::AsPerson => {
+            return Err(HerdError::invalid("this command runs on its own"));
         }
-        HerdCommand::Stop { label, who } => {
-            let stopped = toolbox_of(&who)?
-                .herd_stop(&label)
-                .map_err(|e| HerdError::new(e.code, e.message))?;
-            Ok(json(stopped))
-        }
-        HerdCommand::Supervise { .. } | HerdCommand::Mcp => {
-            Err(HerdError::invalid("this command runs on its own"))
-        }
+    };
+    let inbox = matches!(request, Request::Inbox { .. });
+    let answer = toolbox_of(&who)?.herd_call(request, None)?.answer;
+    if inbox {
+        // `inbox` prints the envelope itself, or exits 3 without one.
+        return Ok(match answer.get("envelope") {
+            Some(envelope) if !envelope.is_null() => Answer::Json(envelope.clone()),
+            _ => Answer::Nothing,
+        });
     }
-}
-
-/// Opens the person's herd on the site and acts on it.
-fn with_herd<T>(
-    who: &Who,
-    act: impl FnOnce(&Herd<'_>) -> Result<T, HerdError>,
-) -> Result<T, HerdError> {
-    let toolbox = toolbox_of(who)?;
-    let herd = toolbox
-        .herd()
-        .map_err(|e| HerdError::new(e.code, e.message))?;
-    act(&herd)
+    Ok(Answer::Json(answer))
 }
 
 /// The toolbox of the person a controller's command names.
@@ -404,18 +397,41 @@ fn run_supervised(
     generation: u64,
     launch: ferry_herd::Launch,
 ) -> Result<ExitCode> {
-    let config = Config::from_effective_toml(&launch.config)?;
-    let site = Site::open(data, config.clone())
-        .with_context(|| format!("opening the site at {}", data.display()))?;
-    let toolbox = open_toolbox(Arc::new(site), person)?;
-    let place = Place {
+    let program = worker_program()?.program;
+    let place = |data: PathBuf, sandboxed: bool| Place {
         person: person.to_owned(),
-        data: toolbox.paths().data.clone(),
-        program: worker_program()?.program,
-        config_toml: launch.config.clone(),
-        sandboxed: config.exec.sandbox != ferry_config::SandboxChoice::None,
+        data,
+        program: program.clone(),
+        acting: launch.acting.clone(),
+        sandboxed,
     };
-    ferry_herd::supervise(&place, label, generation, launch, toolbox.requester())?;
+    match &launch.acting {
+        Acting::AsPerson(setup) => {
+            // Host mode: this process is the person, who may not open the site; it acts
+            // as them as their worker would.
+            let requester = Requester::InProcess(setup.executor()?);
+            let sandboxed = setup.hello.run.sandbox != ferry_exec::ops::SandboxKind::None;
+            let place = place(setup.hello.base.clone(), sandboxed);
+            ferry_herd::supervise(&place, label, generation, launch, &requester)?;
+        }
+        Acting::Site { config } => {
+            let config = Config::from_effective_toml(config)?;
+            let sandboxed = config.exec.sandbox != ferry_config::SandboxChoice::None;
+            let site = Site::open(data, config)
+                .with_context(|| format!("opening the site at {}", data.display()))?;
+            let toolbox = open_toolbox(Arc::new(site), person)?;
+            let place = place(toolbox.paths().data.clone(), sandboxed);
+            ferry_herd::supervise(&place, label, generation, launch, toolbox.requester())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ferry herd as-person`: one controller's call, performed as the person in host mode
+/// (the service started this process through the helper; its socket is stdin).
+fn as_person() -> Result<ExitCode> {
+    ferry_exec::worker::serve_once(stdin_socket(), ferry_herd::serve_as_person)
+        .context("serving the herd's call")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -50,8 +50,12 @@ fn sweep_saved_output(toolbox: Arc<Toolbox>) {
 }
 
 pub(crate) fn worker() -> Result<ExitCode> {
-    // SAFETY: fd 0 is the socket the helper was started with; nothing else owns it.
-    let stream = unsafe { UnixStream::from_raw_fd(0) };
-    ferry_exec::worker::serve(stream).context("serving as the person")?;
+    ferry_exec::worker::serve(stdin_socket()).context("serving as the person")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The socket the service started this process with, through the helper, as its stdin.
+pub(crate) fn stdin_socket() -> UnixStream {
+    // SAFETY: fd 0 is the socket the helper was started with; only this takes it.
+    unsafe { UnixStream::from_raw_fd(0) }
 }

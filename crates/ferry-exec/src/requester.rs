@@ -31,6 +31,14 @@ impl Requester {
         }
     }
 
+    /// The person's worker processes, in host mode; none where this process acts itself.
+    pub fn workers(&self) -> Option<&WorkerPool> {
+        match self {
+            Requester::InProcess(_) => None,
+            Requester::Worker(pool) => Some(pool),
+        }
+    }
+
     /// Opens a regular file for reading, as the person.
     pub fn open(&self, path: &str) -> Result<(File, FileInfo), RequestError> {
         match self.execute(Op::Open {

@@ -69,11 +69,28 @@ pub struct Hello {
 
 /// The first frame as sent: the person's [`Hello`] and the service's own settings the
 /// worker must share, which it would otherwise have read from an inherited variable.
-#[derive(Serialize, Deserialize)]
-struct Setup {
-    hello: Hello,
+/// A process the worker's program starts keeps acting as the person with it (a herd
+/// worker's supervisor).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Setup {
+    /// Who the person is and what they reach.
+    pub hello: Hello,
     /// Whether `openat2` may be used (`ferry_fs::openat2_allowed` in the service).
-    openat2: bool,
+    pub openat2: bool,
+}
+
+impl Setup {
+    /// Takes the service's settings into this process (which already runs as the person)
+    /// and makes the executor that acts as the person here.
+    pub fn executor(&self) -> Result<Executor, RequestError> {
+        if !self.openat2 {
+            ferry_fs::set_openat2_enabled(false);
+        }
+        rustix::process::umask(rustix::fs::Mode::from_raw_mode(crate::UMASK));
+        let hello = self.hello.clone();
+        let scope = Scope::new(hello.base, hello.home, hello.trees, Access::AsPerson)?;
+        Ok(Executor::new(scope, hello.run, None))
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -86,18 +103,12 @@ enum Answer {
 /// Serves operations on `stream` until the service closes it. Runs inside the worker.
 pub fn serve(mut stream: UnixStream) -> io::Result<()> {
     detach()?;
-    let (setup, _) = recv_frame(&mut stream)?.ok_or_else(|| eof("no greeting"))?;
-    let Setup { hello, openat2 } = serde_json::from_slice(&setup).map_err(io::Error::other)?;
-    if !openat2 {
-        ferry_fs::set_openat2_enabled(false);
-    }
-    rustix::process::umask(rustix::fs::Mode::from_raw_mode(crate::UMASK));
+    let setup = greeting(&mut stream)?;
     // The second net under each run's reaper: should a command kill its reaper, what it
     // started is adopted here, not by init, and killed once the run has returned.
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
     let mut orphans = Below::new()?;
-    let scope = Scope::new(hello.base, hello.home, hello.trees, Access::AsPerson);
-    let executor = scope.map(|scope| Executor::new(scope, hello.run, None));
+    let executor = setup.executor();
     while let Some((frame, _)) = recv_frame(&mut stream)? {
         let (answer, mut file) = match (&executor, serde_json::from_slice::<Op>(&frame)) {
             (Err(e), _) => (Answer::Err(e.clone()), None),
@@ -129,6 +140,28 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
         send_frame(&stream, &bytes, file.map(OwnedFd::from))?;
     }
     Ok(())
+}
+
+/// Serves one request of a program above this crate on `stream`, then ends. Runs inside
+/// a process the service started as the person with [`WorkerPool::call_once`]: it is
+/// greeted as a worker is, `handle` is given the greeting, the executor acting as the
+/// person and the request's bytes, and what it returns is the answer.
+pub fn serve_once(
+    mut stream: UnixStream,
+    handle: impl FnOnce(&Setup, Result<Executor, RequestError>, Vec<u8>) -> Vec<u8>,
+) -> io::Result<()> {
+    detach()?;
+    let setup = greeting(&mut stream)?;
+    let executor = setup.executor();
+    let (request, _) = recv_frame(&mut stream)?.ok_or_else(|| eof("no request"))?;
+    let answer = handle(&setup, executor, request);
+    send_frame(&stream, &answer, None)
+}
+
+/// The first frame, read before anything else is done.
+fn greeting(stream: &mut UnixStream) -> io::Result<Setup> {
+    let (setup, _) = recv_frame(stream)?.ok_or_else(|| eof("no greeting"))?;
+    serde_json::from_slice(&setup).map_err(io::Error::other)
 }
 
 /// Performs `work` (a command's run) while watching the service's end of `stream`.
@@ -327,6 +360,22 @@ impl WorkerPool {
         result
     }
 
+    /// Runs the pool's program once as the person with `args` in place of the worker's,
+    /// which must call [`serve_once`]: greeted as a worker is, handed `request`, and its
+    /// one answer returned. It counts as one of the person's workers while it runs. For
+    /// work that must happen as the person in a program above this crate (the herd).
+    pub fn call_once(&self, args: &[String], request: &[u8]) -> Result<Vec<u8>, RequestError> {
+        let mut worker = self.start_checked(args)?;
+        send_frame(&worker.stream, request, None).map_err(worker_failed)?;
+        match recv_frame(&mut worker.stream) {
+            Ok(Some((answer, _))) => Ok(answer),
+            Ok(None) => Err(worker_failed(eof(
+                "it ended before it answered (was the helper refused? see its message)",
+            ))),
+            Err(e) => Err(worker_failed(e)),
+        }
+    }
+
     /// Performs `op` as the first call of `slot`'s worker, taken now: an idle one that
     /// died while it waited (the request could not even be sent) is replaced by a fresh
     /// worker, once. Any later failure is the caller's to hear.
@@ -338,7 +387,7 @@ impl WorkerPool {
         let (mut worker, was_idle) = self.take()?;
         let mut result = worker.perform(op);
         if was_idle && matches!(result, Err(Failure::Unsent(_))) {
-            worker = self.start_checked()?;
+            worker = self.start_checked(&self.spawn.args)?;
             result = worker.perform(op);
         }
         if worker.healthy {
@@ -359,7 +408,7 @@ impl WorkerPool {
         if let Some(worker) = self.idle.take() {
             return Ok((worker, true));
         }
-        Ok((self.start_checked()?, false))
+        Ok((self.start_checked(&self.spawn.args)?, false))
     }
 
     /// The account's era and uid now; when the account is gone, every idle worker is
@@ -411,7 +460,7 @@ impl WorkerPool {
     }
 
     /// A new worker, once the person's account is known to exist and own their folders.
-    fn start_checked(&self) -> Result<Worker, RequestError> {
+    fn start_checked(&self, args: &[String]) -> Result<Worker, RequestError> {
         // Looked up now whatever the last look: the helper would refuse a missing account.
         let (era, uid) = self.current_account(true)?;
         self.require_owner(uid)?;
@@ -429,7 +478,7 @@ impl WorkerPool {
                 ),
             ));
         }
-        self.start(era).map_err(|e| {
+        self.start(era, args).map_err(|e| {
             self.live.fetch_sub(1, Ordering::SeqCst);
             worker_failed(e)
         })
@@ -447,12 +496,12 @@ impl WorkerPool {
         }
     }
 
-    fn start(&self, era: u64) -> io::Result<Worker> {
+    fn start(&self, era: u64, args: &[String]) -> io::Result<Worker> {
         let (ours, theirs) = UnixStream::pair()?;
         let mut child = std::process::Command::new(&self.spawn.helper)
             .arg(&self.spawn.person)
             .arg(&self.spawn.program)
-            .args(&self.spawn.args)
+            .args(args)
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

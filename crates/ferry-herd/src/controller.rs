@@ -25,6 +25,8 @@ use crate::reader::{Direct, Reader};
 use crate::result::persist_output;
 use crate::snapshot::{remove_snapshot, write_snapshot};
 use crate::spawn::{self, Launch, Supervisor};
+use serde::{Deserialize, Serialize};
+
 use crate::state::{self, State, WorkerRecord, Workers};
 use crate::{HerdError, check_label, default_label};
 
@@ -38,12 +40,28 @@ pub struct Place {
     /// The ferry binary: started as each worker's supervisor, and shown to workers
     /// (`FERRY_HERD_BIN`) so that they can call `ferry herd`.
     pub program: PathBuf,
-    /// The service's effective configuration (`Config::to_toml_string`), handed to each
-    /// supervisor so that it runs the worker exactly as the service would.
-    pub config_toml: String,
+    /// How each supervisor acts as the person.
+    pub acting: Acting,
     /// Whether commands run in a sandbox (`[exec] sandbox` is not `"none"`): a read-only
     /// worker needs one.
     pub sandboxed: bool,
+}
+
+/// How a worker's supervisor acts as the person.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Acting {
+    /// It opens the site with the service's effective configuration
+    /// (`Config::to_toml_string`) and acts through the person's requester, exactly as the
+    /// service would (local and container mode).
+    Site {
+        /// The configuration, as TOML.
+        config: String,
+    },
+    /// Host mode: it already is the person, and may neither open the site nor hold the
+    /// service's configuration (a process of the person's can be read by their others);
+    /// it acts as the person's worker does, from the worker's greeting.
+    AsPerson(ferry_exec::worker::Setup),
 }
 
 impl Place {
@@ -63,7 +81,8 @@ impl Place {
 }
 
 /// An `assign` (H-API).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Assign {
     /// The definition to start a worker from.
     pub agent: String,
@@ -264,7 +283,7 @@ impl<'a> Herd<'a> {
             });
         }
         let launch = Launch {
-            config: self.place.config_toml.clone(),
+            acting: self.place.acting.clone(),
             command: spawn::command_with_prompt(&definition.command, &snapshot.prompt),
             cwd: cwd.display().to_string(),
             env: spawn::worker_env(

@@ -5,8 +5,9 @@ use ferry_exec::RequestError;
 use ferry_fs::FsError;
 
 /// Why a herd operation failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[error("{message}")]
+#[serde(deny_unknown_fields)]
 pub struct HerdError {
     /// What failed, as clients match on it.
     pub code: Code,

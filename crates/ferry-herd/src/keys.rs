@@ -3,9 +3,9 @@
 //!
 //! Every worker runs as its person, and the herd folder is the person's, so any worker
 //! (a read-only one too) can write in it. What it cannot do is sign as another worker:
-//! each generation gets 256 random bits, kept where no worker can read them (the site's
-//! service folder, `.ferry/herd-keys/<person>/`, outside every tree a command is shown)
-//! and handed to that worker alone (`FERRY_HERD_KEY`, in its own environment, which
+//! each generation gets 256 random bits, kept where no sandboxed worker can read them
+//! (`private/herd-keys/<person>/`, outside every tree a command is shown; the person's
+//! in host mode, since their own herd process keeps them) and handed to that worker alone (`FERRY_HERD_KEY`, in its own environment, which
 //! other workers' sandboxes do not show). Envelopes to and from the worker, and its
 //! record, carry an HMAC-SHA256 under that key; what does not verify is refused.
 
@@ -19,7 +19,7 @@ use crate::dirs::PRIVATE_DIR_MODE;
 
 /// Where the keys of one person's herd are kept, beneath the data folder.
 pub fn keys_dir(person: &str) -> String {
-    format!("{}/herd-keys/{person}", ferry_site::layout::SERVICE_DIR)
+    ferry_site::layout::herd_keys(person)
 }
 
 /// The controller's read mark, beside the keys (no `.key` name, no label's).
@@ -86,7 +86,7 @@ impl WorkerKey {
     }
 }
 
-/// The keys of one person's herd, in the service's folder.
+/// The keys of one person's herd.
 #[derive(Debug)]
 pub struct Keys {
     dir: Dir,
@@ -94,10 +94,18 @@ pub struct Keys {
 
 impl Keys {
     /// Opens (making it, 0700) the person's key folder beneath the data folder `data`.
+    /// In host mode the person cannot make it: `ferry site init --mode host` does.
     pub fn open(data: &Dir, person: &str) -> Result<Keys, HerdError> {
-        Ok(Keys {
-            dir: data.create_dir_all(&keys_dir(person), PRIVATE_DIR_MODE)?,
-        })
+        let dir = data
+            .create_dir_all(&keys_dir(person), PRIVATE_DIR_MODE)
+            .map_err(|e| {
+                HerdError::from(e).context(format!(
+                    "the herd's key folder {} cannot be opened (in host mode `ferry site \
+                     init --mode host` makes it)",
+                    keys_dir(person)
+                ))
+            })?;
+        Ok(Keys { dir })
     }
 
     fn name(label: &str, generation: u64) -> String {

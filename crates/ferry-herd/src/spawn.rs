@@ -19,7 +19,7 @@ use ferry_codes::Code;
 use serde::{Deserialize, Serialize};
 
 use crate::HerdError;
-use crate::controller::Place;
+use crate::controller::{Acting, Place};
 use crate::dirs::{HerdDirs, MAILBOXES};
 use crate::envelope::worker_address;
 use crate::keys::WorkerKey;
@@ -38,8 +38,8 @@ const END_POLL: Duration = Duration::from_millis(20);
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Launch {
-    /// The service's effective configuration, as TOML.
-    pub config: String,
+    /// How the supervisor acts as the person.
+    pub acting: Acting,
     /// The definition's command, `{systemPrompt}` replaced.
     pub command: String,
     /// The worker's folder, absolute.

@@ -343,7 +343,14 @@ fn a_command_name_with_spaces_and_parentheses_is_read_past() {
     symlink(sleep, &odd).unwrap();
     let mut child = Command::new(&odd).arg("30").spawn().unwrap();
     let pid = child.id();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Named so once the exec is done, which a loaded machine may show a moment later.
+    let read_stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut stat = read_stat();
+    while !stat.contains("(a) 1 2 (b c))") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        stat = read_stat();
+    }
     assert!(stat.contains("(a) 1 2 (b c))"), "{stat}");
     let field22: u64 = stat
         .rsplit_once(')')

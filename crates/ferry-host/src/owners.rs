@@ -87,6 +87,7 @@ impl Layout<'_> {
             (layout::HOME_DIR, Want::root(0o755)),
             (layout::PRIVATE_DIR, Want::root(0o755)),
             (layout::PEOPLE_DIR, Want::root(0o755)),
+            (layout::HERD_KEYS_DIR, Want::root(0o755)),
             (layout::CIRCLES_DIR, Want::root(0o755)),
             (layout::SHARED_DIR, Want::root(0o755)),
             (layout::SHARED_PUBLIC_DIR, Want::root_group(shared, 0o2775)),
@@ -133,6 +134,8 @@ impl Layout<'_> {
         let home = layout::home(person);
         self.ensure(&home, Want::person(ids, Some(0o700)))?;
         self.ensure(&layout::private(person), Want::person(ids, Some(0o700)))?;
+        // The person's own herd process keeps its workers' keys here (spec H-WHERE).
+        self.ensure(&layout::herd_keys(person), Want::person(ids, Some(0o700)))?;
         for sub in [layout::TMP_DIR, layout::ARTIFACTS_DIR] {
             let dir = layout::private_sub(person, sub);
             self.ensure(&dir, Want::person(ids, Some(0o700)))?;

@@ -21,6 +21,10 @@ pub const HOME_DIR: &str = "home";
 pub const PRIVATE_DIR: &str = "private";
 /// The folder holding every person's private folder.
 pub const PEOPLE_DIR: &str = "private/people";
+/// The folder holding each person's herd keys (`<person>/`): outside every tree a
+/// person's tools and commands are shown, so a sandboxed worker cannot read them, yet in
+/// host mode the person's own herd process can.
+pub const HERD_KEYS_DIR: &str = "private/herd-keys";
 /// The folder holding every circle's shared folder.
 pub const CIRCLES_DIR: &str = "circles";
 /// The folder above the site-wide shared folders.
@@ -57,12 +61,13 @@ pub const TERMINAL_OUTPUT_DIR: &str = "tmp/terminal-output";
 pub const PICKS_DIR: &str = "tmp/picks";
 
 /// The folders every site has, parents before children.
-pub const SITE_DIRS: [&str; 11] = [
+pub const SITE_DIRS: [&str; 12] = [
     SERVICE_DIR,
     MEDIA_DIR,
     HOME_DIR,
     PRIVATE_DIR,
     PEOPLE_DIR,
+    HERD_KEYS_DIR,
     CIRCLES_DIR,
     SHARED_DIR,
     SHARED_PUBLIC_DIR,
@@ -123,6 +128,11 @@ pub fn private(person: &str) -> String {
 /// [`TERMINAL_OUTPUT_DIR`], [`PICKS_DIR`].
 pub fn private_sub(person: &str, sub: &str) -> String {
     format!("{PEOPLE_DIR}/{person}/{sub}")
+}
+
+/// `private/herd-keys/<person>`: the keys of the person's herd's workers, 0700.
+pub fn herd_keys(person: &str) -> String {
+    format!("{HERD_KEYS_DIR}/{person}")
 }
 
 /// `private/people/<p>/herd`: the person's herd (spec handoffs.md H-WHERE), 0700.

@@ -23,6 +23,7 @@ const LAYOUT: &[(&str, u32)] = &[
     (layout::HOME_DIR, 0o755),
     (layout::PRIVATE_DIR, 0o755),
     (layout::PEOPLE_DIR, 0o755),
+    (layout::HERD_KEYS_DIR, 0o755),
     (layout::CIRCLES_DIR, 0o755),
     (layout::SHARED_DIR, 0o755),
     (layout::SHARED_PUBLIC_DIR, 0o775),

@@ -2,11 +2,10 @@
 //! with the same semantics as `ferry herd …`.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use ferry_codes::Code;
-use ferry_config::limits::{HERD_INBOX_WAIT_MAX_SECS, HERD_TOOL_OUTPUT_MAX_BYTES};
-use ferry_herd::{Assign, Herd, HerdError, Place};
+use ferry_config::limits::HERD_TOOL_OUTPUT_MAX_BYTES;
+use ferry_herd::{Acting, Assign, HerdError, Message, Performed, Place, Request};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -45,49 +44,29 @@ impl From<HerdError> for ToolError {
 }
 
 impl Toolbox {
-    /// The person's herd, acting through their requester (`subagent`, `ferry herd`).
-    pub fn herd(&self) -> Result<Herd<'_>, ToolError> {
-        Ok(Herd::open(self.herd_place()?, self.requester())?)
-    }
-
-    /// `stop`: the label's processes end even when the herd's folder cannot be opened
-    /// (a worker can replace its folders with links); then the herd answers.
-    pub fn herd_stop(&self, label: &str) -> Result<ferry_herd::WorkerStatus, ToolError> {
-        ferry_herd::check_label(label)?;
-        let place = self.herd_place()?;
-        match Herd::open(place.clone(), self.requester()) {
-            Ok(herd) => Ok(herd.stop(label)?),
-            Err(e) => {
-                let ended = ferry_herd::end_label(&place, label)?;
-                Err(ToolError::new(
-                    e.code,
-                    format!(
-                        "{ended} process tree(s) of {label} were ended, but the herd's folder cannot be used: {}",
-                        e.message
-                    ),
-                ))
+    /// Performs one call on the person's herd as the person (`subagent`, `ferry herd`):
+    /// here in local and container mode; in host mode in a process started as them, since
+    /// the herd's folder is theirs alone. An answer whose text is longer than
+    /// `shown_max_bytes` is persisted too (H-RESULT).
+    pub fn herd_call(
+        &self,
+        request: Request,
+        shown_max_bytes: Option<usize>,
+    ) -> Result<Performed, HerdError> {
+        let place = place_of(self)?;
+        match self.requester().workers() {
+            Some(workers) => {
+                ferry_herd::perform_as_person(workers, &place, request, shown_max_bytes)
             }
+            None => ferry_herd::perform(place, self.requester(), request, shown_max_bytes),
         }
-    }
-
-    /// Where the person's herd lives and how its workers start.
-    fn herd_place(&self) -> Result<Place, ToolError> {
-        place_of(self)
     }
 }
 
-fn place_of(tools: &Toolbox) -> Result<Place, ToolError> {
-    // The herd's files are written by the service and by the workers alike, which in host
-    // mode are different users; until every herd operation goes through the person's
-    // worker, host mode has no herd.
-    if tools.site().mode() == ferry_config::SiteMode::Host {
-        return Err(ToolError::new(
-            Code::HostModeUnavailable,
-            "the herd is not available in host mode yet; run it on a local or container site",
-        ));
-    }
+/// Where the person's herd lives and how its workers start.
+fn place_of(tools: &Toolbox) -> Result<Place, HerdError> {
     let program = tools.program().ok_or_else(|| {
-        ToolError::new(
+        HerdError::new(
             Code::HostModeUnavailable,
             "the herd needs the ferry program to start workers with",
         )
@@ -97,7 +76,9 @@ fn place_of(tools: &Toolbox) -> Result<Place, ToolError> {
         person: tools.person().to_owned(),
         data: tools.paths().data.clone(),
         program,
-        config_toml: config.to_toml_string(),
+        acting: Acting::Site {
+            config: config.to_toml_string(),
+        },
         sandboxed: config.exec.sandbox != ferry_config::SandboxChoice::None,
     })
 }
@@ -112,45 +93,32 @@ pub(crate) fn subagent(tools: &Toolbox, args: Value) -> Result<ToolOutput, ToolE
             )
         })
     };
-    let herd = match tools.herd() {
-        Ok(herd) => herd,
-        // `stop` ends the label's processes even where the herd's folder cannot be opened.
-        Err(_) if matches!(args.action, Action::Stop) => {
-            let stopped = json!(tools.herd_stop(&need(args.label, "label")?)?);
-            let text = serde_json::to_string_pretty(&stopped).unwrap_or_default();
-            return Ok(ToolOutput::text(text).with_structured(stopped));
-        }
-        Err(e) => return Err(e),
-    };
     // The controller's folder: relative files resolve from it (H-FILES).
     let from: Option<PathBuf> = args
         .cwd
         .as_deref()
         .map(|c| ferry_herd::reader::absolute_from(&tools.paths().home, home_relative(c)));
-    let answer = match args.action {
-        Action::Assign => {
-            let assigned = herd.assign(Assign {
-                agent: need(args.agent, "agent")?,
-                label: args.label,
-                task: need(args.task, "task")?,
-                files: args.files,
-                files_from: from.clone(),
-                cwd: args.cwd.as_deref().map(|c| home_relative(c).to_owned()),
-            });
-            match assigned {
-                Ok(a) => json!(a),
-                Err(e) if e.rollback_occurred => return Ok(rolled_back(&e)),
-                Err(e) => return Err(e.into()),
-            }
-        }
+    let request = match args.action {
+        Action::Assign => Request::Assign(Assign {
+            agent: need(args.agent, "agent")?,
+            label: args.label,
+            task: need(args.task, "task")?,
+            files: args.files,
+            files_from: from,
+            cwd: args.cwd.as_deref().map(|c| home_relative(c).to_owned()),
+        }),
         Action::Steer | Action::Reply => {
-            let send = if matches!(args.action, Action::Reply) {
-                Herd::reply
-            } else {
-                Herd::steer
+            let message = Message {
+                label: need(args.label, "label")?,
+                text: need(args.message, "message")?,
+                files: args.files,
+                files_from: from,
             };
-            let (label, message) = (need(args.label, "label")?, need(args.message, "message")?);
-            json!(send(&herd, &label, message, &args.files, from.as_deref())?)
+            if matches!(args.action, Action::Reply) {
+                Request::Reply(message)
+            } else {
+                Request::Steer(message)
+            }
         }
         Action::AskOwner => {
             return Err(ToolError::new(
@@ -159,14 +127,19 @@ pub(crate) fn subagent(tools: &Toolbox, args: Value) -> Result<ToolOutput, ToolE
                  (`ferry herd ask-owner` or `ferry herd mcp`), and you answer with reply",
             ));
         }
-        Action::Status => json!(herd.status(args.label.as_deref())?),
-        Action::Inbox => {
-            let wait = args.wait_secs.unwrap_or(0).min(HERD_INBOX_WAIT_MAX_SECS);
-            json!({"envelope": herd.inbox(Duration::from_secs(wait))?})
-        }
-        Action::Stop => json!(herd.stop(&need(args.label, "label")?)?),
+        Action::Status => Request::Status { label: args.label },
+        Action::Inbox => Request::Inbox {
+            wait_secs: args.wait_secs.unwrap_or(0),
+        },
+        Action::Stop => Request::Stop {
+            label: need(args.label, "label")?,
+        },
     };
-    bounded_answer(&herd, answer)
+    match tools.herd_call(request, Some(HERD_TOOL_OUTPUT_MAX_BYTES)) {
+        Ok(performed) => Ok(bounded_answer(performed)),
+        Err(e) if e.rollback_occurred => Ok(rolled_back(&e)),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// `~` and `~/…` as the home, as the other tools take them.
@@ -192,14 +165,17 @@ fn rolled_back(e: &HerdError) -> ToolOutput {
     }
 }
 
-/// The answer as JSON text, whole when it is short; a longer one is persisted and the
-/// model gets its start and its `fullOutputPath` (H-RESULT).
-fn bounded_answer(herd: &Herd<'_>, answer: Value) -> Result<ToolOutput, ToolError> {
+/// The answer as JSON text, whole when it is short; for a longer one (persisted by the
+/// herd) the model gets its start and its `fullOutputPath` (H-RESULT).
+fn bounded_answer(performed: Performed) -> ToolOutput {
+    let Performed {
+        answer,
+        full_output_path,
+    } = performed;
     let text = serde_json::to_string_pretty(&answer).unwrap_or_default();
-    if text.len() <= HERD_TOOL_OUTPUT_MAX_BYTES {
-        return Ok(ToolOutput::text(text).with_structured(answer));
-    }
-    let path = herd.persist_answer(&text)?;
+    let Some(path) = full_output_path else {
+        return ToolOutput::text(text).with_structured(answer);
+    };
     let (start, _) = ferry_herd::result::bounded(&text, HERD_TOOL_OUTPUT_MAX_BYTES);
     let shown = format!(
         "{start}\n[the answer is {} bytes; the first {HERD_TOOL_OUTPUT_MAX_BYTES} are shown, \
@@ -207,11 +183,11 @@ fn bounded_answer(herd: &Herd<'_>, answer: Value) -> Result<ToolOutput, ToolErro
         text.len(),
         path.display()
     );
-    Ok(ToolOutput::text(shown).with_structured(json!({
+    ToolOutput::text(shown).with_structured(json!({
         "fullOutputPath": path,
         "truncated": true,
         "summary": summary(&answer),
-    })))
+    }))
 }
 
 /// A long answer without its bulk: embedded file contents dropped (their paths and sizes

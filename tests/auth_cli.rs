@@ -995,3 +995,89 @@ fn docs_check_reports_file_and_line() {
     let out = check(&tmp.path().join("absent"));
     assert!(!out.status.success());
 }
+
+/// `ferry serve` says which folder it serves and whether it made it; each request is
+/// logged once at INFO when its answer is done (never a token or a query string); the
+/// libraries' own INFO lines stay out; no colour codes go to a log that is not a tty.
+#[test]
+fn serve_says_where_it_serves_and_logs_each_request_once() {
+    let mut server = Server::start();
+    let data = server.data.canonicalize().unwrap();
+    assert_eq!(
+        server.next_line(),
+        format!("created the site at {}", data.display())
+    );
+    let client = support::client();
+    let listed = client
+        .get(server.url("/v1/files?project=secret-query-value"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap();
+    assert_eq!(listed.status(), 404, "an unknown project");
+    let form = Form::new().part("file", Part::bytes(b"hello".to_vec()).file_name("a.txt"));
+    let uploaded = client
+        .post(server.url("/v1/media"))
+        .bearer_auth(&server.token)
+        .multipart(form)
+        .send()
+        .unwrap();
+    assert_eq!(uploaded.status(), 201);
+    let body = client
+        .get(server.url("/v1/files/content?path=public/a.txt"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap()
+        .bytes()
+        .unwrap();
+    assert_eq!(&body[..], b"hello");
+    let harness =
+        support::last_line(&server.ferry(&["token", "create", "me", "--kind", "harness"]));
+    let out = support::mcp::drive(&json!({
+        "server": support::mcp::http(&server.url("/mcp"), &harness),
+        "steps": [support::mcp::list_tools()],
+        "timeout_secs": 30,
+    }));
+    assert!(out["results"][0].is_array(), "{out}");
+
+    let wanted = [
+        "GET /v1/files 404 ",
+        "POST /v1/media 201 ",
+        "GET /v1/files/content 200 5 B ",
+        "POST /mcp 202 0 B ",
+        "DELETE /mcp ",
+    ];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut log = server.log();
+    while !wanted.iter().all(|w| log.contains(w)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        log = server.log();
+    }
+    for w in wanted {
+        assert_eq!(
+            log.lines().filter(|l| l.contains(w)).count(),
+            1,
+            "one line with {w:?}:\n{log}"
+        );
+    }
+    assert!(!log.contains("cut off"), "{log}");
+    for secret in [
+        server.token.as_str(),
+        harness.as_str(),
+        "secret-query-value",
+        "\u{1b}[",
+    ] {
+        assert!(!log.contains(secret), "{secret:?} is in the log:\n{log}");
+    }
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("INFO") && l.contains("rmcp")),
+        "a library's INFO line:\n{log}"
+    );
+
+    server.restart();
+    assert!(server.next_line().contains("ferry token create"));
+    assert_eq!(
+        server.next_line(),
+        format!("opened the site at {}", data.display())
+    );
+}

@@ -192,6 +192,108 @@ fn mcp_over_http_needs_a_harness_token() {
     assert_eq!(response.status(), 403);
 }
 
+/// `/mcp` speaks JSON-RPC about what it cannot read, says which token it wants, and
+/// answers to its own names only (issue 13's protocol fixes).
+#[test]
+fn mcp_over_http_speaks_json_rpc_and_answers_to_its_own_names() {
+    let (server, harness) = gateway();
+    let port = server
+        .base
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    let post = |token: &str, headers: &[(&str, String)], body: &str| {
+        let mut request = support::client()
+            .post(server.url("/mcp"))
+            .bearer_auth(token)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream");
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let response = request.body(body.to_owned()).send().unwrap();
+        let status = response.status().as_u16();
+        let kind = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        (status, kind, response.text().unwrap())
+    };
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},
+        "clientInfo":{"name":"test","version":"1"}}}"#;
+
+    // Not JSON: the parse error; JSON but no message: the invalid request.
+    for (body, code) in [
+        ("{\"jsonrpc\":\"2.0\",", -32700),
+        ("not json at all", -32700),
+        ("", -32700),
+        ("{}", -32600),
+        ("[1, 2]", -32600),
+        (
+            "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"tools/list\"}",
+            -32600,
+        ),
+    ] {
+        let (status, kind, text) = post(&harness, &[], body);
+        assert_eq!(status, 400, "{body:?}: {text}");
+        assert!(kind.starts_with("application/json"), "{body:?}: {kind}");
+        let answer: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(answer["jsonrpc"], "2.0", "{text}");
+        assert_eq!(answer["id"], Value::Null, "{text}");
+        assert_eq!(answer["error"]["code"], code, "{body:?}: {text}");
+    }
+
+    // A person's token is told which token /mcp takes.
+    let (status, _, text) = post(&server.token, &[], initialize);
+    assert_eq!(status, 401, "{text}");
+    assert!(text.contains("--kind harness"), "{text}");
+
+    // Its own names, with an Origin or without one.
+    for origin in [
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+    ] {
+        let (status, _, text) = post(&harness, &[("Origin", origin.clone())], initialize);
+        assert_eq!(status, 200, "{origin}: {text}");
+    }
+    for origin in [
+        "http://evil.example".to_owned(),
+        format!("http://localhost:{}", port.parse::<u16>().unwrap() + 1),
+    ] {
+        let (status, _, text) = post(&harness, &[("Origin", origin.clone())], initialize);
+        assert_eq!(status, 403, "{origin}: {text}");
+    }
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+        let (status, _, text) = post(&harness, &[("Host", host.clone())], initialize);
+        assert_eq!(status, 200, "{host}: {text}");
+    }
+    // A rebinding page: another domain's name for the same address, and no Origin.
+    for host in [
+        format!("rebind.example:{port}"),
+        "localhost.rebind.example".to_owned(),
+    ] {
+        let (status, _, text) = post(&harness, &[("Host", host.clone())], initialize);
+        assert_eq!(status, 403, "{host}: {text}");
+        assert!(text.contains("host_not_allowed"), "{text}");
+    }
+
+    // An unknown tool is JSON-RPC's invalid params, not a tool's failure.
+    let out = session(
+        &server,
+        &harness,
+        None,
+        vec![call("file_frobnicate", json!({}))],
+    );
+    let (code, message) =
+        mcp::protocol_error(&out["results"][0]).unwrap_or_else(|| panic!("{}", out["results"][0]));
+    assert_eq!(code, -32602, "{message}");
+    assert!(message.contains("no tool `file_frobnicate`"), "{message}");
+}
+
 #[test]
 fn file_delete_and_file_pick_reach_the_person_through_the_web_client() {
     let (server, harness) = gateway();

@@ -1354,13 +1354,60 @@ fn host_mode_herd() {
     assert!(!support::herd::running(reviewer), "stop ends the worker");
     assert!(mcp::is_error(&results[2]), "{}", results[2]);
     let status = answer(&results[3]);
-    let labels: Vec<&str> = status["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["label"].as_str().unwrap())
-        .collect();
-    assert_eq!(labels, ["reviewer", "scribe"], "nothing of peek: {status}");
+    assert_eq!(
+        support::herd::labels(&status),
+        ["reviewer", "scribe"],
+        "nothing of peek: {status}"
+    );
+
+    // What a worker or another person may plant, the controller (the person, following
+    // links as the person does here) refuses: a link to the herd's keys as evidence, a
+    // definition that is a link into a folder others write, a working folder outside the
+    // person's trees, a project's definitions in `shared/public/`.
+    let shared = site.p("shared/public");
+    let planted = |name: &str| {
+        format!("---\nname: {name}\ndescription: by hhb\ncommand: touch {shared}/hhb-ran\n---\nx\n")
+    };
+    std::fs::create_dir_all(site.path("shared/public/.ferry-herd/agents")).unwrap();
+    for (rel, name) in [
+        ("shared/public/.ferry-herd/agents/planted.md", "planted"),
+        ("shared/public/linked.md", "linked"),
+    ] {
+        std::fs::write(site.path(rel), planted(name)).unwrap();
+    }
+    assert!(site.sh(
+        HA,
+        &format!(
+            "ln -s {keys}/scribe.1.key key-link && \
+             ln -s {shared}/linked.md .ferry-herd/agents/linked.md"
+        )
+    ));
+    let results = gateway.mcp(
+        &token_a,
+        vec![
+            call(
+                json!({"action": "assign", "agent": "scribe", "label": "thief",
+                        "task": "x", "files": ["key-link"]}),
+            ),
+            call(json!({"action": "assign", "agent": "linked", "task": "x"})),
+            call(
+                json!({"action": "assign", "agent": "scribe", "label": "tmp",
+                        "task": "x", "cwd": "/tmp"}),
+            ),
+            call(json!({"action": "assign", "agent": "planted", "task": "x",
+                        "cwd": shared})),
+        ],
+    );
+    let code = |result: &serde_json::Value| {
+        assert!(mcp::is_error(result), "{result}");
+        result["structuredContent"]["error"]["code"].clone()
+    };
+    assert_eq!(code(&results[0]), "path_denied");
+    assert_eq!(code(&results[1]), "path_denied");
+    assert_eq!(code(&results[2]), "path_escapes");
+    assert_eq!(code(&results[3]), "unknown_agent");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!site.path("shared/public/hhb-ran").exists());
 
     // Every process of the person's while a worker runs (its supervisor included), read
     // whole by the person: the service's configuration is in none of them.

@@ -238,9 +238,13 @@ fn only_the_configured_tools_exist() {
         .collect();
     assert_eq!(names, ["file_read", "dir_list"]);
     let refused = &out["results"][1];
-    // Either the server's tool error or the client's refusal of an unlisted tool; never a write.
-    if refused.get("content").is_some() {
-        assert_tool_error(refused, "unknown_tool", "no tool `file_write`");
+    // JSON-RPC's invalid params (the client may also refuse an unlisted tool itself);
+    // never a write.
+    if let Some((code, message)) = support::mcp::protocol_error(refused) {
+        assert_eq!(code, -32602, "{message}");
+        assert!(message.contains("no tool `file_write`"), "{message}");
+    } else {
+        assert!(refused.get("content").is_none(), "{refused}");
     }
     assert!(!site.home().join("b.txt").exists());
     assert_ok(&out["results"][2]);

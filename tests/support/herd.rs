@@ -230,3 +230,13 @@ pub fn running(pid: u32) -> bool {
         })
         .unwrap_or(false)
 }
+
+/// The labels of the workers a `status` answer lists, in its order.
+pub fn labels(status: &Value) -> Vec<String> {
+    status["workers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no workers in {status}"))
+        .iter()
+        .map(|w| w["label"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}

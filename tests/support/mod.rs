@@ -82,7 +82,7 @@ pub struct Options {
 pub struct Server {
     child: Child,
     /// Kept open: the gateway may print more than the line read at start.
-    _stdout: BufReader<ChildStdout>,
+    stdout: BufReader<ChildStdout>,
     pub base: String,
     pub addr: String,
     /// The admin token of the default person `me`, as printed at first start.
@@ -168,7 +168,7 @@ impl Server {
         let addr = base.trim_start_matches("http://").to_owned();
         Server {
             child,
-            _stdout: stdout,
+            stdout,
             base: base.to_owned(),
             addr,
             token: token.to_owned(),
@@ -185,9 +185,16 @@ impl Server {
         let _ = self.child.wait();
         let (child, stdout, line) = spawn_serve(self._tmp.path(), &self.data, &self.options);
         self.child = child;
-        self._stdout = stdout;
+        self.stdout = stdout;
         self.base = line.trim_end_matches('/').to_owned();
         self.addr = self.base.trim_start_matches("http://").to_owned();
+    }
+
+    /// The next line the gateway printed on its standard output, without its newline.
+    pub fn next_line(&mut self) -> String {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        line.trim_end().to_owned()
     }
 
     /// Restarts on `listen` (an address and port), as an operator restarting a gateway

@@ -1,5 +1,6 @@
 //! The `ferry` command: parses arguments and calls the crates.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -180,7 +181,7 @@ enum DocsCommand {
 
 /// The log filter when `RUST_LOG` is unset: ferry's own events from INFO, libraries'
 /// only from WARN (rmcp names MCP session ids at INFO, and a session id is a credential).
-const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+const DEFAULT_LOG_FILTER: &str = "warn,ferry=info";
 
 /// A command whose output another program reads (`ferry archive plan … | head`) ends
 /// quietly when that program stops reading, as Unix tools do, instead of failing on its
@@ -213,6 +214,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(Cli::parse()) {
         Ok(code) => code,
@@ -369,6 +371,7 @@ fn serve(data: &Path, config: Config) -> Result<()> {
     ferry_tools::log_sandbox(&config);
     let listen = config.server.listen.clone();
     let header_timeout = Duration::from_secs(config.server.header_read_timeout_secs);
+    let created = !Site::exists(data);
     let site = Site::open(data, config)
         .with_context(|| format!("opening the site at {}", data.display()))?;
     let first_token = site.ensure_default_person()?;
@@ -406,16 +409,28 @@ fn serve(data: &Path, config: Config) -> Result<()> {
             .with_context(|| format!("listening on {listen}"))?;
         let addr = listener.local_addr()?;
         state.start_background()?;
-        match first_token {
-            Some(token) => println!("http://{addr}/#token={token}"),
-            None => {
-                println!("http://{addr}/");
-                println!(
+        let shown = std::fs::canonicalize(data).unwrap_or_else(|_| data.to_path_buf());
+        let how = if created { "created" } else { "opened" };
+        let mut lines = match first_token {
+            Some(token) => vec![format!("http://{addr}/#token={token}")],
+            None => vec![
+                format!("http://{addr}/"),
+                format!(
                     "(sign in with a person's token: ferry token create <person> --data {})",
                     data.display()
-                );
-            }
+                ),
+            ],
+        };
+        lines.push(format!("{how} the site at {}", shown.display()));
+        // Whoever started the gateway may have stopped reading (`ferry serve | head -1`):
+        // the gateway goes on serving all the same.
+        let mut stdout = std::io::stdout().lock();
+        for line in lines {
+            let _ = writeln!(stdout, "{line}");
         }
+        let _ = stdout.flush();
+        drop(stdout);
+        let state = state.with_address(addr);
         let router = ferry_gateway::router(state.clone());
         let shutdown = async move {
             shutdown_signal().await;

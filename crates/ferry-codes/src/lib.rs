@@ -101,6 +101,9 @@ codes! {
     UnknownToken = "unknown_token" => 404,
     /// No valid token was sent.
     Unauthorized = "unauthorized" => 401,
+    /// A request to `/mcp` without an `Origin` names the gateway by a host it does not
+    /// answer to (DNS rebinding).
+    HostNotAllowed = "host_not_allowed" => 403,
     /// The site cannot be opened.
     SiteUnavailable = "site_unavailable" => 503,
     /// Host mode cannot be used here.
@@ -487,6 +490,7 @@ mod tests {
             ("permission_denied", 403),
             ("not_found", 404),
             ("unauthorized", 401),
+            ("host_not_allowed", 403),
             ("bad_path", 400),
             ("sandbox_unavailable", 503),
             ("refused_as_root", 503),

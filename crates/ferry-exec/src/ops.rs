@@ -35,6 +35,12 @@ pub enum Op {
         /// The path to describe.
         path: String,
     },
+    /// Metadata of a folder a command may run in: one inside the person's trees (in host
+    /// mode too, where other paths stand by the person's permissions alone).
+    WorkingFolder {
+        /// The folder.
+        path: String,
+    },
     /// The entries of a folder, sorted by name (bytes): all of them, or `limit` after
     /// the name `after`. Only the entries returned are stat'ed.
     List {
@@ -219,6 +225,10 @@ impl Executor {
                 return Ok((Reply::Opened(info), Some(file)));
             }
             Op::Stat { path } => Reply::Info(self.stat(&path)?),
+            Op::WorkingFolder { path } => {
+                self.scope.tree_of(&self.scope.absolute(&path)?)?;
+                Reply::Info(self.stat(&path)?)
+            }
             Op::List { path, after, limit } => {
                 let (entries, total) = self.list(&path, after.as_deref(), limit)?;
                 Reply::Listing { entries, total }

@@ -51,12 +51,17 @@ impl Requester {
 
     /// The metadata of a path, as the person; a link is described, not followed.
     pub fn stat(&self, path: &str) -> Result<FileInfo, RequestError> {
-        match self.execute(Op::Stat {
+        self.info(Op::Stat {
             path: path.to_owned(),
-        })? {
-            (Reply::Info(info), _) => Ok(info),
-            _ => Err(unexpected()),
-        }
+        })
+    }
+
+    /// The metadata of a folder a command may run in (inside the person's trees), as the
+    /// person; a link is described, not followed.
+    pub fn working_folder(&self, path: &str) -> Result<FileInfo, RequestError> {
+        self.info(Op::WorkingFolder {
+            path: path.to_owned(),
+        })
     }
 
     /// Every entry of a folder, sorted by name; asked for a page at a time, so that no
@@ -162,6 +167,13 @@ impl Requester {
             timeout_secs: None,
             worker: Some(worker),
         })
+    }
+
+    fn info(&self, op: Op) -> Result<FileInfo, RequestError> {
+        match self.execute(op)? {
+            (Reply::Info(info), _) => Ok(info),
+            _ => Err(unexpected()),
+        }
     }
 
     fn ran(&self, op: Op) -> Result<Output, RequestError> {

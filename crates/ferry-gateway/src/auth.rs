@@ -3,6 +3,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use ferry_codes::Code;
 use ferry_site::{Principal, TokenKind};
 
 use crate::{ApiError, AppState};
@@ -39,7 +40,11 @@ impl FromRequestParts<AppState> for Member {
         let p = principal(parts, state).await?;
         match p.kind {
             TokenKind::Person | TokenKind::Admin => Ok(Member(p)),
-            TokenKind::Harness => Err(ApiError::unauthorized()),
+            TokenKind::Harness => Err(ApiError::new(
+                Code::Unauthorized,
+                "this is a harness token, which only /mcp takes; the member API takes a \
+                 person's token (ferry token create <person> --kind person)",
+            )),
         }
     }
 }
@@ -51,7 +56,11 @@ impl FromRequestParts<AppState> for Harness {
         let p = principal(parts, state).await?;
         match p.kind {
             TokenKind::Harness => Ok(Harness(p)),
-            _ => Err(ApiError::unauthorized()),
+            TokenKind::Person | TokenKind::Admin => Err(ApiError::new(
+                Code::Unauthorized,
+                "this is a person's token, for the web client and the member API; /mcp takes \
+                 the agent harness's token (ferry token create <person> --kind harness)",
+            )),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! Handlers parse, authorize and map errors; every file operation is a `ferry-site`
 //! function run on a blocking thread.
 
+mod access_log;
 mod assets;
 mod auth;
 mod body;
@@ -15,6 +16,7 @@ mod extract;
 mod files;
 mod interactions;
 mod mcp;
+mod mcp_http;
 mod me;
 mod member;
 mod node_link;
@@ -70,6 +72,8 @@ pub struct AppState {
     nodes: node_link::NodeLinks,
     /// The terminals open on the nodes.
     terminals: terminals::Sessions,
+    /// The address the gateway listens on, once bound: `/mcp` answers to its names.
+    address: Option<std::net::SocketAddr>,
 }
 
 impl AppState {
@@ -96,7 +100,14 @@ impl AppState {
             closing: CancellationToken::new(),
             nodes: node_link::NodeLinks::new(),
             terminals: terminals::Sessions::default(),
+            address: None,
         })
+    }
+
+    /// Sets the address the gateway is bound to (the configuration may name port 0).
+    pub fn with_address(mut self, address: std::net::SocketAddr) -> AppState {
+        self.address = Some(address);
+        self
     }
 
     /// Sets how host mode starts a person's worker.
@@ -295,6 +306,7 @@ pub fn router(state: AppState) -> Router {
             HeaderValue::from_static("nosniff"),
         ))
         .layer(tower_http::trace::TraceLayer::new_for_http())
+        .layer(axum::middleware::from_fn(access_log::access_log))
         .with_state(state)
 }
 

@@ -31,6 +31,7 @@ use rmcp::transport::streamable_http_server::{
 use serde_json::{Value, json};
 
 use crate::auth::{Harness, Member};
+use crate::mcp_http::{OwnNames, json_rpc_errors, own_host};
 use crate::tally::{Place, Tally};
 use crate::{ApiError, AppState, blocking};
 use ferry_config::limits::MCP_SESSIONS_PER_TOKEN_MAX;
@@ -39,14 +40,20 @@ use ferry_config::limits::MCP_SESSIONS_PER_TOKEN_MAX;
 pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
     let lookup_state = state.clone();
     let server = McpServer::per_request(move |person| lookup_state.toolbox(person));
-    let mut origins = vec![format!("http://{}", state.site.config().server.listen)];
-    origins.extend(state.site.config().tools.allowed_origins.iter().cloned());
-    // Every request carries a harness token, which a rebinding page cannot have, so the
-    // Host check adds nothing and would break gateways reached by name.
+    let site_config = state.site.config();
+    let address = state.address.unwrap_or_else(|| {
+        site_config
+            .server
+            .listen
+            .parse()
+            .unwrap_or_else(|_| std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+    });
+    let names = OwnNames::new(address, &site_config.tools.allowed_origins);
+    // The Host is checked by `own_host`, which says why in JSON.
     let config = StreamableHttpServerConfig::default()
         .with_max_request_body_bytes(ferry_config::limits::MCP_MESSAGE_MAX_BYTES)
         .disable_allowed_hosts()
-        .with_allowed_origins(origins)
+        .with_allowed_origins(names.origins())
         .with_cancellation_token(state.closing.child_token());
     let owners = Owners::default();
     let mut manager = LocalSessionManager::default();
@@ -61,10 +68,12 @@ pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
         StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
     axum::Router::new()
         .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(json_rpc_errors))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             harness_only,
         ))
+        .layer(axum::middleware::from_fn_with_state(names, own_host))
         .layer(Extension(owners))
 }
 

@@ -21,7 +21,7 @@ use crate::files::{attach, open_all};
 use crate::guidance::WORKER_GUIDANCE;
 use crate::keys::{Keys, WorkerKey};
 use crate::mailbox::Mailbox;
-use crate::reader::{Direct, Reader};
+use crate::reader::{Direct, Guarded, Reader};
 use crate::result::persist_output;
 use crate::snapshot::{remove_snapshot, write_snapshot};
 use crate::spawn::{self, Launch, Supervisor};
@@ -106,6 +106,8 @@ pub struct Herd<'a> {
     pub(crate) workers: Workers,
     pub(crate) keys: Keys,
     requester: &'a Requester,
+    /// Reads as the person, never the herd's keys.
+    reader: Guarded<'a>,
 }
 
 impl<'a> Herd<'a> {
@@ -116,12 +118,14 @@ impl<'a> Herd<'a> {
         let dirs = HerdDirs::open(&place.herd(), Some((&data, &place.herd_rel())))?;
         let workers = Workers::open(&dirs.dir)?;
         let keys = Keys::open(&data, &place.person)?;
+        let reader = Guarded::new(requester, place.data.join(layout::HERD_KEYS_DIR));
         let herd = Herd {
             place,
             dirs,
             workers,
             keys,
             requester,
+            reader,
         };
         herd.owner_mailbox()?;
         herd.dirs.sweep()?;
@@ -154,7 +158,7 @@ impl<'a> Herd<'a> {
                     format!("the worker {label} is still starting"),
                 )
             })?;
-            let opened = open_all(&request.files, &files_from, self.requester)?;
+            let opened = open_all(&request.files, &files_from, &self.reader)?;
             let mut envelope = Envelope::new(
                 Kind::Task,
                 OWNER.to_owned(),
@@ -200,7 +204,7 @@ impl<'a> Herd<'a> {
                 ),
             ));
         }
-        let opened = open_all(&request.files, files_from, self.requester)?;
+        let opened = open_all(&request.files, files_from, &self.reader)?;
         let skip: Vec<PathBuf> = opened.iter().map(|o| o.path.clone()).collect();
         let prompt = build_prompt(
             &definition,
@@ -377,7 +381,7 @@ impl<'a> Herd<'a> {
             Some(dir) => dir.to_path_buf(),
             None => self.place.home(),
         };
-        let opened = open_all(files, &from, self.requester)?;
+        let opened = open_all(files, &from, &self.reader)?;
         let mut envelope = Envelope::new(kind, OWNER.to_owned(), worker_address(label, pid), text);
         // Sized as if numbered with the widest number, so delivery cannot push it over.
         envelope.seq = u64::MAX;
@@ -635,9 +639,11 @@ impl<'a> Herd<'a> {
         let text = cwd
             .to_str()
             .ok_or_else(|| HerdError::new(Code::BadPath, "the path is not valid UTF-8"))?;
+        // Where the worker's command will run: inside the person's trees, checked now so
+        // that an assign never starts a worker that cannot run.
         let info = self
             .requester
-            .stat(text)
+            .working_folder(text)
             .map_err(|e| HerdError::from(e).context(format!("the working folder {text}")))?;
         if info.kind == FileKind::Symlink {
             return Err(HerdError::new(
@@ -654,17 +660,21 @@ impl<'a> Herd<'a> {
         Ok(cwd)
     }
 
-    /// The definition `name`: the project's (the worker's folder), the home's, the site's.
+    /// The definition `name`: the project's (the worker's folder, when it is in the
+    /// person's home), the home's, the site's. A definition chooses the command run as
+    /// the person, so it comes only from where no one else writes: a project folder in a
+    /// circle's folder or in `shared/public/` is not looked in, and a definition that
+    /// leads (through a link) out of the home and the site's agents is refused.
     fn find_definition(&self, name: &str, cwd: &Path) -> Result<Definition, HerdError> {
-        let project = cwd.join(layout::AGENTS_OF_PROJECT);
-        let home = self.place.home().join(layout::AGENTS_OF_PROJECT);
+        let home = self.place.home();
         let site = self.place.data.join(layout::SITE_AGENTS_DIR);
-        let mut places: Vec<(PathBuf, &dyn Reader)> = vec![(project.clone(), self.requester)];
-        if home != project {
-            places.push((home, self.requester));
+        let mut places: Vec<(PathBuf, &dyn Reader)> = Vec::new();
+        if cwd != home && cwd.starts_with(&home) {
+            places.push((cwd.join(layout::AGENTS_OF_PROJECT), &self.reader));
         }
-        places.push((site, &Direct));
-        definition::find(name, &places)
+        places.push((home.join(layout::AGENTS_OF_PROJECT), &self.reader));
+        places.push((site.clone(), &Direct));
+        definition::find(name, &places, &[home, site])
     }
 
     /// A definition's `@file`s are read as its place is: the site's bundled ones by the
@@ -676,7 +686,7 @@ impl<'a> Herd<'a> {
         {
             &Direct
         } else {
-            self.requester
+            &self.reader
         }
     }
 }

@@ -188,8 +188,15 @@ impl Fields {
 
 /// Finds the definition `name` in `places`, in order (the project's
 /// `.ferry-herd/agents/`, the home's, the site's `agents/`), each read through its own
-/// reader; the first `<name>.md` found wins. None is `unknown_agent`.
-pub fn find(name: &str, places: &[(PathBuf, &dyn Reader)]) -> Result<Definition, HerdError> {
+/// reader; the first `<name>.md` found wins. None is `unknown_agent`. One whose real path
+/// (every link followed) is beneath none of `within` is refused (`path_denied`) before
+/// it is read: a definition chooses what runs as the person, and must come from where
+/// no one else writes.
+pub fn find(
+    name: &str,
+    places: &[(PathBuf, &dyn Reader)],
+    within: &[PathBuf],
+) -> Result<Definition, HerdError> {
     // Checked before any path is built from it: a name is one plain file name.
     if check_label(name).is_err() {
         return Err(HerdError::invalid(format!(
@@ -200,7 +207,7 @@ pub fn find(name: &str, places: &[(PathBuf, &dyn Reader)]) -> Result<Definition,
     for (dir, reader) in places {
         let path = dir.join(format!("{name}.md"));
         match reader.open(&path) {
-            Ok(file) => return read(name, &path, file),
+            Ok(file) => return read(name, &path, file, within),
             // Nothing there: the next place may have it. Anything else is a definition
             // that is there and broken, which is worth telling rather than passing over.
             Err(e) if e.code == Code::NotFound => continue,
@@ -225,7 +232,12 @@ pub fn find(name: &str, places: &[(PathBuf, &dyn Reader)]) -> Result<Definition,
 }
 
 /// Reads and parses the definition `name` opened at `path`.
-fn read(name: &str, path: &Path, file: std::fs::File) -> Result<Definition, HerdError> {
+fn read(
+    name: &str,
+    path: &Path,
+    file: std::fs::File,
+    within: &[PathBuf],
+) -> Result<Definition, HerdError> {
     let bad = |why: String| {
         HerdError::new(
             Code::BadDefinition,
@@ -233,6 +245,18 @@ fn read(name: &str, path: &Path, file: std::fs::File) -> Result<Definition, Herd
         )
     };
     let canonical = canonical_path(&file)?;
+    if !within.iter().any(|root| canonical.starts_with(root)) {
+        return Err(HerdError::new(
+            Code::PathDenied,
+            format!(
+                "the agent definition {} leads to {}, outside the person's home and the \
+                 site's agents: a definition chooses what runs as the person, so it is \
+                 taken only from where no one else writes",
+                path.display(),
+                canonical.display()
+            ),
+        ));
+    }
     // One byte past the limit tells a file that is too large, without reading it all.
     let mut bytes = Vec::new();
     (&file)

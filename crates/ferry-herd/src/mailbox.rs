@@ -168,13 +168,20 @@ impl Mailbox {
         &self,
         accept: &dyn Fn(&Envelope) -> bool,
     ) -> Result<Option<Envelope>, HerdError> {
+        // One log line for the whole look, however many files a worker planted.
+        let mut rejected = Rejections::new(&self.path);
         let mut unread = Vec::new();
         for name in self.new.names()? {
             match parse_seq_name(&name) {
                 Some(seq) => unread.push((seq, name)),
                 // A writer is still filling it; `sweep` removes it if that writer died.
                 None if ferry_fs::is_temporary(&name) => {}
-                None => self.reject(&self.new, &name, "its name is not an envelope's"),
+                None => self.reject(
+                    &self.new,
+                    &name,
+                    "its name is not an envelope's",
+                    &mut rejected,
+                ),
             }
         }
         unread.sort_unstable();
@@ -189,6 +196,7 @@ impl Mailbox {
                         &self.new,
                         &name,
                         "an envelope of that number was read already",
+                        &mut rejected,
                     );
                     continue;
                 }
@@ -202,8 +210,9 @@ impl Mailbox {
                     &self.cur,
                     &name,
                     "it is not signed by the worker it names (another process wrote it)",
+                    &mut rejected,
                 ),
-                Err(why) => self.reject(&self.cur, &name, &why),
+                Err(why) => self.reject(&self.cur, &name, &why, &mut rejected),
             }
         }
         Ok(None)
@@ -231,28 +240,16 @@ impl Mailbox {
         Ok(envelope)
     }
 
-    /// Moves `name` out of `from` into `rejected/`, keeping it for a person; logged.
-    fn reject(&self, from: &Dir, name: &str, why: &str) {
+    /// Moves `name` out of `from` into `rejected/`, keeping it for a person; counted in
+    /// `rejected`, which logs once.
+    fn reject(&self, from: &Dir, name: &str, why: &str, rejected: &mut Rejections) {
         let mut moved = from.rename_to(name, &self.rejected, name, false);
         if matches!(moved, Err(FsError::Exists)) {
             let other = format!("{}.rejected", ferry_fs::random_base32::<10>());
             moved = from.rename_to(name, &self.rejected, &other, false);
         }
-        match moved {
-            Ok(()) | Err(FsError::NotFound) => tracing::warn!(
-                mailbox = %self.path.display(),
-                name,
-                why,
-                "a file in the mailbox is not a valid envelope; it is kept in rejected/"
-            ),
-            Err(e) => tracing::warn!(
-                mailbox = %self.path.display(),
-                name,
-                why,
-                error = %e,
-                "a file in the mailbox is not a valid envelope, and could not be moved to rejected/"
-            ),
-        }
+        let kept = matches!(moved, Ok(()) | Err(FsError::NotFound));
+        rejected.add(name, why, kept);
     }
 
     /// [`Mailbox::take_next`], waiting up to `wait` for one to arrive (at most
@@ -355,6 +352,52 @@ fn parse_seq_name(name: &str) -> Option<u64> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// The files one look at a mailbox set aside, logged as one line when the look is over:
+/// a worker that plants thousands of files costs the log one line per look, not one per
+/// file.
+struct Rejections<'a> {
+    mailbox: &'a Path,
+    count: usize,
+    not_moved: usize,
+    first: Option<(String, String)>,
+}
+
+impl<'a> Rejections<'a> {
+    fn new(mailbox: &'a Path) -> Rejections<'a> {
+        Rejections {
+            mailbox,
+            count: 0,
+            not_moved: 0,
+            first: None,
+        }
+    }
+
+    fn add(&mut self, name: &str, why: &str, kept: bool) {
+        self.count += 1;
+        if !kept {
+            self.not_moved += 1;
+        }
+        self.first
+            .get_or_insert_with(|| (name.escape_debug().to_string(), why.to_owned()));
+    }
+}
+
+impl Drop for Rejections<'_> {
+    fn drop(&mut self) {
+        let Some((name, why)) = &self.first else {
+            return;
+        };
+        tracing::warn!(
+            mailbox = %self.mailbox.display(),
+            count = self.count,
+            not_moved = self.not_moved,
+            first = %name,
+            why = %why,
+            "files in the mailbox were not valid envelopes; they are kept in rejected/"
+        );
+    }
 }
 
 #[cfg(test)]

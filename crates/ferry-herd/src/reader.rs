@@ -28,6 +28,39 @@ impl Reader for Requester {
     }
 }
 
+/// Reads as `inner` does, but refuses a file that lies, once every link is followed,
+/// beneath `secret`: the herd's keys. Their folder is outside every tree a worker is
+/// shown, but a worker could have its controller (the person, in host mode with no
+/// sandbox) read them for it: a result it replaced with a link to a key, handed on as
+/// evidence to the next worker, would put the key in a mailbox every worker can read.
+pub struct Guarded<'a> {
+    inner: &'a dyn Reader,
+    secret: PathBuf,
+}
+
+impl<'a> Guarded<'a> {
+    /// `inner`, refusing whatever lies beneath `secret` (canonical).
+    pub fn new(inner: &'a dyn Reader, secret: PathBuf) -> Guarded<'a> {
+        Guarded { inner, secret }
+    }
+}
+
+impl Reader for Guarded<'_> {
+    fn open(&self, path: &Path) -> Result<File, HerdError> {
+        let file = self.inner.open(path)?;
+        if canonical_path(&file)?.starts_with(&self.secret) {
+            return Err(HerdError::new(
+                Code::PathDenied,
+                format!(
+                    "{} leads into the herd's keys, which are never handed over",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(file)
+    }
+}
+
 /// The process itself is the person (a worker, or the service reading its own site's
 /// bundled definitions).
 #[derive(Clone, Copy, Debug, Default)]

@@ -181,13 +181,21 @@ impl Workers {
             .collect();
         labels.sort_unstable();
         let mut records = Vec::with_capacity(labels.len());
+        // One log line, however many broken records a worker planted.
+        let (mut left_out, mut first) = (0usize, None);
         for label in labels {
             match self.load(&label) {
                 Ok(Some(record)) => records.push(record),
                 // Removed since it was listed.
                 Ok(None) => {}
-                Err(e) => tracing::warn!(label, error = %e, "a worker record is left out"),
+                Err(e) => {
+                    left_out += 1;
+                    first.get_or_insert((label, e.message));
+                }
             }
+        }
+        if let Some((label, error)) = first {
+            tracing::warn!(left_out, first = %label, error = %error, "worker records are left out");
         }
         Ok(records)
     }

@@ -196,7 +196,7 @@ impl Places {
     fn find_with(&self, name: &str, reader: &dyn Reader) -> Result<Definition, HerdError> {
         let places: Vec<(PathBuf, &dyn Reader)> =
             self.dirs.iter().map(|d| (d.clone(), reader)).collect();
-        find(name, &places)
+        find(name, &places, &[PathBuf::from("/")])
     }
 
     fn put(&self, place: usize, name: &str, text: impl AsRef<[u8]>) -> PathBuf {
@@ -231,7 +231,10 @@ fn a_name_found_nowhere_is_an_unknown_agent_naming_where_it_looked() {
     for dir in &places.dirs {
         assert!(e.message.contains(&dir.display().to_string()), "{e}");
     }
-    assert_eq!(find("review", &[]).unwrap_err().code, Code::UnknownAgent);
+    assert_eq!(
+        find("review", &[], &[]).unwrap_err().code,
+        Code::UnknownAgent
+    );
 }
 
 #[test]
@@ -271,7 +274,7 @@ fn a_broken_definition_in_an_earlier_place_is_an_error() {
             .iter()
             .map(|d| (d.clone(), &Direct as &dyn Reader))
             .collect();
-        find("review", &places).unwrap_err()
+        find("review", &places, &[PathBuf::from("/")]).unwrap_err()
     });
     assert_eq!(e.code, Code::NotAFile, "{e}");
     std::fs::remove_file(places.dirs[0].join("review.md")).unwrap();
@@ -284,7 +287,7 @@ fn a_broken_definition_in_an_earlier_place_is_an_error() {
             .iter()
             .map(|d| (d.clone(), &Direct as &dyn Reader))
             .collect();
-        find("review", &places).unwrap_err()
+        find("review", &places, &[PathBuf::from("/")]).unwrap_err()
     });
     assert_eq!(e.code, Code::PermissionDenied, "{e}");
 
@@ -602,7 +605,7 @@ fn as_the_person_a_reference_outside_their_trees_is_refused_and_a_link_inside_fo
         &home.join(".ferry-herd/agents/review.md"),
         format!("{MINIMAL}@./policy.md\n@../../shared/real.md\n"),
     );
-    let d = find("review", &places).unwrap();
+    let d = find("review", &places, &[PathBuf::from("/")]).unwrap();
     let prompt = build_prompt(&d, &[], "", &requester).unwrap();
     assert_eq!(prompt.included, [home.join("shared/real.md")]);
     assert_eq!(
@@ -622,10 +625,33 @@ fn as_the_person_a_reference_outside_their_trees_is_refused_and_a_link_inside_fo
             &home.join(".ferry-herd/agents/review.md"),
             format!("{MINIMAL}{outside}\n"),
         );
-        let d = find("review", &places).unwrap();
+        let d = find("review", &places, &[PathBuf::from("/")]).unwrap();
         let e = build_prompt(&d, &[], "", &requester).unwrap_err();
         assert_eq!(e.code, Code::PathEscapes, "{outside}: {e}");
         assert!(e.message.contains(&format!("{:?}", &outside[1..])), "{e}");
         assert!(!e.message.contains("not ann's"), "{e}");
     }
+}
+
+/// A definition whose real path is outside the allowed roots is refused before it is
+/// read, whatever it says: a link from the home into a folder others write.
+#[test]
+fn a_definition_leading_out_of_its_places_is_refused_unread() {
+    let places = Places::new();
+    let outside = tempfile::tempdir().unwrap();
+    let planted = outside.path().join("review.md");
+    write(&planted, "not even a definition");
+    std::fs::create_dir_all(&places.dirs[1]).unwrap();
+    std::os::unix::fs::symlink(&planted, places.dirs[1].join("review.md")).unwrap();
+    let home = places.dirs[1].canonicalize().unwrap();
+    let dirs: Vec<(PathBuf, &dyn Reader)> = places
+        .dirs
+        .iter()
+        .map(|d| (d.clone(), &Direct as &dyn Reader))
+        .collect();
+    let e = find("review", &dirs, std::slice::from_ref(&home)).unwrap_err();
+    assert_eq!(e.code, Code::PathDenied, "{e}");
+    // Within its place, the same file is read (and found not to be a definition).
+    let e = find("review", &dirs, &[outside.path().canonicalize().unwrap()]).unwrap_err();
+    assert_eq!(e.code, Code::BadDefinition, "{e}");
 }

@@ -74,6 +74,11 @@ impl Site {
         })
     }
 
+    /// Whether a site lives at `data` (its database is there), without making anything.
+    pub fn exists(data: &Path) -> bool {
+        data.join(SERVICE_DIR).join(DB_FILE).is_file()
+    }
+
     /// The data directory as the operator named it.
     pub fn path(&self) -> &Path {
         &self.root_path

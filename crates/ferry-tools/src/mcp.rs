@@ -142,6 +142,11 @@ impl ServerHandler for McpServer {
             Err(e) => return Ok(to_result(ToolOutput::error(&e))?.into()),
         };
         let name = request.name.to_string();
+        if !toolbox.is_enabled(&name) {
+            return Err(unknown_tool(format!(
+                "there is no tool `{name}` here; tools/list shows the tools you have"
+            )));
+        }
         let args = request
             .arguments
             .clone()
@@ -366,4 +371,13 @@ pub(crate) async fn serve_stdio_with(handler: impl ServerHandler) -> Result<(), 
         .map_err(std::io::Error::other)?;
     service.waiting().await.map_err(std::io::Error::other)?;
     Ok(())
+}
+
+/// A call of a tool that is not there: the caller's mistake about the protocol, not a
+/// tool's failure, so JSON-RPC's invalid params (`-32602`), as MCP asks.
+pub(crate) fn unknown_tool(message: String) -> McpError {
+    McpError::invalid_params(
+        message,
+        Some(serde_json::json!({"code": ferry_codes::Code::UnknownTool})),
+    )
 }

@@ -153,17 +153,16 @@ impl ServerHandler for WorkerServer {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let output = if request.name != TOOL {
-            ToolOutput::error(&ToolError::new(
-                Code::UnknownTool,
-                format!("no tool {:?}; a worker has {TOOL}", request.name),
-            ))
-        } else {
-            let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-            let server = self.clone();
-            tokio::task::block_in_place(move || server.call(args))
-                .unwrap_or_else(|e| ToolOutput::error(&e))
-        };
+        if request.name != TOOL {
+            return Err(crate::mcp::unknown_tool(format!(
+                "no tool {:?}; a worker has {TOOL}",
+                request.name
+            )));
+        }
+        let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let server = self.clone();
+        let output = tokio::task::block_in_place(move || server.call(args))
+            .unwrap_or_else(|e| ToolOutput::error(&e));
         Ok(to_result(output)?.into())
     }
 }

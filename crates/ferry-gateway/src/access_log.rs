@@ -1,0 +1,123 @@
+//! One line per request at INFO, written when its answer has been sent whole (or cut
+//! off): the method, the route, the status, the bytes of the answer's body and how long
+//! it all took. The route is the matched pattern (`/v1/nodes/{id}/approve`), else the
+//! path; never a query string or a header, so no token reaches the log. A server error
+//! is logged at WARN.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{MatchedPath, Request};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+use http_body::{Body as _, Frame, SizeHint};
+
+/// Logs the request once its answer's body is done with.
+pub(crate) async fn access_log(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let route = match request.extensions().get::<MatchedPath>() {
+        Some(matched) => matched.as_str().to_owned(),
+        None => request.uri().path().to_owned(),
+    };
+    let response = next.run(request).await;
+    let status = response.status();
+    let (parts, body) = response.into_parts();
+    let length = http_body::Body::size_hint(&body).exact().or_else(|| {
+        parts
+            .headers
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+    });
+    let body = Body::new(Logged {
+        inner: body,
+        length,
+        line: Some(Line {
+            method,
+            route,
+            status,
+            started,
+            bytes: 0,
+        }),
+    });
+    Response::from_parts(parts, body)
+}
+
+/// What the line says, less what the body still has to tell.
+struct Line {
+    method: Method,
+    route: String,
+    status: StatusCode,
+    started: Instant,
+    bytes: u64,
+}
+
+impl Line {
+    fn write(&self, finished: bool) {
+        let ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let (method, route, status, bytes) =
+            (&self.method, &self.route, self.status.as_u16(), self.bytes);
+        let cut = if finished { "" } else { " (cut off)" };
+        if self.status.is_server_error() {
+            tracing::warn!("{method} {route} {status} {bytes} B {ms:.1} ms{cut}");
+        } else {
+            tracing::info!("{method} {route} {status} {bytes} B {ms:.1} ms{cut}");
+        }
+    }
+}
+
+/// A response body that counts what it yields and logs the line when it ends, or when
+/// it is dropped unfinished (the client went away).
+struct Logged {
+    inner: Body,
+    /// The body's length when it is known in advance: the server may stop polling once
+    /// that much was sent, without waiting for the body to say it ended.
+    length: Option<u64>,
+    line: Option<Line>,
+}
+
+impl http_body::Body for Logged {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(data), Some(line)) = (frame.data_ref(), self.line.as_mut()) {
+                    line.bytes += data.len() as u64;
+                }
+            }
+            Poll::Ready(None) => {
+                if let Some(line) = self.line.take() {
+                    line.write(true);
+                }
+            }
+            Poll::Ready(Some(Err(_))) | Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Logged {
+    fn drop(&mut self) {
+        if let Some(line) = self.line.take() {
+            let finished = self.inner.is_end_stream() || self.length == Some(line.bytes);
+            line.write(finished);
+        }
+    }
+}

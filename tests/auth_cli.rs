@@ -233,30 +233,71 @@ fn person_add_prints_a_working_token_alone_on_the_last_line() {
 }
 
 #[test]
-fn admin_commands_find_the_data_dir() {
-    // --data, else FERRY_DATA, else ./ferry-data.
+fn admin_commands_find_the_data_dir_and_never_make_a_site() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut cmd = ferry_command();
-    cmd.current_dir(tmp.path()).args(["person", "add", "bob"]);
-    let out = finish(cmd);
+    let ferry_in = |args: &[&str], env: Option<&Path>| {
+        let mut cmd = ferry_command();
+        cmd.current_dir(tmp.path()).args(args);
+        if let Some(data) = env {
+            cmd.env("FERRY_DATA", data);
+        }
+        finish(cmd)
+    };
+    // No site there: every administration command says how to make one, and makes
+    // nothing (a mistyped --data is not a new empty site).
+    let typo = tmp.path().join("typo");
+    for args in [
+        &["person", "add", "bob"][..],
+        &["token", "create", "me", "--data", typo.to_str().unwrap()],
+        &["person", "list", "--data", typo.to_str().unwrap()],
+        &["circle", "add", "team", "--data", typo.to_str().unwrap()],
+        &["mcp", "--person", "me", "--data", typo.to_str().unwrap()],
+    ] {
+        let out = ferry_in(args, None);
+        assert!(!out.status.success(), "{args:?}: {}", out.both());
+        assert!(
+            out.stderr.contains("ferry serve --data"),
+            "{args:?}: {}",
+            out.both()
+        );
+    }
+    assert!(!tmp.path().join("ferry-data").exists());
+    assert!(!typo.exists());
+
+    // --data, else FERRY_DATA, else ./ferry-data; `site init` makes a site.
+    let out = ferry_in(&["site", "init", "--mode", "local"], None);
     assert!(out.status.success(), "{}", out.both());
+    assert!(
+        out.stdout.starts_with("created the site at "),
+        "{}",
+        out.both()
+    );
+    let again = ferry_in(&["site", "init", "--mode", "local"], None);
+    assert!(
+        again.stdout.starts_with("the site is there already"),
+        "{}",
+        again.both()
+    );
+    assert!(ferry_in(&["person", "add", "bob"], None).status.success());
     assert!(tmp.path().join("ferry-data/home/bob").is_dir());
 
-    let mut cmd = ferry_command();
-    cmd.current_dir(tmp.path())
-        .args(["person", "add", "carol"])
-        .env("FERRY_DATA", tmp.path().join("from-env"));
-    assert!(finish(cmd).status.success());
-    assert!(tmp.path().join("from-env/home/carol").is_dir());
-
-    let mut cmd = ferry_command();
-    cmd.current_dir(tmp.path())
-        .args(["person", "add", "dave", "--data"])
-        .arg(tmp.path().join("from-flag"))
-        .env("FERRY_DATA", tmp.path().join("from-env"));
-    assert!(finish(cmd).status.success());
-    assert!(tmp.path().join("from-flag/home/dave").is_dir());
-    assert!(!tmp.path().join("from-env/home/dave").exists());
+    let from_env = tmp.path().join("from-env");
+    let from_flag = tmp.path().join("from-flag");
+    for data in [&from_env, &from_flag] {
+        let made = ferry_in(&["site", "init", "--mode", "local"], Some(data));
+        assert!(made.status.success(), "{}", made.both());
+    }
+    assert!(
+        ferry_in(&["person", "add", "carol"], Some(&from_env))
+            .status
+            .success()
+    );
+    assert!(from_env.join("home/carol").is_dir());
+    let flag = from_flag.to_str().unwrap();
+    let out = ferry_in(&["person", "add", "dave", "--data", flag], Some(&from_env));
+    assert!(out.status.success(), "{}", out.both());
+    assert!(from_flag.join("home/dave").is_dir());
+    assert!(!from_env.join("home/dave").exists());
 }
 
 #[test]

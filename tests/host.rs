@@ -103,11 +103,14 @@ fn new_site() -> Site {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    Site {
+    let site = Site {
         data: tmp.path().join("site"),
         helper: tmp.path().join("lib").join("ferry-posix-helper"),
         _tmp: tmp,
-    }
+    };
+    // Administration commands never make a site: this one does.
+    site.ferry_ok(&["site", "init", "--mode", "local"]);
+    site
 }
 
 fn stdout(output: &Output) -> String {

@@ -60,11 +60,14 @@ impl Site {
             std::os::unix::fs::PermissionsExt::from_mode(0o755),
         )
         .unwrap();
-        Site {
+        let site = Site {
             data: tmp.path().join("site"),
             helper: tmp.path().join("lib").join("ferry-posix-helper"),
             _tmp: tmp,
-        }
+        };
+        // Administration commands never make a site: this one does.
+        exits(&site.ferry(&["site", "init", "--mode", "local"]), 0);
+        site
     }
 
     fn ferry(&self, args: &[&str]) -> Output {

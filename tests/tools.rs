@@ -43,12 +43,13 @@ impl Site {
         std::fs::create_dir(&data).unwrap();
         std::fs::write(data.join("ferry.toml"), config).unwrap();
         let ferry = support::ferry_bin_at(&dir.path().join("ferry"));
-        let out = support::output_retrying(
-            Command::new(&ferry)
-                .args(["person", "add", "alice", "--data"])
-                .arg(&data),
-        );
-        assert!(out.status.success(), "{out:?}");
+        for args in [
+            &["site", "init", "--mode", "local", "--data"][..],
+            &["person", "add", "alice", "--data"],
+        ] {
+            let out = support::output_retrying(Command::new(&ferry).args(args).arg(&data));
+            assert!(out.status.success(), "{out:?}");
+        }
         let site = Site {
             _dir: dir,
             data,

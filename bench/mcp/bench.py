@@ -126,15 +126,16 @@ def prepare_ferry(ferry, work, prefix):
         )
         return None
     data = work / "site"
-    added = subprocess.run(
-        prefix + [ferry, "person", "add", PERSON, "--data", str(data)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=ferry_env(),
-    )
-    if added.returncode != 0:
-        die(f"ferry person add failed: {added.stdout}{added.stderr}")
+    for command in (["site", "init", "--mode", "local"], ["person", "add", PERSON]):
+        done = subprocess.run(
+            prefix + [ferry, *command, "--data", str(data)],
+            check=False,
+            capture_output=True,
+            text=True,
+            env=ferry_env(),
+        )
+        if done.returncode != 0:
+            die(f"ferry {' '.join(command)} failed: {done.stdout}{done.stderr}")
     make_files(data / "home" / PERSON / "bench")
     return data
 
@@ -238,6 +239,7 @@ class HostSite:
         self.helper.parent.chmod(0o755)
         self.claim_accounts()
         for command in (
+            [ferry, "site", "init", "--mode", "local", "--data", str(self.data)],
             [ferry, "person", "add", HOST_PERSON, "--data", str(self.data)],
             [ferry, "site", "init", "--mode", "host", "--data", str(self.data),
              "--helper-path", str(self.helper), "--helper-source", str(helper)],

@@ -39,12 +39,11 @@ impl HerdSite {
         std::fs::create_dir(&data).unwrap();
         std::fs::write(data.join("ferry.toml"), config).unwrap();
         let ferry = ferry_bin_at(&dir.path().join("ferry"));
-        for person in people {
-            let out = output_retrying(
-                Command::new(&ferry)
-                    .args(["person", "add", person, "--data"])
-                    .arg(&data),
-            );
+        // Administration commands never make a site: `site init` does.
+        let mut commands = vec![vec!["site", "init", "--mode", "local"]];
+        commands.extend(people.iter().map(|person| vec!["person", "add", person]));
+        for args in commands {
+            let out = output_retrying(Command::new(&ferry).args(&args).arg("--data").arg(&data));
             assert!(out.status.success(), "{out:?}");
         }
         let site = HerdSite {

@@ -87,6 +87,7 @@ before(async () => {
   fs.copyFileSync(path.join(path.dirname(FERRY_BIN), 'ferry-posix-helper'), path.join(tmp, 'ferry-posix-helper'));
   data = path.join(tmp, 'site');
   fs.mkdirSync(data);
+  ferry('site', 'init', '--mode', 'local');
   token = lastLine(ferry('person', 'add', PERSON));
   ferry('site', 'init', '--mode', 'host', '--helper-path', path.join(tmp, 'lib', 'ferry-posix-helper'));
 

@@ -345,7 +345,16 @@ fn load_config(args: &SiteArgs) -> Result<Config> {
     Ok(Config::load(file, std::env::vars())?)
 }
 
+/// Opens the site an administration command names; never makes one (`ferry serve` and
+/// `ferry site init` do), so a mistyped `--data` is an error, not a new empty site.
 fn open_site(args: &SiteArgs) -> Result<Site> {
+    if !Site::exists(&args.data) {
+        bail!(
+            "there is no site at {data}: `ferry serve --data {data}` makes one and serves it \
+             (`ferry site init --mode local --data {data}` makes one without serving)",
+            data = args.data.display()
+        );
+    }
     let config = load_config(args)?;
     Site::open(&args.data, config)
         .with_context(|| format!("opening the site at {}", args.data.display()))

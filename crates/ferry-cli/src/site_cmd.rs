@@ -1,4 +1,4 @@
-//! `ferry site init --mode host` and `ferry circle …` (spec tools T-ID, core C-SITE).
+//! `ferry site init` and `ferry circle …` (spec tools T-ID, core C-SITE).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,14 +13,16 @@ use crate::{SiteArgs, load_config, open_site};
 
 #[derive(Subcommand)]
 pub(crate) enum SiteCommand {
-    /// Sets a site up for a deployment mode. `host` (as root): a POSIX user per person,
-    /// a group per circle, owners and modes of the layout, and the setuid helper.
-    /// Re-running it adds what is missing and fixes owners and modes. A person whose
-    /// folders are not as they must be is left out with a warning naming the place, the
-    /// others are set up, and the exit status is 3.
+    /// Makes a site (the other administration commands never do), and sets it up for a
+    /// deployment mode. `local`: the folders and the database, nothing else (`ferry
+    /// serve` makes them too). `host` (as root): besides, a POSIX user per person, a group
+    /// per circle, owners and modes of the layout, and the setuid helper. Re-running it
+    /// adds what is missing and fixes owners and modes. A person whose folders are not as
+    /// they must be is left out with a warning naming the place, the others are set up,
+    /// and the exit status is 3.
     Init {
-        /// The mode to set up (local and container sites need no setup: `ferry serve` makes them).
-        #[arg(long, value_parser = ["host"])]
+        /// The mode to set up.
+        #[arg(long, value_parser = ["local", "host"])]
         mode: String,
         #[command(flatten)]
         site: SiteArgs,
@@ -64,11 +66,14 @@ pub(crate) enum CircleCommand {
 pub(crate) fn site(command: SiteCommand) -> Result<ExitCode> {
     match command {
         SiteCommand::Init {
-            mode: _,
+            mode,
             site,
             helper_source,
             helper_path,
-        } => init_host(&site, helper_source, helper_path),
+        } => match mode.as_str() {
+            "local" => init_local(&site),
+            _ => init_host(&site, helper_source, helper_path),
+        },
         SiteCommand::Check { site } => check(&site),
     }
 }
@@ -181,6 +186,31 @@ pub(crate) fn exit_status(skipped: &[host::Skipped]) -> ExitCode {
     } else {
         ExitCode::from(EXIT_SKIPPED)
     }
+}
+
+/// `ferry site init --mode local`: makes the site's folders and database, or says the site
+/// is there already.
+fn init_local(args: &SiteArgs) -> Result<ExitCode> {
+    let config = load_config(args)?;
+    if config.site.mode != SiteMode::Local {
+        bail!(
+            "the configuration of {} says site.mode = {:?}; `ferry site init --mode local` \
+             makes local sites only",
+            args.data.display(),
+            config.site.mode
+        );
+    }
+    let existed = Site::exists(&args.data);
+    Site::open(&args.data, config)
+        .with_context(|| format!("making the site at {}", args.data.display()))?;
+    let shown = std::fs::canonicalize(&args.data).unwrap_or_else(|_| args.data.clone());
+    let how = if existed {
+        "the site is there already at"
+    } else {
+        "created the site at"
+    };
+    println!("{how} {}", shown.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn init_host(

@@ -51,8 +51,13 @@ fn file_body(filename: &str, bytes: &[u8]) -> Vec<u8> {
 
 /// Posts a hand-made multipart body with the admin token of `me`; status and JSON body.
 fn post_body(server: &Server, body: Vec<u8>) -> (u16, Value) {
+    post_to(server, "/v1/media", body)
+}
+
+/// Posts a hand-made multipart body to `route` with the admin token of `me`.
+fn post_to(server: &Server, route: &str, body: Vec<u8>) -> (u16, Value) {
     let response = http()
-        .post(server.url("/v1/media"))
+        .post(server.url(route))
         .bearer_auth(&server.token)
         .header("Content-Type", content_type())
         .body(body)
@@ -1583,4 +1588,79 @@ fn uploads_racing_for_the_last_room_never_pass_the_quota_together() {
         })
         .count();
     assert_eq!(landed, 1);
+}
+
+/// Posts `body` to `/v1/media?<query>`; status and JSON body.
+fn post_query(server: &Server, query: &str, body: Vec<u8>) -> (u16, Value) {
+    post_to(server, &format!("/v1/media?{query}"), body)
+}
+
+/// M-DAILY, overwrite knowingly: with `overwrite=false` a file already at the name is
+/// kept and the answer is `409 exists` with its size and time, in the main workspace and
+/// in a project (the field before the file: refused before the bytes are kept, and after
+/// it: refused at the placement); `overwrite=true` or none replaces; a name C-NAME changed
+/// is said in `renamedFrom`.
+#[test]
+fn an_upload_may_keep_what_is_there_and_says_when_its_name_was_changed() {
+    let mut server = Server::start();
+    create_project(&server, &server.token, "q2");
+    let (status, first) = upload(&server, "report.txt", b"first");
+    assert_eq!(status, 201, "{first}");
+    assert!(first.get("renamedFrom").is_none(), "{first}");
+    let at = public_dir(&server).join("report.txt");
+
+    let (status, refused) = post_query(
+        &server,
+        "overwrite=false",
+        file_body("report.txt", b"second"),
+    );
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["error"]["code"], "exists");
+    assert_eq!(refused["error"]["existing"]["path"], "public/report.txt");
+    assert_eq!(refused["error"]["existing"]["size"], 5);
+    assert!(
+        support::is_rfc3339(refused["error"]["existing"]["modified"].as_str().unwrap()),
+        "{refused}"
+    );
+    assert_eq!(std::fs::read(&at).unwrap(), b"first");
+
+    for (project_first, name) in [(true, "a.md"), (false, "b.md")] {
+        let kept = project_public(&server, "q2").join(name);
+        std::fs::write(&kept, "old").unwrap();
+        let (project, file): (&[u8], &[u8]) = (b"q2", b"new!");
+        let parts: Vec<(&str, Option<&str>, &[u8])> = if project_first {
+            vec![("project", None, project), ("file", Some(name), file)]
+        } else {
+            vec![("file", Some(name), file), ("project", None, project)]
+        };
+        let (status, refused) = post_query(&server, "overwrite=false", multipart(BOUNDARY, &parts));
+        assert_eq!(status, 409, "{name}: {refused}");
+        assert_eq!(refused["error"]["existing"]["size"], 3, "{refused}");
+        assert_eq!(std::fs::read(&kept).unwrap(), b"old");
+    }
+
+    for query in [
+        "overwrite=true",
+        "overwrite=TRUE&x=1",
+        "overwrite=maybe",
+        "x=1",
+    ] {
+        let (status, answer) = post_query(&server, query, file_body("report.txt", b"third"));
+        if query == "overwrite=true" {
+            assert_eq!(status, 201, "{answer}");
+            assert_eq!(std::fs::read(&at).unwrap(), b"third");
+        } else {
+            assert_eq!(status, 400, "{query}: {answer}");
+            assert_eq!(answer["error"]["code"], "invalid_request", "{query}");
+        }
+    }
+    let (status, free) = post_query(&server, "overwrite=false", file_body("new.txt", b"n"));
+    assert_eq!(status, 201, "{free}");
+
+    let (status, renamed) = upload(&server, "Q2 report?.txt", b"q");
+    assert_eq!(status, 201, "{renamed}");
+    assert_eq!(renamed["renamedFrom"], "Q2 report?.txt", "{renamed}");
+    assert_ne!(renamed["path"], "public/Q2 report?.txt");
+    assert_no_temporaries(&server);
+    assert_alive(&mut server);
 }

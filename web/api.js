@@ -144,14 +144,15 @@ export async function request(method, path, { query, json, signal, raw = false, 
  * receives a fraction 0..1. Returns `{promise, abort}`; the promise resolves to the
  * server's JSON (`{path,size,sha256,project}`) or rejects with an ApiError.
  */
-export function uploadFile(file, project, onProgress) {
+export function uploadFile(file, project, onProgress, { overwrite = true } = {}) {
   const form = new FormData();
   // The project first, so the server knows where the file goes before its bytes.
   if (project) {
     form.append("project", project);
   }
   form.append("file", file, file.name);
-  return postForm("/v1/media", form, onProgress);
+  const url = overwrite ? "/v1/media" : "/v1/media?overwrite=false";
+  return postForm(url, form, onProgress);
 }
 
 /**
@@ -187,6 +188,8 @@ export function postForm(url, form, onProgress, { withToken = true } = {}) {
         body?.error?.code ?? `http_${xhr.status}`,
         body?.error?.message ?? `The server answered ${xhr.status}.`,
       );
+      // A `409 exists` names the file that was kept.
+      err.existing = body?.error?.existing ?? null;
       if (xhr.status === 401) {
         unauthorized(err);
       }

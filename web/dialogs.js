@@ -34,7 +34,7 @@ let current = null;
  * `prepare` fills the dialog's fields; `readValue` returns the value or throws a
  * message to show.
  */
-function run(dialog, { title, detail, okLabel, prepare, readValue, action, focus }) {
+function run(dialog, { title, detail, okLabel, cancelLabel, prepare, readValue, action, focus }) {
   if (current) {
     current.finish(false);
   }
@@ -47,6 +47,7 @@ function run(dialog, { title, detail, okLabel, prepare, readValue, action, focus
   p.errorSlot.replaceChildren();
   p.ok.textContent = okLabel;
   p.ok.disabled = false;
+  p.cancel.textContent = cancelLabel || "Cancel";
   if (prepare) {
     prepare();
   }
@@ -141,13 +142,17 @@ export function promptDialog(options) {
   });
 }
 
-/** A yes/no dialog: title (its accessible name), detail, confirm label, action(). */
+/**
+ * A yes/no dialog: title (its accessible name), detail, confirm label, cancel label
+ * ("Cancel" when none), action().
+ */
 export function confirmDialog(options) {
   const dialog = document.getElementById("confirm-dialog");
   return run(dialog, {
     title: options.title,
     detail: options.detail,
     okLabel: options.confirmLabel,
+    cancelLabel: options.cancelLabel,
     action: options.action,
     focus() {
       dialog.querySelector("button.cancel").focus();

@@ -1,8 +1,11 @@
 // The "Uploads" list: one XHR per file to POST /v1/media, a progress bar each, and the
-// server's own error message next to a file it refused.
+// server's own error message next to a file it refused. A file never replaces one of the
+// same name unasked: it is sent with overwrite=false, and when the server kept a file
+// there, the person is asked (one question at a time) whether to replace it.
 
 import { ApiError, uploadFile } from "./api.js";
-import { el, nameNode, shownName } from "./format.js";
+import { confirmDialog } from "./dialogs.js";
+import { baseName, el, formatSize, formatTime, nameNode, shownName } from "./format.js";
 
 /** Uploads at once; the rest wait, so the page keeps connections for its other calls. */
 const PARALLEL_UPLOADS = 3;
@@ -10,6 +13,26 @@ const PARALLEL_UPLOADS = 3;
 export function createUploads({ list, onUploaded }) {
   let running = 0;
   const waiting = [];
+  // The questions asked so far: a new one waits for the last to be answered.
+  let asking = Promise.resolve();
+
+  /** Asks whether the upload of `name` replaces the file the server kept; true: replace. */
+  function askReplace(name, existing) {
+    const asked = asking.then(() =>
+      confirmDialog({
+        title: ["Replace ", nameNode(name), "?"],
+        detail: [
+          nameNode(existing.path),
+          ` is already there (${formatSize(existing.size)}, changed ${formatTime(existing.modified)}). Replace it with the file you chose, or keep it?`,
+        ],
+        confirmLabel: "Replace",
+        cancelLabel: "Keep",
+        action: async () => {},
+      }),
+    );
+    asking = asked.catch(() => false);
+    return asked;
+  }
 
   function acquire() {
     if (running < PARALLEL_UPLOADS) {
@@ -80,13 +103,34 @@ export function createUploads({ list, onUploaded }) {
         release();
         return Promise.reject(new ApiError(0, "aborted", "Upload cancelled."));
       }
-      status.textContent = "0 %";
-      const upload = uploadFile(file, project, (fraction) => {
-        progress.value = fraction;
-        status.textContent = fraction >= 1 ? "Finishing…" : `${Math.floor(fraction * 100)} %`;
+      const send = (overwrite) => {
+        status.textContent = "0 %";
+        progress.value = 0;
+        const upload = uploadFile(
+          file,
+          project,
+          (fraction) => {
+            progress.value = fraction;
+            status.textContent = fraction >= 1 ? "Finishing…" : `${Math.floor(fraction * 100)} %`;
+          },
+          { overwrite },
+        );
+        abort = upload.abort;
+        return upload.promise;
+      };
+      const sent = send(false).catch((err) => {
+        if (err.code !== "exists" || !err.existing) {
+          throw err;
+        }
+        status.textContent = "Already there";
+        return askReplace(file.name, err.existing).then((replace) => {
+          if (!replace) {
+            throw new ApiError(0, "kept", `Kept the ${baseName(err.existing.path)} that was there.`);
+          }
+          return send(true);
+        });
       });
-      abort = upload.abort;
-      return upload.promise.finally(release);
+      return sent.finally(release);
     });
 
     return promise.then(
@@ -95,6 +139,18 @@ export function createUploads({ list, onUploaded }) {
         item.dataset.state = "done";
         progress.value = 1;
         status.textContent = "Uploaded";
+        if (result && result.renamedFrom) {
+          // C-NAME changed the name: say under which one it was saved.
+          item.append(
+            el(
+              "p",
+              { className: "upload-note", role: "status" },
+              "Saved as ",
+              nameNode(baseName(result.path)),
+              " (that name was not allowed as it was).",
+            ),
+          );
+        }
         button.setAttribute("aria-label", `Dismiss ${name}`);
         button.title = "Dismiss";
         if (onUploaded) {
@@ -104,11 +160,11 @@ export function createUploads({ list, onUploaded }) {
       },
       (err) => {
         finished = true;
-        item.dataset.state = "failed";
-        status.textContent = err.code === "aborted" ? "Cancelled" : "Failed";
+        item.dataset.state = err.code === "kept" ? "done" : "failed";
+        status.textContent = { aborted: "Cancelled", kept: "Kept the old one" }[err.code] ?? "Failed";
         button.setAttribute("aria-label", `Dismiss ${name}`);
         button.title = "Dismiss";
-        if (err.code === "aborted") {
+        if (err.code === "aborted" || err.code === "kept") {
           progress.remove();
         } else {
           item.append(el("p", { role: "alert", className: "upload-error" }, nameNode(err.message, "shown-text")));

@@ -173,3 +173,42 @@ test('upload into a chosen project', { timeout: 30000 }, async () => {
     await page.context().close();
   }
 });
+
+test('a name already there is replaced only when the person says so; a changed name is said', { timeout: 60000 }, async () => {
+  const page = await openApp(browser, server.url);
+  try {
+    const input = page.getByLabel('Files to upload', { exact: true });
+    const send = (content) =>
+      input.setInputFiles({ name: 'twice.txt', mimeType: 'text/plain', buffer: Buffer.from(content) });
+    await send('the first\n');
+    await expectUploaded(page, 'twice.txt', 'the first\n');
+    const onDisk = () => fs.readFileSync(path.join(server.publicDir('me'), 'twice.txt'), 'utf8');
+
+    // Kept: the question names the file, the old one stays.
+    await send('the second\n');
+    const question = page.getByRole('dialog', { name: 'Replace twice.txt?' });
+    await question.waitFor({ state: 'visible', timeout: 10000 });
+    assert.match(await question.innerText(), /public\/twice\.txt is already there \(10 B/);
+    await question.getByRole('button', { name: 'Keep', exact: true }).click();
+    await uploadItem(page, 'twice.txt').getByText('Kept the old one').waitFor({ timeout: 10000 });
+    assert.equal(onDisk(), 'the first\n');
+
+    // Replaced, when the person says so.
+    await send('the third\n');
+    await question.waitFor({ state: 'visible', timeout: 10000 });
+    await question.getByRole('button', { name: 'Replace', exact: true }).click();
+    await waitUntil(async () => onDisk() === 'the third\n', { timeout: 10000, what: 'the replaced file' });
+    await uploadItem(page, 'twice.txt').getByText('Uploaded').waitFor({ timeout: 10000 });
+
+    // A name C-NAME had to change: the page says under which one it was saved.
+    await input.setInputFiles({ name: 'what?.txt', mimeType: 'text/plain', buffer: Buffer.from('q') });
+    const note = uploadItem(page, 'what?.txt').getByRole('status');
+    await note.waitFor({ timeout: 10000 });
+    assert.match(await note.innerText(), /^Saved as what_\.txt/);
+    // The two 409s that asked are answers the page expected; nothing else went wrong.
+    const others = page.problems.filter((p) => !/status of 409 \(Conflict\)$/.test(p));
+    assert.equal(others.length, 0, problems(page));
+  } finally {
+    await page.context().close();
+  }
+});

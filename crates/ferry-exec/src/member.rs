@@ -71,6 +71,9 @@ pub enum MemberAction {
         place: PublicPlace,
         /// The name the file will be placed at, checked before any byte is sent.
         name: Option<String>,
+        /// What the placement will do to a file already at `name`.
+        #[serde(default)]
+        existing: Existing,
     },
     /// Places a temporary staged in this person's workspaces at `name` in `place` of this one.
     Commit {
@@ -80,12 +83,26 @@ pub enum MemberAction {
         place: PublicPlace,
         /// The file name it gets there.
         name: String,
+        /// What it does to a file already there.
+        #[serde(default)]
+        existing: Existing,
     },
     /// Removes a temporary that will not be placed.
     Discard {
         /// The temporary to remove.
         staged: StagedFile,
     },
+}
+
+/// What placing an upload does to a file already at its name (M-DAILY).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Existing {
+    /// Replaces it (M-UP: one file per name).
+    #[default]
+    Replace,
+    /// Leaves it, and refuses with `exists`.
+    Keep,
 }
 
 /// The mtime and inode of a folder: they move when an entry is added, removed or renamed.
@@ -217,10 +234,15 @@ pub(crate) fn perform(
             };
             MemberReply::Attachments { mark, files }
         }
-        MemberAction::Stage { place, name } => {
+        MemberAction::Stage {
+            place,
+            name,
+            existing,
+        } => {
             let dir = folder.place_dir(place).map_err(site_error)?;
             if let Some(name) = name {
-                ferry_fs::check_placeable(&dir, &name).map_err(site_error_from_fs)?;
+                ferry_fs::check_placeable(&dir, &name, existing == Existing::Replace)
+                    .map_err(site_error_from_fs)?;
             }
             let (temp, file) = ferry_fs::create_temporary(&dir).map_err(site_error_from_fs)?;
             staged_in.keep(&temp, dir);
@@ -230,6 +252,7 @@ pub(crate) fn perform(
             staged,
             place,
             name,
+            existing,
         } => {
             let from = match staged.project.as_deref() == project && staged.place == place {
                 true => None,
@@ -254,8 +277,11 @@ pub(crate) fn perform(
                 &to_dir,
                 &name,
                 id,
-                PLACED_FILE_MODE,
-                owner,
+                ferry_fs::Placement {
+                    mode: PLACED_FILE_MODE,
+                    owner,
+                    replace: existing == Existing::Replace,
+                },
             )
             .map_err(site_error_from_fs)?;
             staged_in.take(&staged.temp);

@@ -75,7 +75,7 @@ impl Executor {
         reach: Reach,
     ) -> Result<(String, String, File), RequestError> {
         let target = self.target_of(path, true, reach)?;
-        ferry_fs::check_placeable(&target.dir, &target.name)?;
+        ferry_fs::check_placeable(&target.dir, &target.name, true)?;
         let (temp, file) = ferry_fs::create_temporary(&target.dir)?;
         self.staged_in.keep(&temp, target.dir);
         Ok((temp, target.display.display().to_string(), file))
@@ -127,8 +127,11 @@ impl Executor {
                     &target.dir,
                     &target.name,
                     expect,
-                    target.mode,
-                    self.owner(),
+                    ferry_fs::Placement {
+                        mode: target.mode,
+                        owner: self.owner(),
+                        replace: true,
+                    },
                 );
                 if let Err(e) = placing {
                     result = Err((placed, e));

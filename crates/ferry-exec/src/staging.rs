@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ferry_fs::{ByteSink, FileId, Written};
 use ferry_site::PublicPlace;
 
-use crate::member::{MemberAction, MemberReply, StagedFile};
+use crate::member::{Existing, MemberAction, MemberReply, StagedFile};
 use crate::ops::{Op, Reply};
 use crate::{Lease, RequestError, Requester};
 
@@ -33,6 +33,7 @@ impl Staging {
         project: Option<&str>,
         place: PublicPlace,
         name: Option<&str>,
+        existing: Existing,
     ) -> Result<Staging, RequestError> {
         let mut lease = Lease::new(requester);
         let op = Op::Member {
@@ -40,6 +41,7 @@ impl Staging {
             action: MemberAction::Stage {
                 place,
                 name: name.map(str::to_owned),
+                existing,
             },
         };
         let (temp, file) = match lease.execute(op)? {
@@ -75,6 +77,7 @@ impl Staging {
         project: Option<&str>,
         place: PublicPlace,
         name: &str,
+        existing: Existing,
     ) -> Result<Written, RequestError> {
         let written = self.sink.finish()?;
         let op = Op::Member {
@@ -83,6 +86,7 @@ impl Staging {
                 staged: self.staged.clone(),
                 place,
                 name: name.to_owned(),
+                existing,
             },
         };
         match self.lease.execute(op)? {

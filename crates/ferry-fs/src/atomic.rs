@@ -246,18 +246,29 @@ impl FileId {
     }
 }
 
+/// How [`place_temporary`] leaves the placed file, and what it does to one already there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The placed file's mode.
+    pub mode: u32,
+    /// Its owner, when it must be given away (container mode).
+    pub owner: Option<(u32, u32)>,
+    /// Whether a regular file already at the target is replaced (else: `Exists`, and
+    /// nothing changes; the kernel decides, in the rename itself).
+    pub replace: bool,
+}
+
 /// Places the temporary `temp_name` of `dir`, which another process filled and fsynced,
 /// at `target` in `target_dir`: only while it is still the regular file `expect` (a name
-/// swapped meanwhile is refused), with `mode` and `owner`; a link or a folder at the
-/// target is refused as [`AtomicWriter::commit`] refuses it.
+/// swapped meanwhile is refused), as `placement` says; a link or a folder at the target
+/// is refused as [`AtomicWriter::commit`] refuses it.
 pub fn place_temporary(
     dir: &Dir,
     temp_name: &str,
     target_dir: &Dir,
     target: &str,
     expect: FileId,
-    mode: u32,
-    owner: Option<(u32, u32)>,
+    placement: Placement,
 ) -> Result<(), FsError> {
     check_temporary_name(temp_name)?;
     check_name(target)?;
@@ -270,19 +281,38 @@ pub fn place_temporary(
     if !meta.is_file() || meta.dev() != expect.dev || meta.ino() != expect.ino {
         return Err(FsError::PathEscapes);
     }
-    rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(FsError::from_errno)?;
-    if let Some((uid, gid)) = owner {
+    rustix::fs::fchmod(&file, Mode::from_raw_mode(placement.mode)).map_err(FsError::from_errno)?;
+    if let Some((uid, gid)) = placement.owner {
         fchown(std::os::fd::AsFd::as_fd(&file), uid, gid)?;
     }
     check_target(target_dir, target)?;
-    dir.rename_to(temp_name, target_dir, target, true)
+    dir.rename_to(temp_name, target_dir, target, placement.replace)
 }
 
 /// Refuses early, before any byte is written, a target that could not be placed: a name
-/// that is not one plain component, a link, a folder or anything but a regular file.
-pub fn check_placeable(dir: &Dir, name: &str) -> Result<(), FsError> {
+/// that is not one plain component, a link, a folder or anything but a regular file; and
+/// without `replace`, anything at all (`Exists`). The placement itself decides in the
+/// end: this only spares sending bytes that would be refused.
+pub fn check_placeable(dir: &Dir, name: &str, replace: bool) -> Result<(), FsError> {
     check_name(name)?;
-    check_target(dir, name)
+    check_target(dir, name)?;
+    if !replace && exists_at(dir, name)? {
+        return Err(FsError::Exists);
+    }
+    Ok(())
+}
+
+/// Whether anything (a link included, not followed) is at `name` in `dir`.
+fn exists_at(dir: &Dir, name: &str) -> Result<bool, FsError> {
+    match rustix::fs::statat(
+        dir.fd(),
+        &*crate::name::name_to_bytes(name),
+        AtFlags::SYMLINK_NOFOLLOW,
+    ) {
+        Ok(_) => Ok(true),
+        Err(rustix::io::Errno::NOENT) => Ok(false),
+        Err(e) => Err(FsError::from_errno(e)),
+    }
 }
 
 /// Removes the temporary `temp_name` of `dir`; one already gone is fine.
@@ -364,6 +394,14 @@ mod tests {
     use sha2::{Digest, Sha256};
 
     use super::*;
+
+    fn placed(mode: u32) -> Placement {
+        Placement {
+            mode,
+            owner: None,
+            replace: true,
+        }
+    }
 
     fn sparse_source(dir: &std::path::Path, len: u64, data: &[(u64, &[u8])]) -> File {
         let path = dir.join("source");
@@ -541,7 +579,7 @@ mod tests {
         drop(other_file);
         std::fs::rename(tmp.path().join(&other), tmp.path().join(&temp)).unwrap();
         assert!(matches!(
-            place_temporary(&dir, &temp, &dir, "out.txt", id, 0o600, None),
+            place_temporary(&dir, &temp, &dir, "out.txt", id, placed(0o600)),
             Err(FsError::PathEscapes)
         ));
         assert!(!tmp.path().join("out.txt").exists());
@@ -552,14 +590,41 @@ mod tests {
         let id = FileId::of(&file).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", tmp.path().join("linked.txt")).unwrap();
         assert!(matches!(
-            place_temporary(&dir, &temp, &dir, "linked.txt", id, 0o600, None),
+            place_temporary(&dir, &temp, &dir, "linked.txt", id, placed(0o600)),
             Err(FsError::PathEscapes)
         ));
         // The same file at a plain name is placed, with the mode asked for.
-        place_temporary(&dir, &temp, &dir, "placed.txt", id, 0o640, None).unwrap();
+        place_temporary(&dir, &temp, &dir, "placed.txt", id, placed(0o640)).unwrap();
         let meta = std::fs::metadata(tmp.path().join("placed.txt")).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o640);
         assert!(!tmp.path().join(&temp).exists());
+    }
+
+    #[test]
+    fn a_placement_that_keeps_what_is_there_refuses_and_changes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient(tmp.path()).unwrap();
+        std::fs::write(tmp.path().join("kept.txt"), b"old").unwrap();
+        assert!(matches!(
+            check_placeable(&dir, "kept.txt", false),
+            Err(FsError::Exists)
+        ));
+        check_placeable(&dir, "kept.txt", true).unwrap();
+        check_placeable(&dir, "free.txt", false).unwrap();
+        let (temp, mut file) = create_temporary(&dir).unwrap();
+        std::io::Write::write_all(&mut file, b"new").unwrap();
+        let id = FileId::of(&file).unwrap();
+        let keep = Placement {
+            replace: false,
+            ..placed(0o600)
+        };
+        assert!(matches!(
+            place_temporary(&dir, &temp, &dir, "kept.txt", id, keep),
+            Err(FsError::Exists)
+        ));
+        assert_eq!(std::fs::read(tmp.path().join("kept.txt")).unwrap(), b"old");
+        place_temporary(&dir, &temp, &dir, "free.txt", id, keep).unwrap();
+        assert_eq!(std::fs::read(tmp.path().join("free.txt")).unwrap(), b"new");
     }
 
     #[test]
@@ -570,7 +635,7 @@ mod tests {
         let id = FileId { dev: 0, ino: 0 };
         for name in ["keep.txt", "../x", "a/b", ""] {
             assert!(remove_temporary(&dir, name).is_err(), "{name:?}");
-            assert!(place_temporary(&dir, name, &dir, "t", id, 0o600, None).is_err());
+            assert!(place_temporary(&dir, name, &dir, "t", id, placed(0o600)).is_err());
         }
         assert!(tmp.path().join("keep.txt").exists());
         // One already gone is fine.

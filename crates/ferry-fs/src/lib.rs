@@ -15,7 +15,7 @@ mod shown;
 mod sink;
 
 pub use atomic::{
-    AtomicWriter, FileId, TEMP_PREFIX, check_placeable, create_temporary, keep_previous,
+    AtomicWriter, FileId, Placement, TEMP_PREFIX, check_placeable, create_temporary, keep_previous,
     place_temporary, remove_temporary, restore_previous,
 };
 pub use budget::Budget;

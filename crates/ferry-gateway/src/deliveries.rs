@@ -11,6 +11,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use ferry_codes::Code;
 use ferry_exec::Staging;
+use ferry_exec::member::Existing;
 use ferry_fs::safe_name;
 use ferry_site::PublicPlace;
 use ferry_site::SiteError;
@@ -135,6 +136,7 @@ async fn fetch(
             project.as_deref(),
             PublicPlace::Attachments,
             Some(&target),
+            Existing::Replace,
         )
         .map_err(ApiError::from)?;
         staging.sink().set_limit(max_bytes);
@@ -161,6 +163,7 @@ async fn fetch(
         request.project.clone(),
         PublicPlace::Attachments,
         name.clone(),
+        Existing::Replace,
     )
     .await?;
     crate::events::announce_attachments(

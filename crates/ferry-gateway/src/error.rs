@@ -15,6 +15,9 @@ pub struct ApiError {
     pub code: Code,
     /// A sentence the client can act on.
     pub message: String,
+    /// More members of the error object, for a client to act on (`existing` of a `409
+    /// exists`).
+    pub details: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ApiError {
@@ -23,7 +26,14 @@ impl ApiError {
         ApiError {
             code,
             message: message.into(),
+            details: serde_json::Map::new(),
         }
+    }
+
+    /// The same error with `key: value` in its object.
+    pub fn with(mut self, key: &str, value: serde_json::Value) -> ApiError {
+        self.details.insert(key.to_owned(), value);
+        self
     }
 
     /// The HTTP status, the code's own.
@@ -106,7 +116,10 @@ impl From<ferry_archive::ArchiveError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let body = Json(json!({"error": {"code": self.code, "message": self.message}}));
+        let mut error = self.details;
+        error.insert("code".to_owned(), json!(self.code));
+        error.insert("message".to_owned(), json!(self.message));
+        let body = Json(json!({ "error": error }));
         let mut response = (status, body).into_response();
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(

@@ -7,7 +7,7 @@ use std::fs::File;
 use std::sync::Arc;
 
 use ferry_exec::Staging;
-use ferry_exec::member::{MemberAction, MemberReply};
+use ferry_exec::member::{Existing, MemberAction, MemberReply};
 use ferry_exec::ops::{Op, Reply};
 use ferry_fs::Written;
 use ferry_site::{AttachmentsState, PublicPlace, SiteError};
@@ -79,11 +79,12 @@ pub(crate) async fn commit_filled(
     project: Option<String>,
     place: PublicPlace,
     name: String,
+    existing: Existing,
 ) -> Result<Written, ApiError> {
     blocking(move || {
         let staging = filled.complete().map_err(SiteError::from)?;
         staging
-            .commit(project.as_deref(), place, &name)
+            .commit(project.as_deref(), place, &name, existing)
             .map_err(ApiError::from)
     })
     .await

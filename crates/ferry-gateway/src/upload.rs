@@ -1,18 +1,21 @@
 //! `POST /v1/media`: a member uploads one file into a workspace's public/ (spec M-UP).
 //!
 //! The body streams from the socket through multer into an atomic writer on a blocking
-//! thread; at no point is more than a few chunks of it in memory.
+//! thread; at no point is more than a few chunks of it in memory. With `?overwrite=false`
+//! a file already at the name is kept and the answer is `409 exists` with its size and
+//! time (M-DAILY); the placement decides, in one rename that never replaces.
 
 use axum::Json;
-use axum::extract::{Request, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{StatusCode, header};
 use bytes::BytesMut;
 use ferry_codes::Code;
 use ferry_exec::Staging;
+use ferry_exec::member::{Existing, MemberAction, MemberReply};
 use ferry_fs::ByteSink;
 use ferry_site::PublicPlace;
 use multer::{Constraints, Multipart, SizeLimit};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::auth::Member;
 use crate::body::{BodyError, Filled, Pace, Sink, paced};
@@ -25,6 +28,17 @@ pub struct Uploaded {
     size: u64,
     sha256: String,
     project: Option<String>,
+    /// The name as sent, when C-NAME changed it.
+    #[serde(rename = "renamedFrom", skip_serializing_if = "Option::is_none")]
+    renamed_from: Option<String>,
+}
+
+/// What `POST /v1/media` takes in its query.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct UploadQuery {
+    /// `false`: keep a file already at the name and answer `409 exists`.
+    overwrite: Option<bool>,
 }
 
 /// The file part: staged in its workspace, or in the main one until the project is
@@ -32,6 +46,8 @@ pub struct Uploaded {
 struct Incoming {
     filled: Filled<Staging>,
     name: String,
+    /// The name as the client sent it.
+    given: String,
 }
 
 pub async fn upload(
@@ -39,6 +55,23 @@ pub async fn upload(
     Member(who): Member,
     request: Request,
 ) -> Result<(StatusCode, Json<Uploaded>), ApiError> {
+    let query = match request.uri().query() {
+        None => UploadQuery::default(),
+        Some(_) => {
+            Query::<UploadQuery>::try_from_uri(request.uri())
+                .map_err(|_| {
+                    ApiError::new(
+                        Code::InvalidRequest,
+                        "the only query parameter here is overwrite=true|false",
+                    )
+                })?
+                .0
+        }
+    };
+    let existing = match query.overwrite {
+        Some(false) => Existing::Keep,
+        _ => Existing::Replace,
+    };
     let max = state.site.config().media.max_upload_bytes;
     let mut multipart = open_multipart(request, max, state.pace)?;
 
@@ -54,11 +87,22 @@ pub async fn upload(
                     ));
                 }
                 let raw_name = field.file_name().unwrap_or_default().to_owned();
-                let (staging, name) =
-                    start_upload(&state, &who.person, project.clone(), raw_name).await?;
+                let started = start_upload(
+                    &state,
+                    &who.person,
+                    project.clone(),
+                    raw_name.clone(),
+                    existing,
+                )
+                .await;
+                let (staging, name) = match started {
+                    Ok(started) => started,
+                    Err(e) => return Err(kept(&state, &who.person, project, &raw_name, e).await),
+                };
                 incoming = Some(Incoming {
                     filled: receive_file(&mut field, staging).await?,
                     name,
+                    given: raw_name,
                 });
             }
             Some("project") => {
@@ -85,11 +129,24 @@ pub async fn upload(
             }
         }
     }
-    let Incoming { filled, name } = incoming
+    let Incoming {
+        filled,
+        name,
+        given,
+    } = incoming
         .ok_or_else(|| ApiError::new(Code::MissingFile, "send the file in a part named 'file'"))?;
-    let written =
-        crate::member::commit_filled(filled, project.clone(), PublicPlace::Public, name.clone())
-            .await?;
+    let committed = crate::member::commit_filled(
+        filled,
+        project.clone(),
+        PublicPlace::Public,
+        name.clone(),
+        existing,
+    )
+    .await;
+    let written = match committed {
+        Ok(written) => written,
+        Err(e) => return Err(kept(&state, &who.person, project, &name, e).await),
+    };
     let path = ferry_site::layout::in_public(&name);
     state
         .events
@@ -101,8 +158,52 @@ pub async fn upload(
             size: written.size,
             sha256: written.sha256_hex(),
             project,
+            renamed_from: (given != name).then_some(given),
         }),
     ))
+}
+
+/// `e`, and when it is `exists` (an upload with `overwrite=false` found a file at its
+/// name), the file kept there: `existing: {"path","size","modified"}`, for the client to
+/// ask whether to replace it.
+async fn kept(
+    state: &AppState,
+    person: &str,
+    project: Option<String>,
+    given: &str,
+    e: ApiError,
+) -> ApiError {
+    if e.code != Code::Exists {
+        return e;
+    }
+    let Ok(name) = state
+        .site
+        .workspace(person, project.as_deref())
+        .and_then(|w| w.upload_name(given))
+    else {
+        return e;
+    };
+    let path = ferry_site::layout::in_public(&name);
+    let open = MemberAction::Open { path: path.clone() };
+    match state.member(person, project.as_deref(), open).await {
+        Ok((MemberReply::Opened(file), _)) => ApiError::new(
+            Code::Exists,
+            format!(
+                "{path} exists ({} bytes) and was kept; send the file again without \
+                 overwrite=false to replace it",
+                file.size
+            ),
+        )
+        .with(
+            "existing",
+            serde_json::json!({
+                "path": path,
+                "size": file.size,
+                "modified": ferry_site::rfc3339(file.mtime),
+            }),
+        ),
+        _ => e,
+    }
 }
 
 /// Opens a multipart body whose file may hold `max` bytes: a declared `Content-Length`
@@ -148,6 +249,7 @@ async fn start_upload(
     person: &str,
     project: Option<String>,
     raw_name: String,
+    existing: Existing,
 ) -> Result<(Staging, String), ApiError> {
     let (state, person) = (state.clone(), person.to_owned());
     blocking(move || {
@@ -162,6 +264,7 @@ async fn start_upload(
             project.as_deref(),
             PublicPlace::Public,
             check,
+            existing,
         )
         .map_err(ApiError::from)?;
         staging.sink().set_limit(workspace.max_upload_bytes());

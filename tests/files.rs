@@ -1189,26 +1189,49 @@ fn mkdir_creates_folders_with_parents() {
     site.finish();
 }
 
+/// M-DAILY: the names people type for folders are kept as typed (spaces, accents,
+/// parentheses), NFC-normalized; only what cannot be a name, or is ferry's own, is
+/// refused, for the new folder and every missing parent, before anything is made.
 #[test]
-fn mkdir_names_new_parents_safely() {
+fn mkdir_names_new_parents_as_typed() {
     let site = Site::start();
     let public = site.public();
     std::fs::create_dir(public.join("My Docs")).unwrap();
     for path in [
         "public/.ferry-tmp-x/sub",
-        "public/new parent/sub",
-        "public/.hidden/sub",
-        "public/a\\b/sub",
         "public/ok/.ferry-tmp-y/sub",
+        "public/tab\there/sub",
+        "public/ok/line\nbreak",
     ] {
         let got = site.mkdir(path);
         assert_error(&got, 400, "unsafe_name", path);
     }
     assert_eq!(tree(&public), ["My Docs", "attachments"]);
+    for path in [
+        "public/Reports 2026/sub",
+        "public/a\\b/sub",
+        "public/.hidden/sub",
+        "public/Q2 (final)/r\u{e9}sum\u{e9}",
+    ] {
+        let got = site.mkdir(path);
+        assert_eq!(got.0, 201, "{path}: {}", got.1);
+        assert!(
+            public.join(path.strip_prefix("public/").unwrap()).is_dir(),
+            "{path}"
+        );
+    }
+    // Typed decomposed, made composed: the name the listing shows.
+    let got = site.mkdir("public/e\u{301}te\u{301}");
+    assert_eq!(got, (201, json!({"path": "public/\u{e9}t\u{e9}"})));
+    assert!(public.join("\u{e9}t\u{e9}").is_dir());
     // A folder the agent named freely may hold the member's new folder.
     let got = site.mkdir("public/My Docs/new");
     assert_eq!(got.0, 201, "{}", got.1);
     assert!(public.join("My Docs/new").is_dir());
+    // A rename takes a typed name too.
+    let got = site.mv("public/Reports 2026", "public/Rapports 2026 – été (v2)");
+    assert_eq!(got, (200, json!({"path": "public/Rapports 2026 – été (v2)"})));
+    assert!(public.join("Rapports 2026 – été (v2)/sub").is_dir());
     site.finish();
 }
 
@@ -1812,16 +1835,16 @@ fn bad_paths_in_mkdir_and_move() {
             &format!("mkdir {path:.60}"),
         );
     }
-    // Names the member gives must be safe: backslashes, dot-names, encoded escapes.
+    // A name a person types may be almost anything, but never a way out or ferry's own:
+    // control characters, ferry's temporaries' prefix, more than 255 bytes.
+    let too_long = format!("public/{}", "n".repeat(256));
     for path in [
-        "public/..\\made-outside",
-        "public/%2e%2e%2fx",
-        "public/.hidden",
-        "public/...",
+        "public/tab\there",
+        "public/line\nbreak",
+        "public/.ferry-tmp-z",
+        too_long.as_str(),
     ] {
-        let got = site.mkdir(path);
-        assert_client_error(&got, path);
-        assert_eq!(got.0, 400, "{path}: {}", got.1);
+        assert_error(&site.mkdir(path), 400, "unsafe_name", path);
     }
 
     for (from, to, status, code) in [
@@ -1858,8 +1881,9 @@ fn bad_paths_in_mkdir_and_move() {
             &format!("move {from:.40} -> {to:.40}"),
         );
     }
-    let got = site.mv("public/ok.txt", "public/..\\moved.txt");
-    assert_client_error(&got, "backslash in the new name");
+    for to in ["public/.ferry-tmp-moved", "public/bell\u{7}.txt"] {
+        assert_error(&site.mv("public/ok.txt", to), 400, "unsafe_name", to);
+    }
 
     assert_sentinels(&sentinels);
     assert_eq!(read(&public.join("ok.txt")), "ok");

@@ -83,6 +83,30 @@ test('rename', { timeout: 30000 }, async () => {
   });
 });
 
+test('names as people type them: a folder "Reports 2026", a rename with accents', { timeout: 30000 }, async () => {
+  writeFile(path.join(pub, 'cv.txt'), 'cv\n');
+  await withPage(async (page) => {
+    await page.getByRole('button', { name: 'New folder', exact: true }).click();
+    await answerDialog(page, 'Folder name', 'Reports 2026');
+    await entry(page, 'public/Reports 2026').waitFor({ state: 'visible' });
+    assert.ok(fs.statSync(path.join(pub, 'Reports 2026')).isDirectory());
+    await page.getByRole('button', { name: 'Rename cv.txt', exact: true }).click();
+    await answerDialog(page, 'New name', 'Résumé (v2).txt');
+    await entry(page, 'public/Résumé (v2).txt').waitFor({ state: 'visible' });
+    assert.ok(exists('Résumé (v2).txt') && !exists('cv.txt'));
+    // What cannot be a name is refused with the server's reason, in the dialog.
+    await page.getByRole('button', { name: 'New folder', exact: true }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByLabel('Folder name', { exact: true }).fill('.ferry-tmp-mine');
+    await dialog.getByRole('button', { name: 'OK', exact: true }).click();
+    const alert = dialog.getByRole('alert');
+    await alert.waitFor({ state: 'visible' });
+    assert.match(await alert.innerText(), /ferry's own temporaries/);
+    await dialog.getByRole('button', { name: 'Cancel', exact: true }).click();
+    assert.ok(!exists('.ferry-tmp-mine'));
+  });
+});
+
 test('move with the dialog', { timeout: 30000 }, async () => {
   await withPage(async (page) => {
     await entry(page, 'public/dest').waitFor({ state: 'visible' });

@@ -19,6 +19,14 @@ pub enum FsError {
     /// A name with control characters, separators or a leading dot; holds the name.
     #[error("the name {0:?} is not a safe file name")]
     UnsafeName(String),
+    /// A name a person typed that cannot be a name at all, and why.
+    #[error("the name {name:?} cannot be used: {why}")]
+    UnusableName {
+        /// The name as typed.
+        name: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// Nothing exists at the path.
     #[error("no such file or folder")]
     NotFound,
@@ -77,7 +85,7 @@ impl FsError {
         match self {
             FsError::PathEscapes => Code::PathEscapes,
             FsError::EmptyPath | FsError::PathTooLong | FsError::NulByte => Code::BadPath,
-            FsError::UnsafeName(_) => Code::UnsafeName,
+            FsError::UnsafeName(_) | FsError::UnusableName { .. } => Code::UnsafeName,
             FsError::NotFound => Code::NotFound,
             FsError::Exists => Code::Exists,
             FsError::IsDirectory => Code::IsDirectory,

@@ -24,7 +24,7 @@ pub use dir::{
     Dir, Entry, EntryKind, Follow, Metadata, is_temporary, openat2_allowed, set_openat2_enabled,
 };
 pub use error::FsError;
-pub use name::{NAME_MAX_BYTES, name_from_bytes, safe_name};
+pub use name::{NAME_MAX_BYTES, name_from_bytes, safe_name, typed_name};
 pub use path::{PATH_MAX_BYTES, check_relative};
 pub use random::{random_base32, random_bytes, random_hex};
 pub use shown::{is_hidden_or_spoofing, shown_name};

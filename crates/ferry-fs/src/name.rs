@@ -1,4 +1,5 @@
-//! Safe names for uploads and deliveries (spec core C-NAME).
+//! Safe names for uploads and deliveries (spec core C-NAME), and the names people type
+//! for folders and renames (M-DAILY).
 
 use std::borrow::Cow;
 
@@ -106,6 +107,82 @@ pub(crate) fn name_to_bytes(name: &str) -> Cow<'_, [u8]> {
         }
     }
     Cow::Owned(out)
+}
+
+/// A name a person typed for a new folder or a rename (M-DAILY): any one path component,
+/// NFC-normalized, spaces, accents and parentheses kept. Refused: an empty name, `.`,
+/// `..`, a `/`, a control character (NUL included), a leading `.ferry-tmp` (the prefix of
+/// ferry's own temporaries) and more than [`NAME_MAX_BYTES`] bytes once normalized.
+pub fn typed_name(input: &str) -> Result<String, FsError> {
+    let refuse = |why| {
+        Err(FsError::UnusableName {
+            name: input.to_owned(),
+            why,
+        })
+    };
+    let name: String = input.nfc().collect();
+    if name.is_empty() {
+        return refuse("it is empty");
+    }
+    if name == "." || name == ".." {
+        return refuse("`.` and `..` name the folder itself and its parent");
+    }
+    if name.contains('/') {
+        return refuse("a name cannot hold `/`");
+    }
+    if name.chars().any(char::is_control) {
+        return refuse("a name cannot hold control characters (NUL, tabs, line breaks)");
+    }
+    if name.starts_with(crate::TEMP_PREFIX) {
+        return refuse("names starting with `.ferry-tmp` are ferry's own temporaries");
+    }
+    if name.len() > NAME_MAX_BYTES {
+        return refuse("a name is at most 255 bytes");
+    }
+    Ok(name)
+}
+
+#[cfg(test)]
+mod typed_tests {
+    use super::*;
+
+    #[test]
+    fn a_typed_name_keeps_what_people_type_and_refuses_what_cannot_be_a_name() {
+        for (typed, kept) in [
+            ("Reports 2026", "Reports 2026"),
+            ("Q2 (final) – résumé", "Q2 (final) – résumé"),
+            ("e\u{301}te\u{301}", "\u{e9}t\u{e9}"),
+            (" leading space", " leading space"),
+            (".hidden", ".hidden"),
+            ("...", "..."),
+        ] {
+            assert_eq!(typed_name(typed).unwrap(), kept, "{typed:?}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a\0b",
+            "tab\there",
+            "line\nbreak",
+            "\u{85}",
+            ".ferry-tmp-x",
+        ] {
+            assert!(
+                matches!(typed_name(bad), Err(FsError::UnusableName { .. })),
+                "{bad:?}"
+            );
+        }
+        // The limit, in bytes once normalized: 255 kept, 256 refused.
+        assert_eq!(typed_name(&"a".repeat(255)).unwrap().len(), 255);
+        assert!(typed_name(&"a".repeat(256)).is_err());
+        assert_eq!(typed_name(&"é".repeat(127)).unwrap().len(), 254);
+        assert!(
+            typed_name(&"e\u{301}".repeat(128)).is_err(),
+            "256 bytes once composed"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ fn assert_covers(kind: &str, seen: impl IntoIterator<Item = usize>, count: usize
 
 // ------------------------------------------------------------------------------- FsError
 
-const FS_VARIANTS: usize = 16;
+const FS_VARIANTS: usize = 17;
 
 fn fs_variant(e: &FsError) -> usize {
     match e {
@@ -94,6 +94,7 @@ fn fs_variant(e: &FsError) -> usize {
         FsError::PermissionDenied => 13,
         FsError::Io(_) => 14,
         FsError::Relayed { .. } => 15,
+        FsError::UnusableName { .. } => 16,
     }
 }
 
@@ -117,6 +118,10 @@ fn fs_samples() -> Vec<FsError> {
         FsError::Relayed {
             code: ferry_codes::Code::WorkerFailed,
             message: "the worker went away".into(),
+        },
+        FsError::UnusableName {
+            name: "a/b".into(),
+            why: "a name cannot hold `/`",
         },
     ]
 }

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::time::SystemTime;
 
 use ferry_fs::{
-    Dir, EntryKind, Follow, FsError, Metadata, check_relative, is_temporary, safe_name,
+    Dir, EntryKind, Follow, FsError, Metadata, check_relative, is_temporary, typed_name,
 };
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +61,16 @@ impl PublicPath {
             .next()
             .filter(|n| !n.is_empty())
             .unwrap_or(PUBLIC_DIR_NAME)
+    }
+
+    /// The same path with its last component `name` (the root stays the root).
+    pub fn renamed(&self, name: &str) -> PublicPath {
+        let rel = match self.rel.rsplit_once('/') {
+            Some((parent, _)) => format!("{parent}/{name}"),
+            None if self.rel.is_empty() => String::new(),
+            None => name.to_owned(),
+        };
+        PublicPath { rel }
     }
 
     /// Whether this is `public` itself.
@@ -337,7 +347,7 @@ impl PublicFolder {
             return Err(SiteError::AlreadyExists(PUBLIC_DIR_NAME.into()));
         }
         path.require_member_managed()?;
-        check_member_name(path.name())?;
+        let path = path.renamed(&typed_name(path.name())?);
         let (parent, name) = match path.rel.rsplit_once('/') {
             Some((parent, name)) => (Some(self.make_parents(parent)?), name),
             None => (None, path.rel.as_str()),
@@ -366,11 +376,8 @@ impl PublicFolder {
             }
             parts.next();
         }
-        // Every missing name is checked before the first one is made.
-        let missing: Vec<&str> = parts.collect();
-        for part in &missing {
-            check_member_name(part)?;
-        }
+        // Every missing name is checked (and normalized) before the first one is made.
+        let missing = parts.map(typed_name).collect::<Result<Vec<_>, _>>()?;
         if missing.is_empty() {
             return Ok(current);
         }
@@ -383,7 +390,7 @@ impl PublicFolder {
         let to = PublicPath::parse(to)?;
         from.require_member_managed()?;
         to.require_member_managed()?;
-        check_member_name(to.name())?;
+        let to = to.renamed(&typed_name(to.name())?);
         if to.rel.starts_with(&format!("{}/", from.rel)) {
             return Err(SiteError::MoveIntoItself);
         }
@@ -427,15 +434,6 @@ impl PublicFolder {
 /// Opens the folder `name` in `parent`, making it (0700, given to `owner`) when missing.
 fn ensure_dir(parent: &Dir, name: &str, owner: Option<(u32, u32)>) -> Result<Dir, SiteError> {
     Ok(parent.create_dir_all_owned(name, DIR_MODE, owner)?)
-}
-
-/// Names the member gives must already be safe names: no control characters, no
-/// leading dot, no separators.
-fn check_member_name(name: &str) -> Result<(), SiteError> {
-    match safe_name(name) {
-        Ok(safe) if safe == name => Ok(()),
-        _ => Err(FsError::UnsafeName(name.to_owned()).into()),
-    }
 }
 
 fn list_dir(

@@ -5,7 +5,7 @@
 //! command: it needs the site folder and a file of the machine, which an operator has
 //! anyway, so it opens no way in for anyone else.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -30,6 +30,23 @@ fn media(data: &Path, args: &[&str]) -> (i32, Vec<Value>, String) {
     (out.status.code().unwrap(), lines, stderr)
 }
 
+/// A new site in `dir`: administration commands such as `ferry media` never make one.
+fn site_in(dir: &Path) -> PathBuf {
+    site_named(dir, "site")
+}
+
+/// A new site at `dir/name`.
+fn site_named(dir: &Path, name: &str) -> PathBuf {
+    let data = dir.join(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["site", "init", "--mode", "local", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    data
+}
+
 fn put(data: &Path, file: &Path, extra: &[&str]) -> Value {
     let mut args = vec!["put", file.to_str().unwrap()];
     args.extend(extra);
@@ -52,7 +69,7 @@ fn id_of(record: &Value) -> &str {
 #[test]
 fn put_list_show_and_sweep() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("site");
+    let data = site_in(tmp.path());
     let source = tmp.path().join("train.py");
     std::fs::write(&source, "print('train')\n").unwrap();
 
@@ -117,13 +134,13 @@ fn put_list_show_and_sweep() {
 #[test]
 fn show_refuses_what_this_store_never_issued() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("site");
+    let data = site_in(tmp.path());
     let source = tmp.path().join("notes.txt");
     std::fs::write(&source, "notes\n").unwrap();
     let record = put(&data, &source, &[]);
     let id = id_of(&record);
     let local = record["localPath"].as_str().unwrap();
-    let other = tmp.path().join("other");
+    let other = site_named(tmp.path(), "other");
     let foreign = put(&other, &source, &[]);
     for value in [
         local,
@@ -147,7 +164,7 @@ fn show_refuses_what_this_store_never_issued() {
 #[test]
 fn put_makes_the_stem_safe_and_refuses_what_is_not_a_file() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("site");
+    let data = site_in(tmp.path());
     let source = tmp.path().join("x.bin");
     std::fs::write(&source, [0u8, 1, 2, 3, 0, 9]).unwrap();
     let record = put(&data, &source, &["--name", "../../etc/pass wd.txt"]);

@@ -1230,7 +1230,10 @@ fn mkdir_names_new_parents_as_typed() {
     assert!(public.join("My Docs/new").is_dir());
     // A rename takes a typed name too.
     let got = site.mv("public/Reports 2026", "public/Rapports 2026 – été (v2)");
-    assert_eq!(got, (200, json!({"path": "public/Rapports 2026 – été (v2)"})));
+    assert_eq!(
+        got,
+        (200, json!({"path": "public/Rapports 2026 – été (v2)"}))
+    );
     assert!(public.join("Rapports 2026 – été (v2)/sub").is_dir());
     site.finish();
 }

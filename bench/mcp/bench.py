@@ -224,7 +224,7 @@ class HostSite:
                 self.groups.append(name)
 
     def prepare(self, ferry, helper):
-        """Makes the site as the operator would: person add, then site init as root.
+        """Makes the site as the operator would, as root: site init, person add, then site init --mode host.
         Returns the server command (`ferry mcp` as the service user)."""
         if not Path(helper).is_file():
             die(f"{helper} is missing: build it (cargo build --release -p ferry-posix-helper) or name it with --helper")

@@ -60,6 +60,16 @@ impl Site {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
+    /// A new token of `kind` for `person`: the last line `ferry token create` prints.
+    fn token(&self, person: &str, kind: &str) -> String {
+        self.ferry_ok(&["token", "create", person, "--kind", kind])
+            .trim()
+            .lines()
+            .last()
+            .unwrap()
+            .to_owned()
+    }
+
     fn init(&self) -> String {
         let helper = self.helper.to_str().unwrap();
         self.ferry_ok(&["site", "init", "--mode", "host", "--helper-path", helper])
@@ -189,14 +199,7 @@ fn host_mode_member_api() {
         site.ferry_ok(&["person", "add", person]);
     }
     site.init();
-    let token = |person: &str, kind: &str| {
-        site.ferry_ok(&["token", "create", person, "--kind", kind])
-            .trim()
-            .lines()
-            .last()
-            .unwrap()
-            .to_owned()
-    };
+    let token = |person: &str, kind: &str| site.token(person, kind);
     let (token_a, harness_a, token_b, token_c) = (
         token(MA, "person"),
         token(MA, "harness"),
@@ -1225,15 +1228,7 @@ fn host_mode_herd() {
         site.ferry_ok(&["person", "add", person]);
     }
     site.init();
-    let harness = |person: &str| {
-        site.ferry_ok(&["token", "create", person, "--kind", "harness"])
-            .trim()
-            .lines()
-            .last()
-            .unwrap()
-            .to_owned()
-    };
-    let (token_a, token_b) = (harness(HA), harness(HB));
+    let (token_a, token_b) = (site.token(HA, "harness"), site.token(HB, "harness"));
     let worker_py = site.p("home/hha/worker.py");
     std::fs::write(&worker_py, HOST_WORKER).unwrap();
     let definition = "---\nname: scribe\ndescription: a scripted worker\ncommand: python3 \

@@ -295,23 +295,9 @@ pub fn place_temporary(
 /// end: this only spares sending bytes that would be refused.
 pub fn check_placeable(dir: &Dir, name: &str, replace: bool) -> Result<(), FsError> {
     check_name(name)?;
-    check_target(dir, name)?;
-    if !replace && exists_at(dir, name)? {
-        return Err(FsError::Exists);
-    }
-    Ok(())
-}
-
-/// Whether anything (a link included, not followed) is at `name` in `dir`.
-fn exists_at(dir: &Dir, name: &str) -> Result<bool, FsError> {
-    match rustix::fs::statat(
-        dir.fd(),
-        &*crate::name::name_to_bytes(name),
-        AtFlags::SYMLINK_NOFOLLOW,
-    ) {
-        Ok(_) => Ok(true),
-        Err(rustix::io::Errno::NOENT) => Ok(false),
-        Err(e) => Err(FsError::from_errno(e)),
+    match target_kind(dir, name)? {
+        Some(_) if !replace => Err(FsError::Exists),
+        kind => placeable(kind),
     }
 }
 
@@ -370,19 +356,29 @@ fn check_name(name: &str) -> Result<(), FsError> {
 
 /// The target may be absent or a regular file; a link or a directory is refused.
 fn check_target(dir: &Dir, name: &str) -> Result<(), FsError> {
+    placeable(target_kind(dir, name)?)
+}
+
+/// What is at `name` in `dir` (a link not followed); `None` when nothing is.
+fn target_kind(dir: &Dir, name: &str) -> Result<Option<FileType>, FsError> {
     match rustix::fs::statat(
         dir.fd(),
         &*crate::name::name_to_bytes(name),
         AtFlags::SYMLINK_NOFOLLOW,
     ) {
-        Ok(stat) => match FileType::from_raw_mode(stat.st_mode) {
-            FileType::RegularFile => Ok(()),
-            FileType::Symlink => Err(FsError::PathEscapes),
-            FileType::Directory => Err(FsError::IsDirectory),
-            _ => Err(FsError::NotRegular),
-        },
-        Err(rustix::io::Errno::NOENT) => Ok(()),
+        Ok(stat) => Ok(Some(FileType::from_raw_mode(stat.st_mode))),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
         Err(e) => Err(FsError::from_errno(e)),
+    }
+}
+
+/// Whether a file may be placed over what is there: nothing, or a regular file.
+fn placeable(kind: Option<FileType>) -> Result<(), FsError> {
+    match kind {
+        None | Some(FileType::RegularFile) => Ok(()),
+        Some(FileType::Symlink) => Err(FsError::PathEscapes),
+        Some(FileType::Directory) => Err(FsError::IsDirectory),
+        Some(_) => Err(FsError::NotRegular),
     }
 }
 

@@ -133,7 +133,7 @@ pub fn typed_name(input: &str) -> Result<String, FsError> {
     if name.chars().any(char::is_control) {
         return refuse("a name cannot hold control characters (NUL, tabs, line breaks)");
     }
-    if name.starts_with(crate::TEMP_PREFIX) {
+    if crate::is_temporary(&name) {
         return refuse("names starting with `.ferry-tmp` are ferry's own temporaries");
     }
     if name.len() > NAME_MAX_BYTES {
@@ -143,7 +143,7 @@ pub fn typed_name(input: &str) -> Result<String, FsError> {
 }
 
 #[cfg(test)]
-mod typed_tests {
+mod tests {
     use super::*;
 
     #[test]
@@ -183,11 +183,6 @@ mod typed_tests {
             "256 bytes once composed"
         );
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
     use proptest::prelude::*;
 
     fn ok(input: &str) -> String {

@@ -10,6 +10,7 @@ use ferry_exec::Requester;
 use ferry_exec::ops::Kind as FileKind;
 use ferry_fs::Dir;
 use ferry_site::layout;
+use serde::{Deserialize, Serialize};
 
 use crate::answers::{Assigned, Sent, Status, WorkerId, WorkerStatus, shown};
 use crate::attempt::Attempt;
@@ -25,8 +26,6 @@ use crate::reader::{Direct, Guarded, Reader};
 use crate::result::persist_output;
 use crate::snapshot::{remove_snapshot, write_snapshot};
 use crate::spawn::{self, Launch, Supervisor};
-use serde::{Deserialize, Serialize};
-
 use crate::state::{self, State, WorkerRecord, Workers};
 use crate::{HerdError, check_label, default_label};
 

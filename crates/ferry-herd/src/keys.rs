@@ -5,8 +5,9 @@
 //! (a read-only one too) can write in it. What it cannot do is sign as another worker:
 //! each generation gets 256 random bits, kept where no sandboxed worker can read them
 //! (`private/herd-keys/<person>/`, outside every tree a command is shown; the person's
-//! in host mode, since their own herd process keeps them) and handed to that worker alone (`FERRY_HERD_KEY`, in its own environment, which
-//! other workers' sandboxes do not show). Envelopes to and from the worker, and its
+//! in host mode, since their own herd process keeps them) and handed to that worker
+//! alone (`FERRY_HERD_KEY`, in its own environment, which other workers' sandboxes do
+//! not show). Envelopes to and from the worker, and its
 //! record, carry an HMAC-SHA256 under that key; what does not verify is refused.
 
 use ferry_codes::Code;

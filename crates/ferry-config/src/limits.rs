@@ -41,6 +41,17 @@ pub const DEFAULT_ALLOWED_EXTENSIONS: &[&str] = &[
     "png", "jpg", "jpeg", "webp", "gif", "pdf", "txt", "md", "csv", "json", "doc", "docx", "odt",
     "xls", "xlsx", "ods", "ppt", "pptx", "odp",
 ];
+/// Largest file a resumable (tus) upload may declare, in bytes (4 GiB;
+/// `media.max_resumable_bytes`, spec M-DAILY).
+pub const MEDIA_RESUMABLE_MAX_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+/// Days a deleted entry stays in its person's trash before it is removed for good
+/// (`files.trash_days`, spec M-DAILY).
+pub const TRASH_DAYS: u64 = 7;
+/// Bytes one person's trash may hold; a delete that would pass it is refused rather than
+/// the oldest entries dropped unasked (1 GiB; `files.trash_max_bytes`).
+pub const TRASH_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+/// Bytes of file content one folder download (zip) may carry (4 GiB; `files.archive_max_bytes`).
+pub const FOLDER_ZIP_MAX_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 /// Room for the multipart framing around the file's bytes (boundaries, part headers,
 /// the project field) when judging a declared `Content-Length`.
 pub const MULTIPART_ALLOWANCE_BYTES: u64 = 64 * 1024;

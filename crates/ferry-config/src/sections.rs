@@ -11,6 +11,7 @@ use crate::limits::{
     DELIVERY_TIMEOUT_SECS, EXEC_OUTPUT_MAX_BYTES, EXEC_OUTPUT_TTL_HOURS, HEADER_READ_TIMEOUT_SECS,
     MAX_EVENT_STREAMS, MEDIA_MAX_BYTES, MEDIA_TTL_HOURS, PERSON_MAX_BYTES,
 };
+use crate::limits::{FOLDER_ZIP_MAX_BYTES, MEDIA_RESUMABLE_MAX_BYTES, TRASH_DAYS, TRASH_MAX_BYTES};
 
 /// The whole effective configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,6 +23,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// Member uploads (M-UP).
     pub media: MediaConfig,
+    /// The Files panel's everyday features: trash and folder downloads (M-DAILY).
+    pub files: FilesConfig,
     /// Harness deliveries (M-DELIVER).
     pub deliveries: DeliveriesConfig,
     /// The upstream agent the chat relay talks to (M-CHAT).
@@ -120,6 +123,8 @@ pub struct MediaConfig {
     pub allowed_extensions: Vec<String>,
     /// Hours a media store record is kept before the sweeper removes it.
     pub ttl_hours: u64,
+    /// Largest file a resumable (tus) upload may declare, in bytes.
+    pub max_resumable_bytes: u64,
 }
 
 impl Default for MediaConfig {
@@ -131,6 +136,29 @@ impl Default for MediaConfig {
                 .map(|e| (*e).to_owned())
                 .collect(),
             ttl_hours: MEDIA_TTL_HOURS,
+            max_resumable_bytes: MEDIA_RESUMABLE_MAX_BYTES,
+        }
+    }
+}
+
+/// The `[files]` section: the trash and folder downloads (M-DAILY).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FilesConfig {
+    /// Days a deleted entry is kept in its person's trash.
+    pub trash_days: u64,
+    /// Bytes one person's trash may hold.
+    pub trash_max_bytes: u64,
+    /// Bytes of file content one folder download may carry.
+    pub archive_max_bytes: u64,
+}
+
+impl Default for FilesConfig {
+    fn default() -> Self {
+        Self {
+            trash_days: TRASH_DAYS,
+            trash_max_bytes: TRASH_MAX_BYTES,
+            archive_max_bytes: FOLDER_ZIP_MAX_BYTES,
         }
     }
 }
@@ -171,6 +199,10 @@ pub struct AgentConfig {
     /// Bytes of saved conversation sent upstream with each new message: the newest whole
     /// messages that fit; older ones are left out.
     pub max_context_bytes: u64,
+    /// The environment variable whose value is sent upstream as a bearer token, so hosted
+    /// OpenAI-compatible endpoints work; the token itself never sits in `ferry.toml`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
 }
 
 impl Default for AgentConfig {
@@ -181,6 +213,7 @@ impl Default for AgentConfig {
             timeout_secs: CHAT_TURN_TIMEOUT_SECS,
             max_reply_bytes: AGENT_MAX_REPLY_BYTES,
             max_context_bytes: AGENT_MAX_CONTEXT_BYTES,
+            api_key_env: None,
         }
     }
 }

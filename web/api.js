@@ -144,11 +144,14 @@ export async function request(method, path, { query, json, signal, raw = false, 
  * receives a fraction 0..1. Returns `{promise, abort}`; the promise resolves to the
  * server's JSON (`{path,size,sha256,project}`) or rejects with an ApiError.
  */
-export function uploadFile(file, project, onProgress, { overwrite = true } = {}) {
+export function uploadFile(file, project, onProgress, { overwrite = true, folder = null } = {}) {
   const form = new FormData();
-  // The project first, so the server knows where the file goes before its bytes.
+  // The project and folder first, so the server knows where the file goes before its bytes.
   if (project) {
     form.append("project", project);
+  }
+  if (folder) {
+    form.append("folder", folder);
   }
   form.append("file", file, file.name);
   const url = overwrite ? "/v1/media" : "/v1/media?overwrite=false";

@@ -1,5 +1,8 @@
 // The Files panel: the tree of public/ (GET /v1/files), downloads, uploads by button
 // and drag-and-drop, and the folder operations (mkdir, rename, move, delete).
+// Files dropped on a folder row (or on a file in it) go into that folder, and each
+// folder row has an "Upload into" button for the same without a mouse; the panel's own
+// Upload button and a drop anywhere else upload into public/ itself.
 //
 // Rendering stays linear in the number of entries: rows are cloned from a prototype,
 // a reload reuses the rows whose entry did not change, listeners are delegated to the
@@ -125,7 +128,7 @@ export function createFilesPanel({ getProject, uploads }) {
     }
   }
 
-  const LABELS = { download: "Download", rename: "Rename", move: "Move", delete: "Delete" };
+  const LABELS = { upload: "Upload into", download: "Download", rename: "Rename", move: "Move", delete: "Delete" };
 
   /** One prototype row per kind, cloned for each entry (much cheaper than building). */
   function prototype(kind) {
@@ -145,7 +148,7 @@ export function createFilesPanel({ getProject, uploads }) {
     const time = document.createElement("time");
     time.className = "mtime";
     row.append(name, size, time);
-    const actions = kind === "dir" ? ["rename", "move", "delete"] : ["download", "rename", "move", "delete"];
+    const actions = kind === "dir" ? ["upload", "rename", "move", "delete"] : ["download", "rename", "move", "delete"];
     for (const action of actions) {
       const button = document.createElement("button");
       button.type = "button";
@@ -216,6 +219,11 @@ export function createFilesPanel({ getProject, uploads }) {
       name.after(el("span", { className: "badge badge-managed" }, "managed"));
       description.unshift("managed by the system");
     } else {
+      if (node.path.startsWith(`${MANAGED}/`)) {
+        // Uploads never go into attachments/ (the server refuses them too).
+        const upload = row.querySelector("[data-action=upload]");
+        if (upload) upload.remove();
+      }
       for (let b = time.nextSibling; b; b = b.nextSibling) {
         b.setAttribute("aria-label", `${LABELS[b.dataset.action]} ${shown}`);
       }
@@ -670,7 +678,8 @@ export function createFilesPanel({ getProject, uploads }) {
     setActive(item);
     if (button) {
       const action = button.dataset.action;
-      if (action === "download") download(node);
+      if (action === "upload") uploadInto(node.path);
+      else if (action === "download") download(node);
       else if (action === "rename") rename(node);
       else if (action === "move") moveDialog(node);
       else if (action === "delete") remove(node);
@@ -857,15 +866,82 @@ export function createFilesPanel({ getProject, uploads }) {
     }
   });
 
-  // Drop files from the computer anywhere on the panel to upload them.
+  /** Whether files may be uploaded into `path`: not attachments/, which the system fills. */
+  function takesUploads(path) {
+    return path !== MANAGED && !path.startsWith(`${MANAGED}/`);
+  }
+
+  function hasFiles(event) {
+    return Array.from(event.dataTransfer.types).includes("Files");
+  }
+
+  // Files from the computer dropped on a folder row (or a file in a folder) go into
+  // that folder; the row is highlighted while they are over it. Anywhere else on the
+  // panel, they go into public/ (acceptFileDrops below).
+  treeWrap.addEventListener("dragover", (event) => {
+    if (!hasFiles(event)) return;
+    const { path, element } = dropFolderAt(event.target);
+    if (path === ROOT) {
+      clearDropTarget();
+      return;
+    }
+    // Handled here: the panel's own handler would take the drop for public/.
+    event.stopPropagation();
+    panel.classList.remove("drop-active");
+    if (!takesUploads(path)) {
+      clearDropTarget();
+      event.dataTransfer.dropEffect = "none";
+      return;
+    }
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "copy";
+    if (dropTarget !== element) {
+      clearDropTarget();
+      dropTarget = element;
+      dropTarget.classList.add("drop-target");
+    }
+  });
+
+  treeWrap.addEventListener("drop", (event) => {
+    if (!hasFiles(event)) return;
+    const { path } = dropFolderAt(event.target);
+    if (path === ROOT) {
+      clearDropTarget();
+      return;
+    }
+    event.preventDefault();
+    event.stopPropagation();
+    clearDropTarget();
+    panel.classList.remove("drop-active");
+    const files = Array.from(event.dataTransfer.files || []);
+    if (files.length && takesUploads(path)) {
+      uploads.startAll(files, getProject(), path);
+    }
+  });
+
+  // Drop files from the computer anywhere else on the panel to upload them.
   acceptFileDrops(panel, (files) => uploads.startAll(files, getProject()));
 
-  uploadButton.addEventListener("click", () => uploadInput.click());
+  /** Where the chosen files go: null for public/ itself, else a folder's path. */
+  let uploadFolder = null;
+
+  /** Opens the file chooser for an upload into the folder `path`. */
+  function uploadInto(path) {
+    uploadFolder = path;
+    uploadInput.click();
+  }
+
+  uploadButton.addEventListener("click", () => {
+    uploadFolder = null;
+    uploadInput.click();
+  });
   uploadInput.addEventListener("change", () => {
     const files = Array.from(uploadInput.files || []);
+    const folder = uploadFolder;
+    uploadFolder = null;
     uploadInput.value = "";
     if (files.length) {
-      uploads.startAll(files, getProject());
+      uploads.startAll(files, getProject(), folder);
     }
   });
   newFolderButton.addEventListener("click", newFolder);

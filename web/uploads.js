@@ -59,10 +59,11 @@ export function createUploads({ list, onUploaded }) {
   }
 
   /**
-   * Uploads `file` into `project` (null: main workspace). Resolves to the server's
-   * answer (`{path,…}`); rejects with the ApiError, which is also shown next to the file.
+   * Uploads `file` into `project` (null: main workspace), into the folder `folder`
+   * (`public/reports`; null: public/ itself). Resolves to the server's answer
+   * (`{path,…}`); rejects with the ApiError, which is also shown next to the file.
    */
-  function start(file, project) {
+  function start(file, project, folder = null) {
     const name = shownName(file.name);
     const status = el("span", { className: "upload-status" }, "Waiting…");
     const progress = el("progress", {
@@ -113,7 +114,7 @@ export function createUploads({ list, onUploaded }) {
             progress.value = fraction;
             status.textContent = fraction >= 1 ? "Finishing…" : `${Math.floor(fraction * 100)} %`;
           },
-          { overwrite },
+          { overwrite, folder },
         );
         abort = upload.abort;
         return upload.promise;
@@ -174,10 +175,10 @@ export function createUploads({ list, onUploaded }) {
     );
   }
 
-  /** Uploads several files, each its own request, all at once. */
-  function startAll(files, project) {
+  /** Uploads several files, each its own request, all at once, into `folder` (null: public/). */
+  function startAll(files, project, folder = null) {
     clearFinished();
-    return Promise.allSettled(Array.from(files, (file) => start(file, project)));
+    return Promise.allSettled(Array.from(files, (file) => start(file, project, folder)));
   }
 
   return { start, startAll, clearFinished };

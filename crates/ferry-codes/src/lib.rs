@@ -57,6 +57,8 @@ codes! {
     UnsafeName = "unsafe_name" => 400,
     /// No such file, folder or route.
     NotFound = "not_found" => 404,
+    /// The folder an upload was to go into does not exist.
+    FolderNotFound = "folder_not_found" => 404,
     /// Something already exists at that path.
     Exists = "exists" => 409,
     /// The path is a folder where a file was wanted.

@@ -57,6 +57,9 @@ pub const FOLDER_ZIP_MAX_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 pub const MULTIPART_ALLOWANCE_BYTES: u64 = 64 * 1024;
 /// The longest value the `project` field of an upload may have, in bytes.
 pub const PROJECT_FIELD_MAX_BYTES: usize = 1024;
+/// The longest value the `folder` field of an upload may have, in bytes: the longest
+/// path core C-PATH lets through.
+pub const FOLDER_FIELD_MAX_BYTES: usize = 4096;
 /// The most entries one listing returns before it says `truncated`.
 pub const LIST_MAX_ENTRIES: usize = 10_000;
 /// The deepest folder a listing descends into; deeper trees are `truncated`.

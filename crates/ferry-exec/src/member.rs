@@ -239,7 +239,7 @@ pub(crate) fn perform(
             name,
             existing,
         } => {
-            let dir = folder.place_dir(place).map_err(site_error)?;
+            let dir = folder.place_dir(&place).map_err(site_error)?;
             if let Some(name) = name {
                 ferry_fs::check_placeable(&dir, &name, existing == Existing::Replace)
                     .map_err(site_error_from_fs)?;
@@ -263,10 +263,10 @@ pub(crate) fn perform(
                 None => from
                     .as_ref()
                     .unwrap_or(&folder)
-                    .place_dir(staged.place)
+                    .place_dir(&staged.place)
                     .map_err(site_error)?,
             };
-            let to_dir = folder.place_dir(place).map_err(site_error)?;
+            let to_dir = folder.place_dir(&place).map_err(site_error)?;
             let id = FileId {
                 dev: staged.dev,
                 ino: staged.ino,
@@ -289,7 +289,7 @@ pub(crate) fn perform(
         }
         MemberAction::Discard { staged } => {
             let from = public(staged.project.as_deref())?;
-            let dir = from.place_dir(staged.place).map_err(site_error)?;
+            let dir = from.place_dir(&staged.place).map_err(site_error)?;
             ferry_fs::remove_temporary(&dir, &staged.temp).map_err(site_error_from_fs)?;
             MemberReply::Done
         }

@@ -39,7 +39,7 @@ impl Staging {
         let op = Op::Member {
             project: project.map(str::to_owned),
             action: MemberAction::Stage {
-                place,
+                place: place.clone(),
                 name: name.map(str::to_owned),
                 existing,
             },

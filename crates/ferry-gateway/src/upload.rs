@@ -4,6 +4,10 @@
 //! thread; at no point is more than a few chunks of it in memory. With `?overwrite=false`
 //! a file already at the name is kept and the answer is `409 exists` with its size and
 //! time (M-DAILY); the placement decides, in one rename that never replaces.
+//!
+//! A `folder` field (`public/reports`) places the file in that folder of `public/`
+//! instead (M-DAILY): it must exist, be a real folder reached through no link, and not be
+//! `public/attachments`, which only the system fills.
 
 use axum::Json;
 use axum::extract::{Query, Request, State};
@@ -20,7 +24,9 @@ use serde::{Deserialize, Serialize};
 use crate::auth::Member;
 use crate::body::{BodyError, Filled, Pace, Sink, paced};
 use crate::{ApiError, AppState, blocking};
-use ferry_config::limits::{MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES};
+use ferry_config::limits::{
+    FOLDER_FIELD_MAX_BYTES, MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES,
+};
 
 #[derive(Serialize)]
 pub struct Uploaded {
@@ -42,7 +48,7 @@ struct UploadQuery {
 }
 
 /// The file part: staged in its workspace, or in the main one until the project is
-/// known (the commit then moves it into the project).
+/// known (the commit then moves it into the project and its folder).
 struct Incoming {
     filled: Filled<Staging>,
     name: String,
@@ -76,6 +82,7 @@ pub async fn upload(
     let mut multipart = open_multipart(request, max, state.pace)?;
 
     let mut project: Option<String> = None;
+    let mut folder: Option<PublicPlace> = None;
     let mut incoming: Option<Incoming> = None;
     while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
         match field.name() {
@@ -91,13 +98,17 @@ pub async fn upload(
                     &state,
                     &who.person,
                     project.clone(),
+                    folder.clone(),
                     raw_name.clone(),
                     existing,
                 )
                 .await;
                 let (staging, name) = match started {
                     Ok(started) => started,
-                    Err(e) => return Err(kept(&state, &who.person, project, &raw_name, e).await),
+                    Err(e) => {
+                        let place = folder.unwrap_or(PublicPlace::Public);
+                        return Err(kept(&state, &who.person, project, &place, &raw_name, e).await);
+                    }
                 };
                 incoming = Some(Incoming {
                     filled: receive_file(&mut field, staging).await?,
@@ -112,17 +123,28 @@ pub async fn upload(
                         "send the 'project' field once",
                     ));
                 }
-                let value = read_text_field(&mut field).await?;
+                let value = read_text_field(&mut field, "project").await?;
                 let (site, person, checked) =
                     (state.site.clone(), who.person.clone(), value.clone());
                 blocking(move || site.workspace(&person, Some(&checked)).map(|_| ())).await?;
                 project = Some(value);
             }
+            Some("folder") => {
+                if folder.is_some() {
+                    return Err(ApiError::new(
+                        Code::DuplicateField,
+                        "send the 'folder' field once",
+                    ));
+                }
+                let value = read_text_field(&mut field, "folder").await?;
+                folder = Some(PublicPlace::upload_folder(&value)?);
+            }
             other => {
                 return Err(ApiError::new(
                     Code::UnexpectedField,
                     format!(
-                        "unexpected form field {:?}: send only 'file' and, optionally, 'project'",
+                        "unexpected form field {:?}: send only 'file' and, optionally, 'project' \
+                         and 'folder'",
                         other.unwrap_or("")
                     ),
                 ));
@@ -135,19 +157,20 @@ pub async fn upload(
         given,
     } = incoming
         .ok_or_else(|| ApiError::new(Code::MissingFile, "send the file in a part named 'file'"))?;
+    let place = folder.unwrap_or(PublicPlace::Public);
     let committed = crate::member::commit_filled(
         filled,
         project.clone(),
-        PublicPlace::Public,
+        place.clone(),
         name.clone(),
         existing,
     )
     .await;
     let written = match committed {
         Ok(written) => written,
-        Err(e) => return Err(kept(&state, &who.person, project, &name, e).await),
+        Err(e) => return Err(kept(&state, &who.person, project, &place, &name, e).await),
     };
-    let path = ferry_site::layout::in_public(&name);
+    let path = place.display(&name);
     state
         .events
         .publish(&who.person, project.as_deref(), vec![path.clone()]);
@@ -170,6 +193,7 @@ async fn kept(
     state: &AppState,
     person: &str,
     project: Option<String>,
+    place: &PublicPlace,
     given: &str,
     e: ApiError,
 ) -> ApiError {
@@ -183,7 +207,7 @@ async fn kept(
     else {
         return e;
     };
-    let path = ferry_site::layout::in_public(&name);
+    let path = place.display(&name);
     let open = MemberAction::Open { path: path.clone() };
     match state.member(person, project.as_deref(), open).await {
         Ok((MemberReply::Opened(file), _)) => ApiError::new(
@@ -243,11 +267,13 @@ pub(crate) fn open_multipart(
 }
 
 /// Checks an upload's workspace, name, cap and quota, then has the person stage it in
-/// `public/` (of `project`, once known); the staging and the safe name come back.
+/// `public/` (of `project`, once known; in `folder`, once known); the staging and the
+/// safe name come back.
 async fn start_upload(
     state: &AppState,
     person: &str,
     project: Option<String>,
+    folder: Option<PublicPlace>,
     raw_name: String,
     existing: Existing,
 ) -> Result<(Staging, String), ApiError> {
@@ -255,18 +281,30 @@ async fn start_upload(
     blocking(move || {
         let workspace = state.site.workspace(&person, project.as_deref())?;
         let name = workspace.upload_name(&raw_name)?;
-        // Staged in the main workspace until the project is known: no target to check yet.
-        let check = project.as_ref().map(|_| name.as_str());
         // The workspace was just checked: the toolbox alone, not a second check.
         let toolbox = state.toolbox(&person).map_err(ApiError::from_tool)?;
-        let mut staging = Staging::start(
-            toolbox.shared_requester(),
-            project.as_deref(),
-            PublicPlace::Public,
-            check,
-            existing,
-        )
-        .map_err(ApiError::from)?;
+        let stage = |place: PublicPlace, check: Option<&str>| {
+            Staging::start(
+                toolbox.shared_requester(),
+                project.as_deref(),
+                place,
+                check,
+                existing,
+            )
+            .map_err(ApiError::from)
+        };
+        // Staged in the main workspace's public/ until the project is known: no target
+        // to check yet (the commit moves it into the project and its folder). A folder
+        // may still follow the file: a target refused in public/ itself is then no
+        // answer yet, and the placement decides.
+        let mut staging = match (project.is_some(), folder) {
+            (false, _) => stage(PublicPlace::Public, None)?,
+            (true, Some(folder)) => stage(folder, Some(&name))?,
+            (true, None) => match stage(PublicPlace::Public, Some(&name)) {
+                Ok(staging) => staging,
+                Err(_) => stage(PublicPlace::Public, None)?,
+            },
+        };
         staging.sink().set_limit(workspace.max_upload_bytes());
         let quota = toolbox.quota_claim().map_err(ApiError::from_tool)?;
         staging.sink().set_budget(Some(Box::new(quota)));
@@ -305,19 +343,32 @@ pub(crate) async fn receive_file<W: AsMut<ByteSink> + Send + 'static>(
     finished
 }
 
-async fn read_text_field(field: &mut multer::Field<'_>) -> Result<String, ApiError> {
+/// A text field of at most [`PROJECT_FIELD_MAX_BYTES`] (`project`) or
+/// [`FOLDER_FIELD_MAX_BYTES`] (`folder`) bytes of UTF-8.
+async fn read_text_field(
+    field: &mut multer::Field<'_>,
+    name: &'static str,
+) -> Result<String, ApiError> {
+    let max = match name {
+        "folder" => FOLDER_FIELD_MAX_BYTES,
+        _ => PROJECT_FIELD_MAX_BYTES,
+    };
     let mut value = BytesMut::new();
     while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-        if value.len() + chunk.len() > PROJECT_FIELD_MAX_BYTES {
+        if value.len() + chunk.len() > max {
             return Err(ApiError::new(
                 Code::FieldTooLarge,
-                format!("the 'project' field is longer than {PROJECT_FIELD_MAX_BYTES} bytes"),
+                format!("the '{name}' field is longer than {max} bytes"),
             ));
         }
         value.extend_from_slice(&chunk);
     }
-    String::from_utf8(value.to_vec())
-        .map_err(|_| ApiError::new(Code::BadMultipart, "the 'project' field is not UTF-8 text"))
+    String::from_utf8(value.to_vec()).map_err(|_| {
+        ApiError::new(
+            Code::BadMultipart,
+            format!("the '{name}' field is not UTF-8 text"),
+        )
+    })
 }
 
 pub(crate) fn multipart_error(err: multer::Error) -> ApiError {

@@ -35,6 +35,9 @@ pub enum SiteError {
     /// A path given for the Files panel does not begin with `public/`.
     #[error("the path must start with public/")]
     OutsidePublic,
+    /// The folder an upload was to be placed in is not there; holds its `public/…` path.
+    #[error("there is no folder {0}: make it first, or upload into one that exists")]
+    NoSuchFolder(String),
     /// A folder was to be moved to a place inside itself.
     #[error("a folder cannot be moved into itself")]
     MoveIntoItself,
@@ -99,6 +102,7 @@ impl SiteError {
             // The spec answers a path outside `public/` as one that does not exist.
             SiteError::OutsidePublic => Code::NotFound,
             SiteError::MoveIntoItself => Code::InvalidMove,
+            SiteError::NoSuchFolder(_) => Code::FolderNotFound,
             SiteError::Unsafe { .. } => Code::PathEscapes,
             SiteError::UnknownToken(_) => Code::UnknownToken,
             SiteError::UnknownNode(_) => Code::UnknownNode,

@@ -83,6 +83,15 @@ impl PublicPath {
         self.rel == ATTACHMENTS_DIR_NAME
     }
 
+    /// Whether this is `public/attachments` or lies beneath it.
+    pub fn in_attachments(&self) -> bool {
+        self.is_attachments()
+            || self
+                .rel
+                .strip_prefix(ATTACHMENTS_DIR_NAME)
+                .is_some_and(|rest| rest.starts_with('/'))
+    }
+
     /// Refuses the folders the system manages: `public` itself and `public/attachments`.
     fn require_member_managed(&self) -> Result<(), SiteError> {
         if self.is_root() {
@@ -253,13 +262,42 @@ pub struct PublicFolder {
 }
 
 /// The folder of `public/` a new file is written into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PublicPlace {
     /// `public/` itself: uploads.
     Public,
     /// `public/attachments/`: deliveries.
     Attachments,
+    /// A folder the member made under `public/` (M-DAILY uploads into a folder): its
+    /// path beneath `public/`, never empty and never `attachments`.
+    Folder(String),
+}
+
+impl PublicPlace {
+    /// The place of an upload sent with `folder` (`public/reports`): `public` itself is
+    /// [`PublicPlace::Public`]; `public/attachments`, which only the system fills, is
+    /// refused, and so is a folder beneath it (whatever lands there is announced as a
+    /// delivery), as is anything outside `public/` or with `..` in it.
+    pub fn upload_folder(folder: &str) -> Result<PublicPlace, SiteError> {
+        let path = PublicPath::parse(folder)?;
+        if path.is_root() {
+            return Ok(PublicPlace::Public);
+        }
+        if path.in_attachments() {
+            return Err(SiteError::ManagedBySystem);
+        }
+        Ok(PublicPlace::Folder(path.rel))
+    }
+
+    /// Where a file named `name` placed here lies, as the member and the agent see it.
+    pub fn display(&self, name: &str) -> String {
+        match self {
+            PublicPlace::Public => layout::in_public(name),
+            PublicPlace::Attachments => layout::in_attachments(name),
+            PublicPlace::Folder(rel) => layout::in_public(&format!("{rel}/{name}")),
+        }
+    }
 }
 
 impl PublicFolder {
@@ -283,12 +321,25 @@ impl PublicFolder {
         &self.public
     }
 
-    /// The folder new files of `place` are written into; never through a link.
-    pub fn place_dir(&self, place: PublicPlace) -> Result<Dir, SiteError> {
+    /// The folder new files of `place` are written into; never through a link, at any
+    /// component of a folder's path.
+    pub fn place_dir(&self, place: &PublicPlace) -> Result<Dir, SiteError> {
         Ok(match place {
             PublicPlace::Public => self.public.try_clone()?,
             PublicPlace::Attachments => {
                 self.public.open_dir(ATTACHMENTS_DIR_NAME, Follow::Never)?
+            }
+            PublicPlace::Folder(rel) => {
+                // Checked again here: the place may come over the worker's socket.
+                let path = PublicPath::parse(&layout::in_public(rel))?;
+                if path.is_root() || path.in_attachments() {
+                    return Err(SiteError::ManagedBySystem);
+                }
+                match self.public.open_dir(&path.rel, Follow::Never) {
+                    Ok(dir) => dir,
+                    Err(FsError::NotFound) => return Err(SiteError::NoSuchFolder(path.display())),
+                    Err(e) => return Err(e.into()),
+                }
             }
         })
     }

@@ -149,11 +149,21 @@ signOutButton.addEventListener("click", () => {
 
 // ------------------------------------------------------------------ projects
 
+/** A project's name as the switcher shows it (its id when it has none). */
+function projectName(p) {
+  return typeof p.name === "string" && p.name ? p.name : p.id;
+}
+
 function fillProjects(list) {
   const fragment = document.createDocumentFragment();
   fragment.append(el("option", { value: "" }, "Main workspace"));
+  // Two projects of one name are told apart by their ids.
+  const counts = new Map();
+  for (const p of list) counts.set(projectName(p), (counts.get(projectName(p)) || 0) + 1);
   for (const p of list) {
-    fragment.append(el("option", { value: p.id }, shownName(p.id)));
+    const name = projectName(p);
+    const shown = counts.get(name) > 1 ? `${shownName(name)} (${shownName(p.id)})` : shownName(name);
+    fragment.append(el("option", { value: p.id }, shown));
   }
   projectSelect.replaceChildren(fragment);
   projectSelect.value = project ?? "";
@@ -163,7 +173,7 @@ function fillProjects(list) {
 async function loadProjects() {
   const answer = await request("GET", "/v1/projects");
   const list = (answer && Array.isArray(answer.projects) && answer.projects) || [];
-  list.sort((a, b) => a.id.localeCompare(b.id));
+  list.sort((a, b) => projectName(a).localeCompare(projectName(b)) || a.id.localeCompare(b.id));
   if (project && !list.some((p) => p.id === project)) {
     project = null;
     sessionStorage.removeItem(PROJECT_KEY);
@@ -191,9 +201,9 @@ newProjectButton.addEventListener("click", () => {
   promptDialog({
     title: "New project",
     label: "Project name",
-    detail: "A project has its own files and conversation, beside the main workspace.",
+    detail: "A project has its own files and conversation, beside the main workspace. Name it as you like: “Q2 Report”.",
     action: async (value) => {
-      const answer = await request("POST", "/v1/projects", { json: { id: value } });
+      const answer = await request("POST", "/v1/projects", { json: { name: value } });
       created = (answer && answer.id) || value;
       await loadProjects();
     },

@@ -91,6 +91,8 @@ codes! {
     IoError = "io_error" => 500,
 
     // ------------------------------------------------------------- people and the site
+    /// A project's display name is empty, too long, or gives no id.
+    InvalidProjectName = "invalid_project_name" => 400,
     /// The id is not a valid person, project or token id.
     InvalidId = "invalid_id" => 400,
     /// There is no such person.

@@ -57,6 +57,11 @@ pub const FOLDER_ZIP_MAX_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 pub const MULTIPART_ALLOWANCE_BYTES: u64 = 64 * 1024;
 /// The longest value the `project` field of an upload may have, in bytes.
 pub const PROJECT_FIELD_MAX_BYTES: usize = 1024;
+/// The longest display name of a project, in bytes of UTF-8 (NFC).
+pub const PROJECT_NAME_MAX_BYTES: usize = 100;
+/// The most ids tried for a new project whose name gives a taken one (`q2-report`,
+/// `q2-report-2`, … `q2-report-1000`).
+pub const PROJECT_ID_TRIES_MAX: u32 = 1000;
 /// The longest value the `folder` field of an upload may have, in bytes: the longest
 /// path core C-PATH lets through.
 pub const FOLDER_FIELD_MAX_BYTES: usize = 4096;

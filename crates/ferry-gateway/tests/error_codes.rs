@@ -165,7 +165,7 @@ async fn an_errno_is_coded_as_the_confined_operations_code_it() {
 
 // ----------------------------------------------------------------------------- SiteError
 
-const SITE_VARIANTS: usize = 23;
+const SITE_VARIANTS: usize = 25;
 
 fn site_variant(e: &SiteError) -> usize {
     match e {
@@ -192,6 +192,8 @@ fn site_variant(e: &SiteError) -> usize {
         SiteError::CorruptRow(_) => 20,
         SiteError::TooManyPendingNodes(_) => 21,
         SiteError::NoSuchFolder(_) => 22,
+        SiteError::BadProjectName(_) => 23,
+        SiteError::NameGivesNoId(_) => 24,
     }
 }
 
@@ -259,6 +261,8 @@ fn site_samples() -> Vec<SiteError> {
         SiteError::CorruptRow("node \"0123\" has an unknown state".into()),
         SiteError::TooManyPendingNodes(64),
         SiteError::NoSuchFolder("public/reports".into()),
+        SiteError::BadProjectName("is empty".into()),
+        SiteError::NameGivesNoId("!!!".into()),
     ];
     samples.extend(
         interaction_samples()

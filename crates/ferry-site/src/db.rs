@@ -71,6 +71,7 @@ impl Db {
             conn.execute_batch(schema)?;
         }
         crate::nodes::add_connected_column(&conn)?;
+        add_project_name_column(&conn)?;
         Ok(Db {
             conn: Mutex::new(conn),
         })
@@ -94,10 +95,60 @@ impl Db {
     }
 }
 
+/// Adds `projects.name` (M-DAILY display names) to a database made before it; an empty
+/// name means the project is shown by its id. Safe when two processes open at once.
+fn add_project_name_column(conn: &Connection) -> rusqlite::Result<()> {
+    let has_column = |conn: &Connection| {
+        conn.prepare("SELECT 1 FROM pragma_table_info('projects') WHERE name = 'name'")?
+            .exists([])
+    };
+    if has_column(conn)? {
+        return Ok(());
+    }
+    match conn.execute_batch("ALTER TABLE projects ADD COLUMN name TEXT NOT NULL DEFAULT ''") {
+        Err(_) if has_column(conn)? => Ok(()),
+        other => other,
+    }
+}
+
 /// Seconds since the Unix epoch, for `created` columns.
 pub(crate) fn now_secs() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database made before projects had names opens, gains the column, and shows its
+    /// projects by their ids; opening it again changes nothing.
+    #[test]
+    fn projects_made_before_names_are_shown_by_their_id() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("old.db");
+        {
+            let old = Connection::open(&path).unwrap();
+            old.execute_batch(
+                "CREATE TABLE persons (id TEXT PRIMARY KEY, created INTEGER NOT NULL);
+                 CREATE TABLE projects (person TEXT NOT NULL REFERENCES persons(id),
+                     id TEXT NOT NULL, created INTEGER NOT NULL, PRIMARY KEY (person, id));
+                 INSERT INTO persons VALUES ('ann', 1);
+                 INSERT INTO projects VALUES ('ann', 'q2', 2);",
+            )
+            .unwrap();
+        }
+        for _ in 0..2 {
+            let db = Db::open(&path).unwrap();
+            let name: String = db
+                .row("SELECT name FROM projects WHERE id = 'q2'", [], |r| {
+                    r.get(0)
+                })
+                .unwrap()
+                .unwrap();
+            assert_eq!(name, "");
+        }
+    }
 }

@@ -14,6 +14,16 @@ pub enum SiteError {
         /// The id as it was given.
         id: String,
     },
+    /// A project's display name breaks a rule; holds what is wrong with it.
+    #[error("the project name {0}")]
+    BadProjectName(String),
+    /// A project's display name gives no id (no letter or digit a-z, 0-9 in it); holds
+    /// the name.
+    #[error(
+        "the project name {0:?} has no letter or digit a-z, 0-9 to make its id from: \
+         add one, as in \"Q2 {0}\""
+    )]
+    NameGivesNoId(String),
     /// No person has this id on the site; holds the id asked for.
     #[error("there is no person {0:?}")]
     UnknownPerson(String),
@@ -94,6 +104,7 @@ impl SiteError {
     pub fn code(&self) -> Code {
         match self {
             SiteError::InvalidId { .. } => Code::InvalidId,
+            SiteError::BadProjectName(_) | SiteError::NameGivesNoId(_) => Code::InvalidProjectName,
             SiteError::UnknownPerson(_) => Code::UnknownPerson,
             SiteError::UnknownProject(_) => Code::UnknownProject,
             SiteError::AlreadyExists(_) => Code::Exists,

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use ferry_fs::{AtomicWriter, Dir, Follow, FsError};
 
+use ferry_config::limits::PROJECT_ID_TRIES_MAX;
 use ferry_config::{Config, SiteMode};
 
 use crate::db::{Db, now_secs};
@@ -46,6 +47,8 @@ pub struct Site {
 pub struct Project {
     /// The project's id, unique within its person and safe as a folder name.
     pub id: String,
+    /// The name people see: as typed when the project was made from a name, else its id.
+    pub name: String,
     /// When the project was made, in seconds since the epoch.
     pub created: i64,
 }
@@ -164,7 +167,7 @@ impl Site {
     /// Adds a project to a person's workspace, making its folders with this process's
     /// own authority.
     pub fn add_project(&self, person: &str, id: &str) -> Result<Project, SiteError> {
-        self.add_project_with(person, id, || {
+        self.add_project_with(person, id, |id| {
             self.workspace(person, Some(id))?
                 .public()
                 .map(|_| ())
@@ -178,25 +181,68 @@ impl Site {
         &self,
         person: &str,
         id: &str,
-        make_folders: impl FnOnce() -> Result<(), E>,
+        make_folders: impl FnOnce(&str) -> Result<(), E>,
     ) -> Result<Project, E> {
         self.require_person(person)?;
         check_id("project", id)?;
-        let created = now_secs();
-        let inserted = self
-            .db
-            .conn()
-            .execute(
-                "INSERT OR IGNORE INTO projects (person, id, created) VALUES (?1, ?2, ?3)",
-                rusqlite::params![person, id, created],
-            )
-            .map_err(SiteError::from)?;
-        if inserted == 0 {
+        if !self.insert_project(person, id, "")? {
             return Err(SiteError::AlreadyExists(format!("project {id:?}")).into());
         }
-        // The record stands only once the folders exist: a project whose folder cannot be
-        // made (a link in the way) is not listed.
-        if let Err(e) = make_folders() {
+        self.finish_project(person, id, "", make_folders)
+    }
+
+    /// Adds a project named `name` (M-DAILY): its id is derived from the name
+    /// ([`crate::ids::project_id_from_name`]), with `-2`, `-3`… when the person already
+    /// has a project of that id; or `id` when one is given. The name is kept and shown.
+    pub fn add_named_project_with<E: From<SiteError>>(
+        &self,
+        person: &str,
+        name: &str,
+        id: Option<&str>,
+        make_folders: impl FnOnce(&str) -> Result<(), E>,
+    ) -> Result<Project, E> {
+        self.require_person(person)?;
+        let name = crate::ids::project_name(name)?;
+        if let Some(id) = id {
+            check_id("project", id)?;
+            if !self.insert_project(person, id, &name)? {
+                return Err(SiteError::AlreadyExists(format!("project {id:?}")).into());
+            }
+            return self.finish_project(person, id, &name, make_folders);
+        }
+        let base = crate::ids::project_id_from_name(&name)
+            .ok_or_else(|| SiteError::NameGivesNoId(name.clone()))?;
+        for n in 1..=PROJECT_ID_TRIES_MAX {
+            let id = crate::ids::project_id_candidate(&base, n);
+            if self.insert_project(person, &id, &name)? {
+                return self.finish_project(person, &id, &name, make_folders);
+            }
+        }
+        Err(SiteError::AlreadyExists(format!(
+            "{PROJECT_ID_TRIES_MAX} projects with ids from {base:?}"
+        ))
+        .into())
+    }
+
+    /// Records a project; `false` when the person already has one of that id.
+    fn insert_project(&self, person: &str, id: &str, name: &str) -> Result<bool, SiteError> {
+        let inserted = self.db.conn().execute(
+            "INSERT OR IGNORE INTO projects (person, id, created, name) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![person, id, now_secs(), name],
+        )?;
+        Ok(inserted == 1)
+    }
+
+    /// Makes a recorded project's folders; the record stands only once they exist, so a
+    /// project whose folder cannot be made (a link in the way) is not listed.
+    fn finish_project<E: From<SiteError>>(
+        &self,
+        person: &str,
+        id: &str,
+        name: &str,
+        make_folders: impl FnOnce(&str) -> Result<(), E>,
+    ) -> Result<Project, E> {
+        if let Err(e) = make_folders(id) {
             self.db
                 .conn()
                 .execute(
@@ -206,8 +252,17 @@ impl Site {
                 .map_err(SiteError::from)?;
             return Err(e);
         }
+        let created = self
+            .db
+            .row(
+                "SELECT created FROM projects WHERE person = ?1 AND id = ?2",
+                [person, id],
+                |r| r.get(0),
+            )?
+            .unwrap_or_else(now_secs);
         Ok(Project {
             id: id.to_owned(),
+            name: shown_project_name(id, name),
             created,
         })
     }
@@ -216,10 +271,13 @@ impl Site {
     pub fn projects(&self, person: &str) -> Result<Vec<Project>, SiteError> {
         let conn = self.db.conn();
         let mut stmt =
-            conn.prepare("SELECT id, created FROM projects WHERE person = ?1 ORDER BY id")?;
+            conn.prepare("SELECT id, created, name FROM projects WHERE person = ?1 ORDER BY id")?;
         let rows = stmt.query_map([person], |r| {
+            let id: String = r.get(0)?;
+            let name: String = r.get(2)?;
             Ok(Project {
-                id: r.get(0)?,
+                name: shown_project_name(&id, &name),
+                id,
                 created: r.get(1)?,
             })
         })?;
@@ -260,6 +318,14 @@ impl Site {
     /// Whether files written into workspaces are handed to an agent uid:gid.
     pub fn mode(&self) -> SiteMode {
         self.config.site.mode
+    }
+}
+
+/// The name a project is shown by: its own, or its id when it was made by id.
+fn shown_project_name(id: &str, name: &str) -> String {
+    match name {
+        "" => id.to_owned(),
+        name => name.to_owned(),
     }
 }
 

@@ -1344,22 +1344,73 @@ fn chat_without_an_upstream_is_503_no_agent_and_the_rest_works() {
 // 6. Upstream failures
 // ---------------------------------------------------------------------------------------
 
+/// The words a member reads for an upstream that is down, and none of a transport's.
+#[track_caller]
+fn assert_not_answering(events: &[SseEvent], server: &Server, detail_in_log: &str) {
+    assert_eq!(
+        with_error_messages_elided(events),
+        vec![error_ev("agent_unreachable"), done_ev()]
+    );
+    let message = events[0].json()["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.starts_with("The agent is not answering"),
+        "{message:?}"
+    );
+    for transport in [
+        "tcp",
+        "connect",
+        "error",
+        "os ",
+        "http://",
+        "127.0.0.1",
+        "HTTP",
+    ] {
+        assert!(
+            !message.contains(transport),
+            "the member reads {transport:?}: {message:?}"
+        );
+    }
+    // The operator reads what happened, at WARN.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = server.log();
+        let line = log
+            .lines()
+            .find(|l| l.contains("not answering") && l.contains(detail_in_log));
+        if let Some(line) = line {
+            assert!(line.contains("WARN"), "{line}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no WARN line naming {detail_in_log:?}:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
-fn chat_upstream_error_status_is_an_error_event_then_done() {
+fn chat_upstream_server_error_is_the_agent_not_answering() {
     let agent = Agent::start();
     let mut server = start_with_agent(&agent);
-    agent.answer(Answer::Status(500));
-    let events = turn(&server, json!({ "message": "Fail, please." }));
-    assert_eq!(
-        with_error_messages_elided(&events),
-        vec![error_ev("upstream_error"), done_ev()]
-    );
+    for status in [500, 502, 503] {
+        agent.answer(Answer::Status(status));
+        let events = turn(&server, json!({ "message": "Fail, please." }));
+        assert_not_answering(&events, &server, &format!("HTTP {status}"));
+    }
     assert_eq!(
         history(&server, None)
             .iter()
             .map(without_time)
             .collect::<Vec<_>>(),
-        vec![user("Fail, please.", &[])]
+        vec![user("Fail, please.", &[]); 3]
+    );
+    // A refusal of the request itself (4xx) is the agent answering: said as such.
+    agent.answer(Answer::Status(401));
+    let events = turn(&server, json!({ "message": "Let me in." }));
+    assert_eq!(
+        with_error_messages_elided(&events),
+        vec![error_ev("upstream_error"), done_ev()]
     );
 
     // The next turn works.
@@ -1370,7 +1421,7 @@ fn chat_upstream_error_status_is_an_error_event_then_done() {
 }
 
 #[test]
-fn chat_upstream_unreachable_is_an_error_event_then_done() {
+fn chat_upstream_unreachable_is_the_agent_not_answering() {
     let closed = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!(
         "http://{}/v1/chat/completions",
@@ -1379,15 +1430,208 @@ fn chat_upstream_unreachable_is_an_error_event_then_done() {
     drop(closed);
     let mut server = start_with_upstream(&url, &[]);
     let events = turn(&server, json!({ "message": "Anyone there?" }));
-    assert_eq!(
-        with_error_messages_elided(&events),
-        vec![error_ev("upstream_error"), done_ev()]
+    assert_not_answering(&events, &server, "could not be reached");
+    // A name that does not resolve.
+    let mut dns = start_with_upstream("http://no-such-host.invalid/v1/chat/completions", &[]);
+    let events = turn(&dns, json!({ "message": "Anyone?" }));
+    assert_not_answering(&events, &dns, "could not be reached");
+    assert_alive(&mut server);
+    assert_alive(&mut dns);
+}
+
+#[test]
+fn chat_upstream_silent_past_the_deadline_is_the_agent_not_answering() {
+    // Accepts the connection, reads the request, never answers a byte.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://{}/v1/chat/completions",
+        listener.local_addr().unwrap()
     );
-    let message = events[0].json()["message"].as_str().unwrap().to_owned();
-    // The member is told what failed, not where the operator's agent lives.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let mut server = start_with_upstream(&url, &[("FERRY_AGENT__TIMEOUT_SECS", "1")]);
+    let events = turn(&server, json!({ "message": "Hello?" }));
+    assert_not_answering(&events, &server, "no reply within 1 seconds");
+    assert_alive(&mut server);
+}
+
+#[test]
+fn chat_sends_the_api_key_as_the_bearer_token_and_never_shows_it() {
+    const KEY: &str = "sk-test-7f3a9c-not-a-real-key";
+    let agent = Agent::start();
+    let mut server = start_with_upstream(
+        &agent.url,
+        &[
+            ("FERRY_AGENT__API_KEY_ENV", "FERRY_TEST_AGENT_KEY"),
+            ("FERRY_TEST_AGENT_KEY", KEY),
+        ],
+    );
+    agent.answer(Answer::Stream(vec![delta("Hello.")]));
+    let events = turn(&server, json!({ "message": "Hi" }));
+    assert_eq!(named(&events), vec![delta_ev("Hello."), done_ev()]);
+    let request = agent.last_request();
+    assert_eq!(request.token(), KEY);
+    assert_eq!(request.header("x-ferry-person"), Some("me"));
+    // No ferry credential goes to a hosted endpoint.
+    for (name, value) in &request.headers {
+        assert!(!value.contains("fy_"), "{name}: {value}");
+    }
+    assert!(!server.log().contains(KEY), "the key is in the log");
+
+    // --print-config names the variable, never its value.
+    let printed = std::process::Command::new(support::ferry_bin())
+        .args(["serve", "--print-config"])
+        .env("FERRY_AGENT__API_KEY_ENV", "FERRY_TEST_AGENT_KEY")
+        .env("FERRY_TEST_AGENT_KEY", KEY)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&printed.stdout);
+    assert!(printed.contains("FERRY_TEST_AGENT_KEY"), "{printed}");
+    assert!(!printed.contains(KEY), "{printed}");
+    assert_alive(&mut server);
+}
+
+#[test]
+fn an_api_key_variable_that_is_not_set_stops_the_start_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("site");
+    for value in [None, Some(""), Some("  ")] {
+        let mut command = std::process::Command::new(support::ferry_bin());
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(&data)
+            .env("FERRY_AGENT__API_KEY_ENV", "FERRY_TEST_UNSET_KEY")
+            .env(
+                "FERRY_AGENT__UPSTREAM",
+                "http://127.0.0.1:9/v1/chat/completions",
+            )
+            .env_remove("FERRY_TEST_UNSET_KEY");
+        if let Some(value) = value {
+            command.env("FERRY_TEST_UNSET_KEY", value);
+        }
+        let out = command.output().unwrap();
+        assert!(!out.status.success(), "{value:?}: it started");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("FERRY_TEST_UNSET_KEY"),
+            "{value:?}: {stderr}"
+        );
+        assert!(stderr.contains("not set"), "{value:?}: {stderr}");
+        assert!(!data.exists(), "{value:?}: a site was made");
+    }
+}
+
+/// `POST /v1/chat/new` for `project`: its status and body.
+fn new_conversation(server: &Server, token: &str, project: Option<&str>) -> (u16, Value) {
+    let body = match project {
+        Some(p) => json!({ "project": p }),
+        None => json!({}),
+    };
+    let response = client()
+        .post(server.url("/v1/chat/new"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+/// The texts of the messages the agent was sent, the system's rules left out.
+fn sent_texts(request: &Request) -> Vec<String> {
+    request
+        .messages()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_new_conversation_archives_the_old_one_and_sends_none_of_it_upstream() {
+    let agent = Agent::start();
+    let mut server = start_with_agent(&agent);
+    create_project(&server, &server.token, "q2");
+    agent.answer(Answer::Stream(vec![delta("One.")]));
+    turn(&server, json!({ "message": "First" }));
+    agent.answer(Answer::Stream(vec![delta("In q2.")]));
+    turn(
+        &server,
+        json!({ "message": "Project talk", "project": "q2" }),
+    );
+    agent.answer(Answer::Stream(vec![delta("Two.")]));
+    turn(&server, json!({ "message": "Second" }));
+    assert_eq!(
+        sent_texts(&agent.last_request()),
+        ["First", "One.", "Second"]
+    );
+
+    let (status, body) = new_conversation(&server, &server.token, None);
+    assert_eq!(status, 200, "{body}");
     assert!(
-        !message.contains(&url),
-        "the error names the upstream URL: {message}"
+        history(&server, None).is_empty(),
+        "the old conversation is still listed"
+    );
+    agent.answer(Answer::Stream(vec![delta("Fresh.")]));
+    turn(&server, json!({ "message": "Third" }));
+    assert_eq!(sent_texts(&agent.last_request()), ["Third"]);
+    assert_eq!(
+        history(&server, None)
+            .iter()
+            .map(without_time)
+            .collect::<Vec<_>>(),
+        vec![user("Third", &[]), assistant("Fresh.")]
+    );
+    // The project's conversation is its own.
+    assert_eq!(history(&server, Some("q2")).len(), 2);
+    agent.answer(Answer::Stream(vec![delta("Still q2.")]));
+    turn(&server, json!({ "message": "More", "project": "q2" }));
+    assert_eq!(
+        sent_texts(&agent.last_request()),
+        ["Project talk", "In q2.", "More"]
+    );
+
+    // Twice in a row is fine; another person's project or an unknown one is not found.
+    assert_eq!(new_conversation(&server, &server.token, None).0, 200);
+    assert!(history(&server, None).is_empty());
+    let bob = server.add_person("bob");
+    let (status, body) = new_conversation(&server, &bob, Some("q2"));
+    assert_eq!(
+        (status, error_code(&body)),
+        (404, "unknown_project"),
+        "{body}"
+    );
+    assert_eq!(
+        history(&server, Some("q2")).len(),
+        4,
+        "bob archived my project"
+    );
+
+    // A reply still on its way when the conversation is renewed is not saved into the
+    // new one.
+    let (url, token) = (server.url("/v1/chat/new"), server.token.clone());
+    agent.answer(Answer::Stream(vec![
+        delta("Before. "),
+        act(move |_| {
+            let response = client()
+                .post(url)
+                .bearer_auth(token)
+                .json(&json!({}))
+                .send();
+            assert_eq!(response.unwrap().status().as_u16(), 200);
+        }),
+        delta("After."),
+    ]));
+    let events = turn(&server, json!({ "message": "Racing" }));
+    assert_eq!(said(&events), "Before. After.");
+    assert!(
+        history(&server, None).is_empty(),
+        "{:?}",
+        history(&server, None)
     );
     assert_alive(&mut server);
 }

@@ -2,10 +2,17 @@
 // pages on request), the composer with attachments (uploaded first through POST
 // /v1/media, then named in the message), and the streamed reply of POST /v1/chat (delta,
 // notice, error, done), which Stop ends: the gateway then cancels the agent's turn and
-// keeps what came so far.
+// keeps what came so far. The agent's words are Markdown, rendered safely (markdown.js)
+// and rendered again as a streamed reply grows, at most every RENDER_INTERVAL_MS. "New
+// conversation" (POST /v1/chat/new) archives the conversation: the agent no longer
+// sees it, and the panel starts empty.
 
 import { ApiError, downloadFile, parseJson, readEvents, request, uploadFile } from "./api.js";
 import { acceptFileDrops, baseName, el, formatChatTime, nameNode, shownName, showAlertIn } from "./format.js";
+import { renderMarkdown } from "./markdown.js";
+
+/** How often a streamed reply's Markdown is rendered again while it grows. */
+const RENDER_INTERVAL_MS = 80;
 
 export function createChat({ getProject, onNotice }) {
   const log = document.getElementById("conversation");
@@ -17,6 +24,7 @@ export function createChat({ getProject, onNotice }) {
   const attachInput = document.getElementById("attach-input");
   const sendButton = document.getElementById("send-button");
   const stopButton = document.getElementById("stop-button");
+  const newConversationButton = document.getElementById("new-conversation");
 
   /** Files chosen for the next message: `{file, path, item, progress}`. */
   let chips = [];
@@ -66,11 +74,21 @@ export function createChat({ getProject, onNotice }) {
     }
   }
 
-  /** An `<article data-role=…>` with the text (as text, never markup) and attachments. */
+  /**
+   * An `<article data-role=…>` with the text and attachments: the member's words as
+   * text, never markup; the agent's as safe Markdown. `setText` shows another text (a
+   * reply as it grows), `text()` is what is shown.
+   */
   function messageElement(role, text, attachments, time) {
-    const body = el("div", { className: "message-text" });
-    const textNode = document.createTextNode(text || "");
-    body.append(textNode);
+    const markdown = role !== "user";
+    const body = el("div", { className: markdown ? "message-text message-markdown" : "message-text" });
+    let shown = "";
+    const setText = (value) => {
+      shown = value || "";
+      if (markdown) body.replaceChildren(renderMarkdown(shown));
+      else body.replaceChildren(document.createTextNode(shown));
+    };
+    setText(text);
     const article = el(
       "article",
       {
@@ -98,7 +116,7 @@ export function createChat({ getProject, onNotice }) {
       }
       article.append(list);
     }
-    return { article, textNode };
+    return { article, setText, text: () => shown };
   }
 
   function append(role, text, attachments, time) {
@@ -367,6 +385,16 @@ export function createChat({ getProject, onNotice }) {
     clearChips();
     const reply = append("assistant", "");
     reply.article.setAttribute("aria-busy", "true");
+    // The reply as it came, rendered again at most every RENDER_INTERVAL_MS.
+    let said = "";
+    let renderTimer = null;
+    const render = () => {
+      clearTimeout(renderTimer);
+      renderTimer = null;
+      const stick = nearBottom();
+      reply.setText(said);
+      if (stick) scrollToEnd();
+    };
     stopButton.hidden = false;
     let finished = false;
     let failed = false;
@@ -375,9 +403,8 @@ export function createChat({ getProject, onNotice }) {
         const payload = parseJson(data) || {};
         if (event === "delta") {
           if (typeof payload.text === "string" && payload.text) {
-            const stick = nearBottom();
-            reply.textNode.appendData(payload.text);
-            if (stick) scrollToEnd();
+            said += payload.text;
+            if (renderTimer === null) renderTimer = setTimeout(render, RENDER_INTERVAL_MS);
           }
         } else if (event === "notice") {
           addNotice(reply.article, payload, project);
@@ -403,6 +430,7 @@ export function createChat({ getProject, onNotice }) {
         failed = true;
       }
     } finally {
+      render();
       reply.article.removeAttribute("aria-busy");
       if (streamController === controller) {
         streamController = null;
@@ -413,8 +441,8 @@ export function createChat({ getProject, onNotice }) {
     if (!finished && !failed && !stopRequested) {
       addReplyError(reply.article, "The reply ended before it was complete.");
     }
-    if (!reply.textNode.data && !reply.article.querySelector(".notices, .reply-error, .reply-stopped")) {
-      reply.textNode.appendData("(no reply)");
+    if (!said && !reply.article.querySelector(".notices, .reply-error, .reply-stopped")) {
+      reply.setText("(no reply)");
     }
     setBusy(false);
   }
@@ -456,6 +484,33 @@ export function createChat({ getProject, onNotice }) {
     if (!streamController) return;
     stopRequested = true;
     streamController.abort();
+  });
+
+  // New conversation: the reply on its way (if any) is stopped, the server archives the
+  // conversation, and the panel starts empty.
+  newConversationButton.addEventListener("click", async () => {
+    const project = getProject();
+    if (streamController) {
+      stopRequested = true;
+      streamController.abort();
+    }
+    newConversationButton.disabled = true;
+    clearAlerts();
+    try {
+      await request("POST", "/v1/chat/new", { json: project ? { project } : {} });
+    } catch (err) {
+      if (err.status !== 401) showAlert(`A new conversation could not be started: ${err.message}`);
+      return;
+    } finally {
+      newConversationButton.disabled = false;
+    }
+    if (project !== getProject()) return;
+    historySeq += 1;
+    earlier = null;
+    log.replaceChildren();
+    showHint();
+    if (busy) setBusy(false);
+    textarea.focus();
   });
 
   function abortStream() {

@@ -1,7 +1,8 @@
 //! Embeds the web client (the repository's `web/` folder, without its tests) into the
 //! gateway, so the one binary serves it with no files beside it.
 //!
-//! The terminal's third-party code (xterm.js and its fit addon) is pinned in
+//! The page's third-party code (xterm.js and its fit addon for the node terminals,
+//! marked and DOMPurify for the chat's Markdown) is pinned in
 //! `web/vendor/package.json` and its lockfile; it is never kept in the repository. The
 //! build installs it with `npm ci` into its own output folder, the lockfile's integrity
 //! hashes checked, and embeds only the few files the page loads, under `/vendor/`.
@@ -23,6 +24,14 @@ const VENDOR_FILES: &[(&str, &str)] = &[
     (
         "/vendor/addon-fit.mjs",
         "node_modules/@xterm/addon-fit/lib/addon-fit.mjs",
+    ),
+    (
+        "/vendor/marked.mjs",
+        "node_modules/marked/lib/marked.esm.js",
+    ),
+    (
+        "/vendor/purify.mjs",
+        "node_modules/dompurify/dist/purify.es.mjs",
     ),
 ];
 

@@ -8,6 +8,8 @@
 //   "deliver [NAME]"→ serves NAME from its own HTTP server and POSTs /v1/deliveries to the
 //                     gateway with the bearer token it was given
 //   "html"          → answers with markup (which a page must show as text)
+//   "markdown"      → answers with Markdown (bold, code, a list, a table, a code block)
+//                     full of hostile HTML and `javascript:`/`data:` links
 //   "act"           → awaits `agent.act()` (set by the test: the agent's own work with
 //                     files, however it does it) mid-reply, then says it is done
 //   "bench N"       → N tokens, no delay (relay overhead measurement)
@@ -106,6 +108,35 @@ export function contentText(content) {
   if (Array.isArray(content)) return content.map((p) => (typeof p === 'string' ? p : p.text || '')).join('');
   return '';
 }
+
+/** A reply in Markdown with every trick a reply could try to run code or leave the page. */
+export const HOSTILE_MARKDOWN = [
+  'Here is **the summary** and some `inline code`.',
+  '',
+  '- first item',
+  '- second item',
+  '',
+  '| name | size |',
+  '|------|------|',
+  '| a.txt | 1 KB |',
+  '',
+  '```js',
+  'const x = "<b>not bold</b>";',
+  '```',
+  '',
+  'Links: [safe](https://example.com/page) [run](javascript:window.__xssLink=1) ' +
+    '[data](data:text/html,<script>window.__xssData=1</script>) [spaced]( javascript:window.__xssLink2=1 ) ' +
+    '<a href="javascript:window.__xssA=1">raw link</a> [entity](jav&#x09;ascript:window.__xssEnt=1)',
+  '',
+  '<script>window.__xssScript=1</script>',
+  '<img src=x onerror="window.__xssImg=1">',
+  '<iframe src="javascript:window.__xssFrame=1"></iframe>',
+  '<svg onload="window.__xssSvg=1"></svg>',
+  '<form action="https://example.com"><button>Submit</button></form>',
+  '![tracker](https://example.com/pixel.png) [![x](x" onerror="window.__xssNested=1)](https://example.com)',
+  '<details open ontoggle="window.__xssToggle=1">x</details> <style>body{display:none}</style>',
+  '<meta http-equiv="refresh" content="0;url=https://example.com">',
+].join('\n');
 
 function chunk(text) {
   return `data: ${JSON.stringify({
@@ -252,6 +283,13 @@ async function turn(agent, req, res, body, record) {
     await words(agent, res, 'Working on it. ');
     await agent.act({ project });
     await words(agent, res, 'Done.');
+    finish(res);
+    return;
+  }
+
+  if (/\bmarkdown\b/.test(lower)) {
+    startStream(res);
+    await words(agent, res, HOSTILE_MARKDOWN);
     finish(res);
     return;
   }

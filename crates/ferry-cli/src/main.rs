@@ -377,6 +377,8 @@ fn serve(data: &Path, config: Config) -> Result<()> {
         ),
     }
     let host = config.site.mode == SiteMode::Host;
+    // A named API key variable that is not set stops the start, before anything is made.
+    config.agent.api_key()?;
     ferry_tools::log_sandbox(&config);
     let listen = config.server.listen.clone();
     let header_timeout = Duration::from_secs(config.server.header_read_timeout_secs);

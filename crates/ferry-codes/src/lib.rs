@@ -287,6 +287,9 @@ codes! {
     UpstreamTimeout = "upstream_timeout" => 504,
     /// The upstream answered with an error.
     UpstreamError = "upstream_error" => 502,
+    /// The chat's upstream agent cannot be reached or answers with a server error
+    /// (refused, DNS, TLS, nothing before the deadline, 5xx): "The agent is not answering".
+    AgentUnreachable = "agent_unreachable" => 502,
     /// The upstream closed the connection mid-reply.
     UpstreamDropped = "upstream_dropped" => 502,
     /// The upstream's reply is over its size limit.

@@ -31,6 +31,12 @@ pub enum ConfigError {
         /// What is wrong with it.
         message: String,
     },
+    /// `agent.api_key_env` names a variable that is not set (or is empty); holds its name.
+    #[error(
+        "agent.api_key_env names the environment variable {0}, which is not set: set it to \
+         the upstream's API key, or remove agent.api_key_env"
+    )]
+    MissingApiKey(String),
     /// A value parsed but is not allowed.
     #[error("invalid setting `{key}` (env {var}): {message}")]
     Invalid {

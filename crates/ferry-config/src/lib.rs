@@ -16,7 +16,7 @@ mod validate;
 pub use error::ConfigError;
 pub use nodes::{NodePolicyConfig, NodesConfig};
 pub use sections::{
-    AgentConfig, AgentIds, Config, DEFAULT_HELPER_PATH, DeleteApproval, DeliveriesConfig,
+    AgentConfig, AgentIds, ApiKey, Config, DEFAULT_HELPER_PATH, DeleteApproval, DeliveriesConfig,
     ExecConfig, FilesConfig, LimitsConfig, MediaConfig, SandboxChoice, ServerConfig, SiteConfig,
     SiteMode, TOOL_NAMES, ToolsConfig,
 };

@@ -218,6 +218,39 @@ impl Default for AgentConfig {
     }
 }
 
+impl AgentConfig {
+    /// The API key sent upstream as the bearer token: the value of the variable
+    /// `api_key_env` names; none when no variable is named. A named variable that is
+    /// unset or empty is an error, so a mistyped name fails at start, not at the first
+    /// message.
+    pub fn api_key(&self) -> Result<Option<ApiKey>, crate::ConfigError> {
+        let Some(var) = &self.api_key_env else {
+            return Ok(None);
+        };
+        match std::env::var(var) {
+            Ok(value) if !value.trim().is_empty() => Ok(Some(ApiKey(value.trim().to_owned()))),
+            _ => Err(crate::ConfigError::MissingApiKey(var.clone())),
+        }
+    }
+}
+
+/// The upstream's API key: shown as `ApiKey(…)` by `Debug`, so it cannot reach a log.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// The key itself, for the `Authorization` header and nothing else.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(…)")
+    }
+}
+
 /// Every tool ferry offers, in the order `tools/list` shows them.
 pub const TOOL_NAMES: [&str; 15] = [
     "file_read",

@@ -103,6 +103,8 @@ mod tests {
             vendored,
             [
                 "/vendor/addon-fit.mjs",
+                "/vendor/marked.mjs",
+                "/vendor/purify.mjs",
                 "/vendor/xterm.css",
                 "/vendor/xterm.mjs"
             ]

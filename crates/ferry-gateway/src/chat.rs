@@ -40,6 +40,11 @@ use ferry_config::limits::{
 /// Events buffered between the upstream reader and a slow member.
 const RELAY_QUEUE_EVENTS: usize = 64;
 
+/// What the member reads when the upstream cannot be reached or fails on its side; what
+/// went wrong is in the gateway's log, for whoever runs it.
+const AGENT_NOT_ANSWERING: &str = "The agent is not answering. Try again in a moment; if it \
+     keeps happening, tell whoever runs this site (the details are in its log).";
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChatRequest {
@@ -123,14 +128,40 @@ pub async fn history(
     }))
 }
 
+/// `POST /v1/chat/new`'s body: the workspace whose conversation starts afresh.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewConversation {
+    project: Option<String>,
+}
+
+/// `POST /v1/chat/new`: archives the workspace's conversation and starts an empty one;
+/// the archived messages are no longer listed nor sent upstream as context.
+pub async fn new_conversation(
+    State(state): State<AppState>,
+    Member(who): Member,
+    JsonBody(body): JsonBody<NewConversation>,
+) -> Result<Json<Value>, ApiError> {
+    let site = state.site.clone();
+    state
+        .in_workspace(&who.person, body.project.as_deref(), move |ws| {
+            site.new_conversation(ws.person(), ws.project())
+        })
+        .await?;
+    Ok(Json(json!({ "project": body.project, "messages": [] })))
+}
+
 /// Everything a turn needs, checked before the stream starts.
 struct Turn {
     upstream: String,
     person: String,
     project: Option<String>,
-    token: String,
+    /// The harness token presented upstream; none when an API key is sent instead.
+    token: Option<String>,
     /// The upstream request's JSON, written once.
     body: Bytes,
+    /// The conversation the turn belongs to ([`ferry_site::Site::conversation_mark`]).
+    conversation: i64,
     /// The person's place among their running turns, given back when the turn ends.
     _place: Place,
 }
@@ -182,9 +213,10 @@ pub async fn chat(
     let (model, max_context) = (agent.model.clone(), agent.max_context_bytes);
     let (message, attachments) = (request.message, request.attachments);
     let (acting, person, project) = (state.clone(), who.person.clone(), request.project.clone());
-    let (body, before) = blocking(move || {
+    let (body, before, conversation) = blocking(move || {
         let project = project.as_deref();
         site.workspace(&person, project)?;
+        let conversation = site.conversation_mark(&person, project)?;
         // Attachments must name files the member can see: their own public/ only,
         // opened as the person.
         let attachments = attachments
@@ -204,17 +236,22 @@ pub async fn chat(
         let body = upstream_body(&model, &history, &message, &attachments);
         let before = acting.attachments_now(&person, project)?;
         site.append_chat(&person, project, ChatRole::User, &message, &attachments)?;
-        Ok::<_, ApiError>((body, before))
+        Ok::<_, ApiError>((body, before, conversation))
     })
     .await?;
 
-    let token = state.relay_token(&who.person).await?;
+    // A hosted endpoint with an API key gets the key, never a ferry credential.
+    let token = match state.agent_key {
+        Some(_) => None,
+        None => Some(state.relay_token(&who.person).await?),
+    };
     let turn = Turn {
         upstream,
         person: who.person.clone(),
         project: request.project.clone(),
         token,
         body,
+        conversation,
         _place: place,
     };
     let (tx, rx) = mpsc::channel::<Event>(RELAY_QUEUE_EVENTS);
@@ -229,6 +266,11 @@ pub async fn chat(
             relayed = tokio::time::timeout(timeout, relay(&state, &turn, &tx, &mut reply)) => {
                 match relayed {
                     Ok(result) => result.err(),
+                    // Not a byte by the deadline: as good as not there.
+                    Err(_) if !reply.answered => Some(not_answering(
+                        &turn,
+                        &format!("no reply within {} seconds", timeout.as_secs()),
+                    )),
                     Err(_) => Some((
                         Code::UpstreamTimeout,
                         format!(
@@ -270,6 +312,8 @@ const LINE_SLACK_BYTES: usize = 64 * 1024;
 struct Reply {
     text: String,
     max_bytes: u64,
+    /// Set once the upstream has answered (its status line and headers came).
+    answered: bool,
 }
 
 impl Reply {
@@ -277,6 +321,7 @@ impl Reply {
         Reply {
             text: String::new(),
             max_bytes,
+            answered: false,
         }
     }
 
@@ -396,22 +441,28 @@ async fn relay(
     tx: &mpsc::Sender<Event>,
     reply: &mut Reply,
 ) -> Result<(), RelayError> {
-    let mut request = state
-        .http
-        .post(&turn.upstream)
-        .bearer_auth(&turn.token)
+    let mut request = state.http.post(&turn.upstream);
+    request = match (&state.agent_key, &turn.token) {
+        (Some(key), _) => request.bearer_auth(key.expose()),
+        (None, Some(token)) => request.bearer_auth(token),
+        (None, None) => request,
+    };
+    let mut request = request
         .header("X-Ferry-Person", &turn.person)
         .header(axum::http::header::CONTENT_TYPE, "application/json")
         .body(turn.body.clone());
     if let Some(project) = &turn.project {
         request = request.header("X-Ferry-Project", project);
     }
-    let response = request.send().await.map_err(|e| {
-        (
-            Code::UpstreamError,
-            format!("the agent could not be reached: {}", describe(&e)),
-        )
-    })?;
+    let response = request
+        .send()
+        .await
+        .map_err(|e| not_answering(turn, &format!("could not be reached: {}", describe(&e))))?;
+    reply.answered = true;
+    if response.status().is_server_error() {
+        let detail = format!("answered HTTP {}", response.status().as_u16());
+        return Err(not_answering(turn, &detail));
+    }
     if !response.status().is_success() {
         // The number only: the reason phrase is the upstream's own words.
         return Err((
@@ -426,9 +477,14 @@ async fn relay(
         .is_some_and(|ct| ct.starts_with("text/event-stream"));
     let mut body = response.bytes_stream();
     let broke_off = |e: reqwest::Error| {
+        tracing::warn!(
+            person = %turn.person,
+            "the chat upstream's reply broke off: {}",
+            describe(&e)
+        );
         (
             Code::UpstreamDropped,
-            format!("the agent's reply broke off: {}", describe(&e)),
+            "The agent's reply broke off before it was complete.".to_owned(),
         )
     };
     let mut lines = Lines {
@@ -472,6 +528,13 @@ async fn relay(
     Ok(())
 }
 
+/// The turn's failure when the upstream is not there or fails on its side: the member
+/// reads [`AGENT_NOT_ANSWERING`], the operator's log says what happened.
+fn not_answering(turn: &Turn, detail: &str) -> RelayError {
+    tracing::warn!(person = %turn.person, "the chat upstream is not answering: {detail}");
+    (Code::AgentUnreachable, AGENT_NOT_ANSWERING.to_owned())
+}
+
 /// Saves the agent's words and announces the files the turn delivered.
 async fn finish_turn(
     state: &AppState,
@@ -481,8 +544,12 @@ async fn finish_turn(
     tx: &mpsc::Sender<Event>,
 ) {
     let (acting, person, project) = (state.clone(), turn.person.clone(), turn.project.clone());
+    let conversation = turn.conversation;
     let delivered = blocking(move || {
-        if !reply.is_empty() {
+        // A reply to a conversation archived meanwhile ("New conversation") is not
+        // saved: it would open the new one.
+        let current = acting.site.conversation_mark(&person, project.as_deref())?;
+        if !reply.is_empty() && current == conversation {
             acting.site.append_chat(
                 &person,
                 project.as_deref(),

@@ -74,11 +74,26 @@ pub struct AppState {
     terminals: terminals::Sessions,
     /// The address the gateway listens on, once bound: `/mcp` answers to its names.
     address: Option<std::net::SocketAddr>,
+    /// The upstream agent's API key (`agent.api_key_env`), sent as its bearer token.
+    agent_key: Option<ferry_config::ApiKey>,
+}
+
+/// Why the gateway could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The HTTP client for deliveries and the chat relay could not be built.
+    #[error("building the HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+    /// A setting cannot be used as it is (an API key variable that is not set).
+    #[error(transparent)]
+    Config(#[from] ferry_config::ConfigError),
 }
 
 impl AppState {
-    /// Wraps an open site with the HTTP client deliveries use.
-    pub fn new(site: Arc<Site>) -> Result<AppState, reqwest::Error> {
+    /// Wraps an open site with the HTTP client deliveries use; reads the upstream agent's
+    /// API key when `agent.api_key_env` names one.
+    pub fn new(site: Arc<Site>) -> Result<AppState, StartError> {
+        let agent_key = site.config().agent.api_key()?;
         let server = &site.config().server;
         let pace = Pace {
             idle: Duration::from_secs(server.body_idle_timeout_secs),
@@ -101,6 +116,7 @@ impl AppState {
             nodes: node_link::NodeLinks::new(),
             terminals: terminals::Sessions::default(),
             address: None,
+            agent_key,
         })
     }
 
@@ -273,6 +289,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/events", get(events::stream))
         .route("/v1/chat", post(chat::chat))
         .route("/v1/chat/history", get(chat::history))
+        .route("/v1/chat/new", post(chat::new_conversation))
         .route("/v1/media", post(upload::upload))
         .route("/v1/files", get(files::list).delete(files::delete))
         .route("/v1/files/content", get(files::download))

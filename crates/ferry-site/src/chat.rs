@@ -12,6 +12,23 @@ use ferry_config::limits::{CHAT_PAGE_MAX_BYTES, CHAT_PAGE_MAX_MESSAGES};
 use crate::db::now_secs;
 use crate::{Site, SiteError};
 
+/// Where each workspace's current conversation starts: after message `after` (M-DAILY
+/// "New conversation"). Older messages stay in `chat_messages`, archived: neither listed
+/// nor sent upstream.
+pub(crate) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS chat_starts (
+    person TEXT NOT NULL REFERENCES persons(id),
+    project TEXT NOT NULL,
+    after INTEGER NOT NULL,
+    started INTEGER NOT NULL,
+    PRIMARY KEY (person, project)
+);
+";
+
+/// The condition that keeps a query to the current conversation of `?1`, `?2`.
+const CURRENT: &str = "id > COALESCE((SELECT after FROM chat_starts
+     WHERE chat_starts.person = ?1 AND chat_starts.project = ?2), 0)";
+
 /// Who said a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -136,7 +153,7 @@ impl Site {
         let conn = self.db.conn();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM chat_messages
-             WHERE person = ?1 AND project = ?2 ORDER BY id DESC"
+             WHERE person = ?1 AND project = ?2 AND {CURRENT} ORDER BY id DESC"
         ))?;
         let rows = stmt.query_map(rusqlite::params![person, project_key(project)], Row::new)?;
         let (mut messages, mut left) = (Vec::new(), max_bytes);
@@ -171,7 +188,8 @@ impl Site {
         let conn = self.db.conn();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM chat_messages
-             WHERE person = ?1 AND project = ?2 AND id < ?3 ORDER BY id DESC LIMIT ?4"
+             WHERE person = ?1 AND project = ?2 AND id < ?3 AND {CURRENT}
+             ORDER BY id DESC LIMIT ?4"
         ))?;
         // One more than the page, to know whether an older page exists.
         let rows = stmt.query_map(
@@ -197,6 +215,35 @@ impl Site {
         }
         messages.reverse();
         Ok(ChatPage { messages, earlier })
+    }
+
+    /// Starts a new conversation in a workspace: the messages so far are archived (kept,
+    /// but no longer listed or sent upstream). Answers the new conversation's mark.
+    pub fn new_conversation(&self, person: &str, project: Option<&str>) -> Result<i64, SiteError> {
+        let conn = self.db.conn();
+        conn.execute(
+            "INSERT INTO chat_starts (person, project, after, started)
+             VALUES (?1, ?2, (SELECT COALESCE(MAX(id), 0) FROM chat_messages), ?3)
+             ON CONFLICT (person, project) DO UPDATE SET after = excluded.after,
+                 started = excluded.started",
+            rusqlite::params![person, project_key(project), now_secs()],
+        )?;
+        drop(conn);
+        self.conversation_mark(person, project)
+    }
+
+    /// The mark of a workspace's current conversation (0 before the first "New
+    /// conversation"): a turn that began under one mark saves its reply only while the
+    /// mark still holds.
+    pub fn conversation_mark(&self, person: &str, project: Option<&str>) -> Result<i64, SiteError> {
+        Ok(self
+            .db
+            .row(
+                "SELECT after FROM chat_starts WHERE person = ?1 AND project = ?2",
+                rusqlite::params![person, project_key(project)],
+                |r| r.get(0),
+            )?
+            .unwrap_or(0))
     }
 
     /// Appends one message to a workspace's conversation.

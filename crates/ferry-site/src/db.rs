@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS tokens (
 /// Every schema, run in order at open (each statement is `IF NOT EXISTS`).
 const SCHEMAS: &[&str] = &[
     SCHEMA,
+    crate::chat::SCHEMA,
     crate::interactions::SCHEMA,
     crate::artifacts::SCHEMA,
     crate::circles::SCHEMA,

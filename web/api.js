@@ -17,28 +17,83 @@ export class ApiError extends Error {
   }
 }
 
-/** Reads the token from `#token=…` (then drops the fragment) or from session storage. */
-export function loadToken() {
-  const hash = window.location.hash;
-  if (hash.length > 1) {
-    const params = new URLSearchParams(hash.slice(1));
-    const fromHash = params.get("token");
-    if (fromHash !== null) {
-      params.delete("token");
-      const rest = params.toString();
-      const url = window.location.pathname + window.location.search + (rest ? `#${rest}` : "");
-      window.history.replaceState(window.history.state, "", url);
-      if (fromHash.trim()) {
-        sessionStorage.setItem(TOKEN_KEY, fromHash.trim());
-      }
-    }
+/**
+ * The token in `text`: a token as it is, or an address or fragment that carries one
+ * (`http://…/#token=…`, `#token=…`, `token=…`), as people paste what `ferry serve`
+ * printed. Null when an address carries none.
+ */
+export function tokenFrom(text) {
+  const value = String(text ?? "").trim();
+  const at = value.indexOf("#");
+  const fragment = at >= 0 ? value.slice(at + 1) : value.startsWith("token=") ? value : null;
+  if (fragment !== null) {
+    const found = new URLSearchParams(fragment).get("token");
+    return found && found.trim() ? found.trim() : null;
   }
-  token = sessionStorage.getItem(TOKEN_KEY);
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return null;
+  return value || null;
+}
+
+/**
+ * Takes the token out of the address's `#token=…` (dropping it from the address, so it
+ * is neither bookmarked nor shared); null when the address carries none.
+ */
+export function takeTokenFromAddress() {
+  const hash = window.location.hash;
+  if (hash.length <= 1) return null;
+  const params = new URLSearchParams(hash.slice(1));
+  const fromHash = params.get("token");
+  if (fromHash === null) return null;
+  params.delete("token");
+  const rest = params.toString();
+  const url = window.location.pathname + window.location.search + (rest ? `#${rest}` : "");
+  window.history.replaceState(window.history.state, "", url);
+  return fromHash.trim() || null;
+}
+
+/** Whether the token is kept on this device (local storage), not only in this tab. */
+export function isRemembered() {
+  try {
+    return localStorage.getItem(TOKEN_KEY) !== null;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Reads the token from `#token=…` (then drops the fragment), else from this tab's
+ * session storage, else from this device's local storage ("Keep me signed in").
+ */
+export function loadToken() {
+  const fromHash = takeTokenFromAddress();
+  if (fromHash) {
+    setToken(fromHash, { remember: isRemembered() });
+  }
+  token = sessionStorage.getItem(TOKEN_KEY) || readLocal();
   return token;
 }
 
-export function setToken(value) {
+function readLocal() {
+  try {
+    return localStorage.getItem(TOKEN_KEY);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Sets the token for the calls to come: kept in this tab's session storage, and with
+ * `remember` in this device's local storage too, so a new tab is signed in. Without
+ * `remember` a token kept on the device before is dropped; `null` drops both.
+ */
+export function setToken(value, { remember = false } = {}) {
   token = value;
+  try {
+    if (value && remember) localStorage.setItem(TOKEN_KEY, value);
+    else localStorage.removeItem(TOKEN_KEY);
+  } catch {
+    // Storage refused (a private window's quota): this tab still works.
+  }
   if (value) {
     sessionStorage.setItem(TOKEN_KEY, value);
   } else {

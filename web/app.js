@@ -2,7 +2,16 @@
 // panel, the Chat panel, the Nodes panel (admins) and the live event stream. Plain ES
 // modules, no build step.
 
-import { hasToken, loadToken, onUnauthorized, request, setToken } from "./api.js";
+import {
+  hasToken,
+  isRemembered,
+  loadToken,
+  onUnauthorized,
+  request,
+  setToken,
+  takeTokenFromAddress,
+  tokenFrom,
+} from "./api.js";
 import { createChat } from "./chat.js";
 import { promptDialog } from "./dialogs.js";
 import { startEvents, stopEvents } from "./events.js";
@@ -20,6 +29,7 @@ const signinView = document.getElementById("signin-view");
 const signinForm = document.getElementById("signin-form");
 const signinMessage = document.getElementById("signin-message");
 const tokenInput = document.getElementById("token");
+const rememberBox = document.getElementById("remember");
 const appView = document.getElementById("app-view");
 const projectBar = document.getElementById("project-bar");
 const projectSelect = document.getElementById("project");
@@ -109,6 +119,7 @@ function showSignIn(message) {
     signinMessage.replaceChildren();
   }
   tokenInput.value = "";
+  rememberBox.checked = false;
   tokenInput.focus();
 }
 
@@ -125,19 +136,35 @@ onUnauthorized(() => {
   }
 });
 
-signinForm.addEventListener("submit", (event) => {
-  event.preventDefault();
-  const value = tokenInput.value.trim();
-  if (!value) {
-    signinMessage.replaceChildren(el("p", { role: "alert", className: "alert" }, "Paste your token first."));
-    tokenInput.focus();
-    return;
-  }
-  setToken(value);
+/** Signs in with `value` (kept on this device when `remember`), replacing any session. */
+function signInWith(value, remember) {
+  if (!signinView.hidden) signinMessage.replaceChildren();
+  else showSignIn(null);
+  setToken(value, { remember });
   signingIn = true;
   start().finally(() => {
     signingIn = false;
   });
+}
+
+signinForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const typed = tokenInput.value.trim();
+  // The token itself, or the whole address `ferry serve` printed.
+  const value = tokenFrom(typed);
+  if (!value) {
+    const message = typed ? "That address holds no token: it should end in #token=…" : "Paste your token first.";
+    signinMessage.replaceChildren(el("p", { role: "alert", className: "alert" }, message));
+    tokenInput.focus();
+    return;
+  }
+  signInWith(value, rememberBox.checked);
+});
+
+// A changed `#token=…` (a pasted address in this tab) signs that token in.
+window.addEventListener("hashchange", () => {
+  const value = takeTokenFromAddress();
+  if (value) signInWith(value, signinView.hidden ? isRemembered() : rememberBox.checked);
 });
 
 signOutButton.addEventListener("click", () => {

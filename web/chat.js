@@ -11,8 +11,13 @@ import { ApiError, downloadFile, parseJson, readEvents, request, uploadFile } fr
 import { acceptFileDrops, baseName, el, formatChatTime, nameNode, shownName, showAlertIn } from "./format.js";
 import { renderMarkdown } from "./markdown.js";
 
-/** How often a streamed reply's Markdown is rendered again while it grows. */
+/**
+ * How often a streamed reply's Markdown is rendered again while it grows, at most; a
+ * long reply whose rendering takes longer waits RENDER_COST_FACTOR times that, so the
+ * page spends at most about a fifth of its time rendering however long the reply.
+ */
 const RENDER_INTERVAL_MS = 80;
+const RENDER_COST_FACTOR = 4;
 
 export function createChat({ getProject, onNotice }) {
   const log = document.getElementById("conversation");
@@ -388,11 +393,14 @@ export function createChat({ getProject, onNotice }) {
     // The reply as it came, rendered again at most every RENDER_INTERVAL_MS.
     let said = "";
     let renderTimer = null;
+    let renderDelay = RENDER_INTERVAL_MS;
     const render = () => {
       clearTimeout(renderTimer);
       renderTimer = null;
       const stick = nearBottom();
+      const started = performance.now();
       reply.setText(said);
+      renderDelay = Math.max(RENDER_INTERVAL_MS, RENDER_COST_FACTOR * (performance.now() - started));
       if (stick) scrollToEnd();
     };
     stopButton.hidden = false;
@@ -404,7 +412,7 @@ export function createChat({ getProject, onNotice }) {
         if (event === "delta") {
           if (typeof payload.text === "string" && payload.text) {
             said += payload.text;
-            if (renderTimer === null) renderTimer = setTimeout(render, RENDER_INTERVAL_MS);
+            if (renderTimer === null) renderTimer = setTimeout(render, renderDelay);
           }
         } else if (event === "notice") {
           addNotice(reply.article, payload, project);

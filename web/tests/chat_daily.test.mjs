@@ -202,3 +202,38 @@ test('an agent that is down reads "The agent is not answering"', { timeout: 3000
     await page.context().close();
   }
 });
+
+test('rendering cost: a long reply streams without the page falling behind', { timeout: 90000 }, async () => {
+  const page = await openApp(browser, server.url);
+  try {
+    // The renderer alone on Markdown of 100 KiB and 1 MiB (lists, code, tables, links).
+    const timings = await page.evaluate(async () => {
+      const { renderMarkdown } = await import('/markdown.js');
+      const unit = '## Part\n\nSome **bold** text with `code` and a [link](https://example.com).\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```\nlet x = 1;\n```\n\n';
+      const out = {};
+      for (const kib of [100, 1024]) {
+        const text = unit.repeat(Math.ceil((kib * 1024) / unit.length));
+        const started = performance.now();
+        const fragment = renderMarkdown(text);
+        out[`${kib} KiB`] = { ms: Math.round(performance.now() - started), nodes: fragment.childNodes.length };
+      }
+      return out;
+    });
+    console.log(`renderMarkdown: ${JSON.stringify(timings)}`);
+    // A loose bound: the point is the figure, on a machine that may be busy.
+    assert.ok(timings['1024 KiB'].ms < 20000, JSON.stringify(timings));
+
+    // 20,000 tokens streamed with no delay (about 130 KB): the page keeps up and ends
+    // with the whole reply rendered.
+    const started = Date.now();
+    await sendChat(page, 'bench 20000');
+    const reply = messages(page, 'assistant').last();
+    await waitUntil(async () => (await reply.getAttribute('aria-busy')) === null && (await reply.innerText()).includes('t19999'), {
+      timeout: 60000,
+      what: 'the long reply to finish',
+    });
+    console.log(`bench 20000: the whole reply rendered ${Date.now() - started} ms after Send`);
+  } finally {
+    await page.context().close();
+  }
+});

@@ -252,6 +252,53 @@ pub fn every_route_acts_as_the_person(gw: &HostGateway, site: &MemberSite) {
         owned_by(&project_public.join(&name), site.user);
         assert!(!home.join("public").join(&name).exists(), "{order:?}");
     }
+    // Into a folder (M-DAILY), in either order, in the main workspace and in a project
+    // made from a display name: placed by the person's worker, owned by the person.
+    let (status, body) = gw.post(token, "/v1/projects", &json!({"name": "Host Named"}));
+    assert_eq!((status, &body["id"]), (201, &json!("host-named")), "{body}");
+    for project in [None, Some("host-named")] {
+        let mkdir = match project {
+            Some(p) => json!({"path": "public/Reports 2026", "project": p}),
+            None => json!({"path": "public/Reports 2026"}),
+        };
+        let (status, body) = gw.post(token, "/v1/files/mkdir", &mkdir);
+        assert_eq!(status, 201, "{body}");
+        for folder_first in [true, false] {
+            let name = format!("in-folder-{folder_first}.txt");
+            let file = || Part::bytes(b"in a folder".to_vec()).file_name(name.clone());
+            let mut form = Form::new();
+            if let Some(p) = project {
+                form = form.text("project", p.to_owned());
+            }
+            form = match folder_first {
+                true => form
+                    .text("folder", "public/Reports 2026")
+                    .part("file", file()),
+                false => form
+                    .part("file", file())
+                    .text("folder", "public/Reports 2026"),
+            };
+            let request = client().post(gw.url("/v1/media")).bearer_auth(token);
+            let (status, body) = json_answer(request.multipart(form).send().unwrap());
+            assert_eq!(status, 201, "{project:?} {folder_first}: {body}");
+            assert_eq!(body["path"], format!("public/Reports 2026/{name}"));
+            let base = match project {
+                Some(p) => home.join("projects").join(p).join("public"),
+                None => home.join("public"),
+            };
+            let placed = base.join("Reports 2026").join(&name);
+            assert_eq!(std::fs::read(&placed).unwrap(), b"in a folder");
+            owned_by(&placed, site.user);
+            service_cannot_read(&placed);
+        }
+    }
+    let form = Form::new()
+        .text("folder", "public/attachments")
+        .part("file", Part::bytes(b"no".to_vec()).file_name("no.txt"));
+    let request = client().post(gw.url("/v1/media")).bearer_auth(token);
+    let (status, body) = json_answer(request.multipart(form).send().unwrap());
+    assert_error(status, &body, 403, "managed_by_system");
+
     let (status, body) = gw.upload(token, "x.txt", b"x", Some(("nope", FieldOrder::FileFirst)));
     assert_error(status, &body, 404, "unknown_project");
     assert!(

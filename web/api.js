@@ -101,6 +101,11 @@ export function setToken(value, { remember = false } = {}) {
   }
 }
 
+/** The token this tab holds now. */
+export function currentToken() {
+  return token;
+}
+
 export function hasToken() {
   return Boolean(token);
 }
@@ -205,9 +210,9 @@ export function uploadFile(file, project, onProgress, { overwrite = true, folder
   if (project) {
     form.append("project", project);
   }
-  if (folder) {
-    form.append("folder", folder);
-  }
+  // Always named, `public` for public/ itself: with the project and the folder known
+  // before the file, the server refuses a name it will not place before the bytes come.
+  form.append("folder", folder || "public");
   form.append("file", file, file.name);
   const url = overwrite ? "/v1/media" : "/v1/media?overwrite=false";
   return postForm(url, form, onProgress);

@@ -3,6 +3,7 @@
 // modules, no build step.
 
 import {
+  currentToken,
   hasToken,
   isRemembered,
   loadToken,
@@ -159,6 +160,18 @@ signinForm.addEventListener("submit", (event) => {
     return;
   }
   signInWith(value, rememberBox.checked);
+});
+
+// Signed out in another tab of this browser: the token kept on the device is gone, and
+// this tab, holding the same one, signs out too.
+window.addEventListener("storage", (event) => {
+  if (event.key !== "ferry.token" || event.newValue !== null) return;
+  if (event.oldValue && event.oldValue === currentToken() && signinView.hidden) {
+    setToken(null);
+    sessionStorage.removeItem(PROJECT_KEY);
+    project = null;
+    showSignIn("You signed out in another tab.");
+  }
 });
 
 // A changed `#token=…` (a pasted address in this tab) signs that token in.

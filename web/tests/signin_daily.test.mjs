@@ -98,7 +98,10 @@ test('a new tab stays signed in only when asked, and Sign out forgets the token'
     assert.deepEqual(await stored(second), { session: null, local: null });
     const third = await bare(context);
     await signInHeading(third).waitFor();
-    // The tab signed in before still holds its own session until it reloads or is told.
+    // The first tab held the same token: it is signed out too, and says why.
+    await signInHeading(first).waitFor();
+    await first.getByRole('alert').filter({ hasText: 'another tab' }).waitFor();
+    assert.deepEqual(await stored(first), { session: null, local: null });
   } finally {
     await context.close();
   }

@@ -148,7 +148,7 @@ pub async fn new_conversation(
             site.new_conversation(ws.person(), ws.project())
         })
         .await?;
-    Ok(Json(json!({ "project": body.project, "messages": [] })))
+    Ok(Json(json!({ "project": body.project })))
 }
 
 /// Everything a turn needs, checked before the stream starts.

@@ -614,7 +614,9 @@ fn project_add_from_the_cli_is_listed_by_the_api() {
     let projects = body["projects"].as_array().unwrap();
     assert_eq!(projects.len(), 1, "{body}");
     assert_eq!(projects[0]["id"], "q2");
-    assert_eq!(projects[0].as_object().unwrap().len(), 2, "{body}");
+    // Made by id: shown by its id (M-DAILY display names).
+    assert_eq!(projects[0]["name"], "q2");
+    assert_eq!(projects[0].as_object().unwrap().len(), 3, "{body}");
     let created = projects[0]["created"].as_str().unwrap();
     assert!(is_rfc3339(created), "{created}");
     assert!(

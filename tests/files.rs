@@ -2215,7 +2215,8 @@ fn malformed_json_and_queries_are_client_errors() {
             json!({"from": "public/a.txt", "to": "public/b.txt", "overwrite": true}),
         ),
         ("/v1/projects", json!({"id": 1})),
-        ("/v1/projects", json!({"id": "p1", "name": "x"})),
+        ("/v1/projects", json!({"id": "p1", "label": "x"})),
+        ("/v1/projects", json!({"name": ["Q2"]})),
     ] {
         let got = site.post_json_as(site.token(), route, &body);
         assert_error(&got, 400, "bad_json", &format!("{route} {body}"));

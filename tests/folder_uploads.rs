@@ -264,3 +264,23 @@ fn a_folder_reached_through_a_link_is_path_escapes_and_nothing_lands_beyond_it()
     assert_no_temporaries(&server);
     assert_alive(&mut server);
 }
+
+#[test]
+fn an_upload_into_a_folder_counts_against_the_quota_at_the_byte() {
+    let quota: u64 = 100_000;
+    let mut server =
+        Server::start_with_env(&[("FERRY_LIMITS__PERSON_MAX_BYTES", quota.to_string().as_str())]);
+    let reports = public(&server).join("reports");
+    std::fs::create_dir_all(&reports).unwrap();
+    support::write_file(&public(&server).join("filler.txt"), vec![b'f'; 60_000]);
+    // 40,000 bytes are left: one byte under, then exactly at, then one over.
+    let (status, body) = into_folder(&server, "public/reports", "a.txt", &[b'a'; 39_999], true);
+    assert_eq!(status, 201, "quota − 1: {body}");
+    let (status, body) = into_folder(&server, "public/reports", "b.txt", b"b", false);
+    assert_eq!(status, 201, "at the quota: {body}");
+    let (status, body) = into_folder(&server, "public/reports", "c.txt", b"c", true);
+    assert_error(status, &body, 507, "quota_exceeded");
+    assert!(!reports.join("c.txt").exists(), "nothing is written");
+    assert_no_temporaries(&server);
+    assert_alive(&mut server);
+}

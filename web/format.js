@@ -1,8 +1,8 @@
 // Small display helpers: sizes, times, DOM building without markup strings.
 
-const UNITS = ["KB", "MB", "GB", "TB"];
+const UNITS = ["KiB", "MiB", "GiB", "TiB"];
 
-/** "0 B", "999 B", "1.5 KB", "12 MB" (powers of 1024). */
+/** "0 B", "999 B", "1.5 KiB", "12 MiB": powers of 1024, so named in binary units. */
 export function formatSize(bytes) {
   if (typeof bytes !== "number" || !Number.isFinite(bytes) || bytes < 0) {
     return "";

@@ -12,6 +12,7 @@ use ferry_config::{Config, SiteMode};
 use ferry_site::{Site, TokenKind};
 
 mod archive_cmd;
+mod files_cmd;
 mod herd_cmd;
 mod json_error;
 mod mcp_cmd;
@@ -113,6 +114,13 @@ enum Command {
     Node {
         #[command(subcommand)]
         command: node_cmd::NodeCommand,
+    },
+    /// Lists, uploads, downloads, deletes and shares a person's files on a running gateway.
+    Files {
+        #[command(flatten)]
+        gateway: files_cmd::GatewayArgs,
+        #[command(subcommand)]
+        command: files_cmd::FilesCommand,
     },
     /// Starts and directs worker agents and hands them files (a herd); a worker's side too.
     Herd {
@@ -295,6 +303,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Media { command } => return media_cmd::media(command),
         Command::Node { command } => return node_cmd::node(command),
         Command::Herd { command } => return herd_cmd::herd(command),
+        Command::Files { gateway, command } => return Ok(files_cmd::files(gateway, command)),
         Command::Mcp { site, person } => return mcp_cmd::mcp(&site, &person),
         Command::Worker => return mcp_cmd::worker(),
     }

@@ -50,16 +50,37 @@ fn put_ls_get_rm_round_trip() {
         "{}",
         ls.stdout
     );
-    assert!(ls.stdout.lines().any(|l| l.starts_with("dir\t") && l.ends_with("\tpublic/attachments/")));
-    let json: serde_json::Value =
-        serde_json::from_str(&ok(files(&server, dir.path(), &["ls", "public/data.csv", "--json"])).stdout)
-            .unwrap();
+    assert!(
+        ls.stdout
+            .lines()
+            .any(|l| l.starts_with("dir\t") && l.ends_with("\tpublic/attachments/"))
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &ok(files(
+            &server,
+            dir.path(),
+            &["ls", "public/data.csv", "--json"],
+        ))
+        .stdout,
+    )
+    .unwrap();
     assert_eq!(json[0]["size"], 300_000);
 
     std::fs::create_dir(dir.path().join("out")).unwrap();
-    let get = ok(files(&server, dir.path(), &["get", "public/data.csv", "-o", "out"]));
-    assert!(get.stdout.starts_with("out/data.csv\t300000"), "{}", get.stdout);
-    assert_eq!(std::fs::read(dir.path().join("out/data.csv")).unwrap(), bytes);
+    let get = ok(files(
+        &server,
+        dir.path(),
+        &["get", "public/data.csv", "-o", "out"],
+    ));
+    assert!(
+        get.stdout.starts_with("out/data.csv\t300000"),
+        "{}",
+        get.stdout
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("out/data.csv")).unwrap(),
+        bytes
+    );
     let streamed = Command::new(support::ferry_bin())
         .current_dir(dir.path())
         .env("FERRY_URL", &server.base)
@@ -109,7 +130,11 @@ fn exit_status_tells_usage_from_missing_from_failure() {
     std::fs::write(dir.path().join("tool.exe"), b"MZ").unwrap();
     let done = files(&server, dir.path(), &["put", "tool.exe"]);
     assert_eq!(code(&done), 1, "{}", done.both());
-    assert!(done.stderr.contains("extension_not_allowed"), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("extension_not_allowed"),
+        "{}",
+        done.stderr
+    );
     // A wrong token: 1, and the token is not printed back.
     let mut cmd = ferry_command();
     cmd.current_dir(dir.path())
@@ -127,7 +152,11 @@ fn exit_status_tells_usage_from_missing_from_failure() {
         .args(["files", "ls"]);
     let done = finish(cmd);
     assert_eq!(code(&done), 1, "{}", done.both());
-    assert!(done.stderr.contains("could not be reached"), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("could not be reached"),
+        "{}",
+        done.stderr
+    );
 }
 
 #[test]
@@ -171,12 +200,19 @@ fn an_interrupted_download_resumes_and_a_changed_file_starts_over() {
     std::fs::write(dir.path().join("big.txt.ferry-part"), &bytes[..1_234_567]).unwrap();
     std::fs::write(dir.path().join("big.txt.ferry-part.etag"), &etag).unwrap();
     let get = ok(files(&server, dir.path(), &["get", "public/big.txt"]));
-    assert!(get.stderr.contains("resumed after 1.2 MiB"), "{}", get.stderr);
+    assert!(
+        get.stderr.contains("resumed after 1.2 MiB"),
+        "{}",
+        get.stderr
+    );
     assert_eq!(std::fs::read(dir.path().join("big.txt")).unwrap(), bytes);
     assert!(!dir.path().join("big.txt.ferry-part").exists());
     assert!(!dir.path().join("big.txt.ferry-part.etag").exists());
     let log = server.log();
-    assert!(log.contains("206"), "the resumed download asked for a range: {log}");
+    assert!(
+        log.contains("206"),
+        "the resumed download asked for a range: {log}"
+    );
 
     // The file changed since the part was written: If-Range fails, all of it comes again.
     std::fs::write(dir.path().join("big.txt.ferry-part"), &bytes[..1_000]).unwrap();
@@ -186,4 +222,28 @@ fn an_interrupted_download_resumes_and_a_changed_file_starts_over() {
     let get = ok(files(&server, dir.path(), &["get", "public/big.txt"]));
     assert!(!get.stderr.contains("resumed"), "{}", get.stderr);
     assert_eq!(std::fs::read(dir.path().join("big.txt")).unwrap(), changed);
+}
+
+#[test]
+fn put_places_into_an_existing_folder() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(server.workspace("me", None).join("public/reports 2026")).unwrap();
+    std::fs::write(dir.path().join("q1.txt"), b"q1").unwrap();
+    let put = ok(files(
+        &server,
+        dir.path(),
+        &["put", "q1.txt", "--to", "public/reports 2026"],
+    ));
+    assert!(
+        put.stdout.starts_with("public/reports 2026/q1.txt\t2\t"),
+        "{}",
+        put.stdout
+    );
+    let missing = files(
+        &server,
+        dir.path(),
+        &["put", "q1.txt", "--to", "public/none"],
+    );
+    assert_ne!(code(&missing), 0, "{}", missing.both());
 }

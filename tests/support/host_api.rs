@@ -303,6 +303,29 @@ pub fn every_route_acts_as_the_person(gw: &HostGateway, site: &MemberSite) {
     owned_by(&home.join("public/d/e/moved.txt"), site.user);
     assert_eq!(gw.delete(token, "public/d"), 204);
     assert!(!home.join("public/d").exists());
+    // The delete went into the person's trash as the person, and comes back the same way.
+    let trash = site.data.join("private/trash").join(site.person);
+    owned_by(&trash, site.user);
+    let (status, listed) = support::get_json(&gw.url("/v1/trash"), token);
+    assert_eq!(status, 200, "{listed}");
+    let id = listed["entries"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(listed["entries"][0]["path"], "public/d");
+    owned_by(&trash.join(&id), site.user);
+    service_cannot_read(&trash.join(&id));
+    let (status, body) = gw.post(token, &format!("/v1/trash/{id}/restore"), &json!({}));
+    assert_eq!((status, &body["path"]), (200, &json!("public/d")), "{body}");
+    owned_by(&home.join("public/d/e/moved.txt"), site.user);
+    assert_eq!(gw.delete(token, "public/d"), 204);
+    let (status, listed) = support::get_json(&gw.url("/v1/trash"), token);
+    assert_eq!(status, 200, "{listed}");
+    let id = listed["entries"][0]["id"].as_str().unwrap().to_owned();
+    let gone = support::client()
+        .delete(gw.url(&format!("/v1/trash/{id}")))
+        .bearer_auth(token)
+        .send()
+        .unwrap();
+    assert_eq!(gone.status().as_u16(), 204);
+    assert!(!trash.join(&id).exists());
     let (status, body) = gw.post(
         token,
         "/v1/files/mkdir",

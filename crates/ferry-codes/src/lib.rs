@@ -71,6 +71,8 @@ codes! {
     TooLarge = "too_large" => 413,
     /// The write would pass the person's storage quota.
     QuotaExceeded = "quota_exceeded" => 507,
+    /// The deleted entry would pass what the person's trash may hold; nothing was deleted.
+    TrashFull = "trash_full" => 507,
     /// The person may not do that there.
     PermissionDenied = "permission_denied" => 403,
     /// The folder is read-only for this workspace.

@@ -39,6 +39,19 @@ pub struct PathQuery {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct DeleteQuery {
+    path: String,
+    project: Option<String>,
+    /// Deletes for good instead of moving into the trash.
+    #[serde(default)]
+    forever: bool,
+}
+
+/// The header a delete into the trash names the entry's trash id in, for an undo.
+pub const TRASH_ID_HEADER: &str = "ferry-trash-id";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MkdirBody {
     path: String,
     project: Option<String>,
@@ -109,27 +122,39 @@ pub async fn move_entry(
     Ok(Json(json!({ "path": path })))
 }
 
+/// `DELETE /v1/files`: into the person's trash (M-DAILY), its id in [`TRASH_ID_HEADER`];
+/// with `forever=true`, for good.
 pub async fn delete(
     State(state): State<AppState>,
     Member(who): Member,
-    QueryParams(q): QueryParams<PathQuery>,
-) -> Result<StatusCode, ApiError> {
+    QueryParams(q): QueryParams<DeleteQuery>,
+) -> Result<Response, ApiError> {
     let (deleting, person, project) = (state.clone(), who.person.clone(), q.project.clone());
-    let path = q.path.clone();
-    blocking(move || {
+    let (path, forever) = (q.path.clone(), q.forever);
+    let trash_id = blocking(move || {
+        if !forever {
+            return crate::trash::trash_now(&deleting, &person, project.as_deref(), &path)
+                .map(Some);
+        }
         let deleted =
             deleting.member_now(&person, project.as_deref(), MemberAction::Delete { path });
         // Even a delete that failed halfway may have freed room.
         if let Ok(workspace) = deleting.site.workspace(&person, project.as_deref()) {
             workspace.usage_changed();
         }
-        deleted
+        deleted.map(|_| None)
     })
     .await?;
     state
         .events
         .publish(&who.person, q.project.as_deref(), vec![q.path]);
-    Ok(StatusCode::NO_CONTENT)
+    let mut response = Response::builder().status(StatusCode::NO_CONTENT);
+    if let Some(id) = trash_id {
+        response = response.header(TRASH_ID_HEADER, id);
+    }
+    response
+        .body(Body::empty())
+        .map_err(|e| ApiError::internal("response", e))
 }
 
 /// `GET /v1/files/content`: the bytes, never rendered by the browser, with ranges.

@@ -26,6 +26,7 @@ mod range;
 mod tally;
 mod terminal_upload;
 mod terminals;
+mod trash;
 mod upload;
 
 use std::collections::HashMap;
@@ -198,6 +199,7 @@ impl AppState {
         tokio::spawn(interactions::sweep_picks(self.clone()));
         tokio::spawn(sweep_saved_output(self.clone()));
         tokio::spawn(sweep_media(self.clone()));
+        tokio::spawn(trash::sweep(self.clone()));
         tokio::spawn(node_link::watch_revocations(self.clone()));
         tokio::spawn(events::announce_node_changes(self.clone()));
         Ok(())
@@ -284,6 +286,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/artifacts", get(mcp::artifacts))
         .route("/v1/nodes/connect", get(node_link::connect))
         .merge(interactions::routes())
+        .merge(trash::routes())
         .merge(nodes::routes())
         .merge(mcp)
         .fallback(assets::serve)

@@ -16,7 +16,7 @@ use ferry_exec::{ExecError, RequestError};
 use ferry_fs::FsError;
 use ferry_gateway::ApiError;
 use ferry_media::MediaError;
-use ferry_site::{InteractionError, SiteError};
+use ferry_site::{InteractionError, SiteError, TrashError};
 use ferry_tools::{ToolError, ToolOutput};
 use serde_json::Value;
 
@@ -165,7 +165,7 @@ async fn an_errno_is_coded_as_the_confined_operations_code_it() {
 
 // ----------------------------------------------------------------------------- SiteError
 
-const SITE_VARIANTS: usize = 22;
+const SITE_VARIANTS: usize = 23;
 
 fn site_variant(e: &SiteError) -> usize {
     match e {
@@ -191,6 +191,7 @@ fn site_variant(e: &SiteError) -> usize {
         SiteError::NodeRevoked(_) => 19,
         SiteError::CorruptRow(_) => 20,
         SiteError::TooManyPendingNodes(_) => 21,
+        SiteError::Trash(_) => 22,
     }
 }
 
@@ -264,6 +265,20 @@ fn site_samples() -> Vec<SiteError> {
             .map(SiteError::Interaction),
     );
     samples.extend(fs_samples().into_iter().map(SiteError::Fs));
+    samples.extend(
+        [
+            TrashError::Full {
+                path: "public/a".into(),
+                size: 2,
+                held: 1,
+                max: 2,
+            },
+            TrashError::Unknown,
+            TrashError::Changed("public/a".into()),
+        ]
+        .into_iter()
+        .map(SiteError::Trash),
+    );
     samples
 }
 

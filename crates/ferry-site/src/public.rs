@@ -73,6 +73,11 @@ impl PublicPath {
         PublicPath { rel }
     }
 
+    /// The path beneath `public/` (empty for `public` itself).
+    pub(crate) fn rel(&self) -> &str {
+        &self.rel
+    }
+
     /// Whether this is `public` itself.
     pub fn is_root(&self) -> bool {
         self.rel.is_empty()
@@ -84,7 +89,7 @@ impl PublicPath {
     }
 
     /// Refuses the folders the system manages: `public` itself and `public/attachments`.
-    fn require_member_managed(&self) -> Result<(), SiteError> {
+    pub(crate) fn require_member_managed(&self) -> Result<(), SiteError> {
         if self.is_root() {
             return Err(SiteError::Reserved(PUBLIC_DIR_NAME));
         }
@@ -365,7 +370,7 @@ impl PublicFolder {
 
     /// Opens the parents of a new folder, making the missing ones; a parent the member
     /// makes must have a safe name like the folder itself (existing ones may be anything).
-    fn make_parents(&self, rel: &str) -> Result<Dir, SiteError> {
+    pub(crate) fn make_parents(&self, rel: &str) -> Result<Dir, SiteError> {
         let mut current = self.public.try_clone()?;
         let mut parts = rel.split('/').peekable();
         while let Some(part) = parts.peek() {

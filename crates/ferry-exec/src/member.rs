@@ -82,6 +82,12 @@ pub enum MemberAction {
         /// The file to open, from `public/` on.
         path: String,
     },
+    /// Opens a file for a share link, following no link at any component; its
+    /// descriptor travels beside the reply.
+    OpenShared {
+        /// The file to open, from `public/` on.
+        path: String,
+    },
     /// The mark of `public/attachments/`, and its files unless the mark is `unchanged`.
     Attachments {
         /// The mark the caller saw last; when it still holds, the files are not read.
@@ -260,16 +266,8 @@ pub(crate) fn perform(
             }
         }
         MemberAction::Purge { .. } => MemberReply::Done,
-        MemberAction::Open { path } => {
-            let download = folder.open_file(&path).map_err(site_error)?;
-            let opened = Opened {
-                name: download.name,
-                size: download.meta.size,
-                mtime: download.meta.mtime,
-                inode: download.meta.inode,
-            };
-            return Ok((MemberReply::Opened(opened), Some(download.file)));
-        }
+        MemberAction::Open { path } => return opened_file(folder.open_file(&path)),
+        MemberAction::OpenShared { path } => return opened_file(folder.open_file_no_links(&path)),
         MemberAction::Attachments { unchanged } => {
             let mark = folder.attachments_mark().map_err(site_error)?;
             let files = match (mark, unchanged) {
@@ -339,6 +337,20 @@ pub(crate) fn perform(
         }
     };
     Ok((reply, None))
+}
+
+/// The reply to an open, with the file's descriptor beside it.
+fn opened_file(
+    download: Result<ferry_site::Download, SiteError>,
+) -> Result<(MemberReply, Option<File>), RequestError> {
+    let download = download.map_err(site_error)?;
+    let opened = Opened {
+        name: download.name,
+        size: download.meta.size,
+        mtime: download.meta.mtime,
+        inode: download.meta.inode,
+    };
+    Ok((MemberReply::Opened(opened), Some(download.file)))
 }
 
 fn site_error_from_fs(e: FsError) -> RequestError {

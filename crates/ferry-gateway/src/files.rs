@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use ferry_exec::member::{MemberAction, MemberReply};
+use ferry_exec::member::{MemberAction, MemberReply, Opened};
 use ferry_fs::FsError;
 use ferry_site::{Listing, SiteError};
 use serde::Deserialize;
@@ -176,10 +176,22 @@ pub async fn download(
             ferry_codes::Code::PathEscapes => ApiError::not_found(),
             _ => e,
         })?;
-    let (meta, mut file) = match opened {
+    let (meta, file) = match opened {
         (MemberReply::Opened(meta), Some(file)) => (meta, file),
         _ => return Err(out_of_turn()),
     };
+    send_file(meta, file, &headers, "private, no-cache").await
+}
+
+/// Answers with an opened file's bytes: never rendered by the browser (attachment,
+/// nosniff), a sniffed type, `ETag` and `Last-Modified`, `Range` and `If-Range`, and the
+/// `cache_control` the route wants. The downloads and the share links use it alike.
+pub(crate) async fn send_file(
+    meta: Opened,
+    mut file: std::fs::File,
+    headers: &HeaderMap,
+    cache_control: &'static str,
+) -> Result<Response, ApiError> {
     let name = meta.name.clone();
     // The one sniffer, so the download and file_preview name the same type.
     let sniffed = name.clone();
@@ -208,7 +220,7 @@ pub async fn download(
         .header(header::ACCEPT_RANGES, "bytes")
         .header(header::CONTENT_DISPOSITION, content_disposition(&name))
         .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
-        .header(header::CACHE_CONTROL, "private, no-cache");
+        .header(header::CACHE_CONTROL, cache_control);
     if if_none_match_hits(header_str(header::IF_NONE_MATCH), &etag) {
         return response
             .status(StatusCode::NOT_MODIFIED)

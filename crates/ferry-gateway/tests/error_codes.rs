@@ -16,7 +16,7 @@ use ferry_exec::{ExecError, RequestError};
 use ferry_fs::FsError;
 use ferry_gateway::ApiError;
 use ferry_media::MediaError;
-use ferry_site::{InteractionError, SiteError, TrashError};
+use ferry_site::{InteractionError, ShareError, SiteError, TrashError};
 use ferry_tools::{ToolError, ToolOutput};
 use serde_json::Value;
 
@@ -165,7 +165,7 @@ async fn an_errno_is_coded_as_the_confined_operations_code_it() {
 
 // ----------------------------------------------------------------------------- SiteError
 
-const SITE_VARIANTS: usize = 23;
+const SITE_VARIANTS: usize = 24;
 
 fn site_variant(e: &SiteError) -> usize {
     match e {
@@ -192,6 +192,7 @@ fn site_variant(e: &SiteError) -> usize {
         SiteError::CorruptRow(_) => 20,
         SiteError::TooManyPendingNodes(_) => 21,
         SiteError::Trash(_) => 22,
+        SiteError::Share(_) => 23,
     }
 }
 
@@ -278,6 +279,17 @@ fn site_samples() -> Vec<SiteError> {
         ]
         .into_iter()
         .map(SiteError::Trash),
+    );
+    samples.extend(
+        [
+            ShareError::Unknown,
+            ShareError::Expired,
+            ShareError::Revoked,
+            ShareError::BadExpiry(-1),
+            ShareError::TooMany,
+        ]
+        .into_iter()
+        .map(SiteError::Share),
     );
     samples
 }

@@ -78,6 +78,9 @@ pub enum SiteError {
     /// Moving into the trash or restoring from it failed.
     #[error(transparent)]
     Trash(#[from] crate::TrashError),
+    /// A share link could not be made or used.
+    #[error(transparent)]
+    Share(#[from] crate::ShareError),
     /// A confined file operation failed.
     #[error(transparent)]
     Fs(#[from] FsError),
@@ -113,6 +116,7 @@ impl SiteError {
             SiteError::CorruptRow(_) => Code::Internal,
             SiteError::Interaction(e) => e.code(),
             SiteError::Trash(e) => e.code(),
+            SiteError::Share(e) => e.code(),
             SiteError::Fs(e) => e.code(),
             SiteError::Db(_) | SiteError::Io(_) => Code::Internal,
         }

@@ -16,6 +16,7 @@ mod media;
 mod migrate;
 mod nodes;
 mod public;
+mod shares;
 mod shown;
 mod site;
 mod skills;
@@ -45,6 +46,7 @@ pub use public::{
     AttachmentsState, Download, FlatListing, Listing, Node, NodeKind, PublicFolder, PublicPath,
     PublicPlace, attachments_changed,
 };
+pub use shares::{SHARE_ROUTE_PREFIX, Share, ShareError, check_share_expiry};
 pub use shown::{delivery_notice, person_relative};
 pub use site::{DEFAULT_PERSON, Project, Site, project_folder_error};
 pub use time::rfc3339;

@@ -313,6 +313,22 @@ impl PublicFolder {
         })
     }
 
+    /// Opens a file under `public/` for a share link: no link is followed at any
+    /// component, so a path replaced by a link since it was shared is refused.
+    pub fn open_file_no_links(&self, path: &str) -> Result<Download, SiteError> {
+        let path = PublicPath::parse(path)?;
+        if path.is_root() {
+            return Err(FsError::IsDirectory.into());
+        }
+        let file = self.public.open_file(&path.rel, Follow::Never)?;
+        let meta = Metadata::of_file(&file)?;
+        Ok(Download {
+            file,
+            meta,
+            name: path.name().to_owned(),
+        })
+    }
+
     /// The mark of `public/attachments/` (its mtime and inode), which moves whenever a
     /// file is added, removed or renamed there; `None` when it is not a real folder.
     pub fn attachments_mark(&self) -> Result<Option<(SystemTime, u64)>, SiteError> {

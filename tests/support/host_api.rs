@@ -285,6 +285,20 @@ pub fn every_route_acts_as_the_person(gw: &HostGateway, site: &MemberSite) {
         416
     );
 
+    // A share link: the file opened by the person's worker, no token needed.
+    let (status, share) = gw.post(
+        token,
+        "/v1/shares",
+        &json!({"path": "public/hello.txt", "expiresInSecs": 60}),
+    );
+    assert_eq!(status, 201, "{share}");
+    let shared = support::client()
+        .get(gw.url(share["url"].as_str().unwrap()))
+        .send()
+        .unwrap();
+    assert_eq!(shared.status().as_u16(), 200);
+    assert_eq!(shared.bytes().unwrap().as_ref(), b"hello, host\n");
+
     // mkdir, move and delete.
     let (status, body) = gw.post(token, "/v1/files/mkdir", &json!({"path": "public/d/e"}));
     assert_eq!(

@@ -531,3 +531,36 @@ fn container_a_project_whose_folder_is_a_link_is_refused_and_never_listed() {
     assert_eq!(listed(), vec!["ok", "p2"]);
     assert_owned(&projects.join("p2/public"), AGENT);
 }
+
+#[test]
+fn a_delete_goes_to_the_trash_and_comes_back_with_its_owner() {
+    let server = start();
+    let token = &server.token;
+    let public = server.home("me").join("public");
+    assert_eq!(upload(&server, token, "a.txt", b"agent's", None).0, 201);
+    assert_owned(&public.join("a.txt"), AGENT);
+    let response = support::client()
+        .delete(server.url("/v1/files?path=public/a.txt"))
+        .bearer_auth(token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 204);
+    let id = response.headers()["ferry-trash-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    // The trash folder is the service's (the agent's containers never see it); the entry
+    // keeps the agent's ownership while it waits there.
+    let trash = server.data.join("private/trash/me");
+    assert_owned(&trash, ROOT);
+    assert_owned(&trash.join(&id), AGENT);
+    let (status, body) = post_json(
+        &server,
+        token,
+        &format!("/v1/trash/{id}/restore"),
+        &json!({}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_owned(&public.join("a.txt"), AGENT);
+    assert_eq!(std::fs::read(public.join("a.txt")).unwrap(), b"agent's");
+}

@@ -360,6 +360,7 @@ fn expected_layout() -> Vec<(String, &'static str, &'static str, Option<u32>)> {
         ("private", "root", "root", Some(0o755)),
         ("private/people", "root", "root", Some(0o755)),
         ("private/herd-keys", "root", "root", Some(0o755)),
+        ("private/trash", "root", "root", Some(0o755)),
         ("circles", "root", "root", Some(0o755)),
         ("circles/htc", "root", CIRCLE_GROUP, Some(0o2770)),
         ("shared/public", "root", "fy_shared", Some(0o2775)),
@@ -390,6 +391,7 @@ fn expected_layout() -> Vec<(String, &'static str, &'static str, Option<u32>)> {
                 user,
                 Some(0o700),
             ),
+            (format!("private/trash/{person}"), user, user, Some(0o700)),
         ]);
     }
     rows

@@ -11,6 +11,7 @@
 
 import { ApiError, downloadFile, request } from "./api.js";
 import { confirmDialog, promptDialog } from "./dialogs.js";
+import { createTrashAndShares, deleteToTrash } from "./trash_share.js";
 import {
   acceptFileDrops,
   el,
@@ -54,6 +55,7 @@ export function createFilesPanel({ getProject, uploads }) {
   const uploadButton = document.getElementById("upload-button");
   const uploadInput = document.getElementById("upload-input");
   const newFolderButton = document.getElementById("new-folder");
+  const trashButton = document.getElementById("trash-button");
 
   /** path → listing node (with `parent` and `level` added), for the shown listing. */
   let nodes = new Map();
@@ -128,7 +130,7 @@ export function createFilesPanel({ getProject, uploads }) {
     }
   }
 
-  const LABELS = { upload: "Upload into", download: "Download", rename: "Rename", move: "Move", delete: "Delete" };
+  const LABELS = { upload: "Upload into", download: "Download", share: "Share", rename: "Rename", move: "Move", delete: "Delete" };
 
   /** One prototype row per kind, cloned for each entry (much cheaper than building). */
   function prototype(kind) {
@@ -148,7 +150,12 @@ export function createFilesPanel({ getProject, uploads }) {
     const time = document.createElement("time");
     time.className = "mtime";
     row.append(name, size, time);
-    const actions = kind === "dir" ? ["upload", "rename", "move", "delete"] : ["download", "rename", "move", "delete"];
+    const actions =
+      kind === "dir"
+        ? ["upload", "rename", "move", "delete"]
+        : kind === "file"
+          ? ["download", "share", "rename", "move", "delete"]
+          : ["download", "rename", "move", "delete"];
     for (const action of actions) {
       const button = document.createElement("button");
       button.type = "button";
@@ -575,16 +582,20 @@ export function createFilesPanel({ getProject, uploads }) {
   function remove(node) {
     const project = getProject();
     const isDir = node.type === "dir";
+    let trashId = null;
     confirmDialog({
       title: ["Delete ", nameNode(node.name), "?"],
       detail: isDir
-        ? ["The folder ", nameNode(node.path), " and everything in it will be deleted."]
-        : [nameNode(node.path), " will be deleted."],
+        ? ["The folder ", nameNode(node.path), " and everything in it will be moved to the trash."]
+        : [nameNode(node.path), " will be moved to the trash."],
       confirmLabel: "Delete",
-      action: () => request("DELETE", "/v1/files", { query: { path: node.path, project } }),
+      action: async () => {
+        trashId = await deleteToTrash(node.path, project);
+      },
     }).then((done) => {
       if (done) {
         clearAlert();
+        if (trashId) extras.showTrashed(node.path, trashId);
         const item = itemFor(node.path);
         const all = visibleItems();
         const i = item ? all.indexOf(item) : -1;
@@ -680,6 +691,7 @@ export function createFilesPanel({ getProject, uploads }) {
       const action = button.dataset.action;
       if (action === "upload") uploadInto(node.path);
       else if (action === "download") download(node);
+      else if (action === "share") extras.openShare(node, getProject());
       else if (action === "rename") rename(node);
       else if (action === "move") moveDialog(node);
       else if (action === "delete") remove(node);
@@ -945,6 +957,17 @@ export function createFilesPanel({ getProject, uploads }) {
     }
   });
   newFolderButton.addEventListener("click", newFolder);
+
+  // The trash (a delete's Undo, the Trash view) and share links: trash_share.js.
+  const extras = createTrashAndShares({
+    alerts,
+    reload: (path) => {
+      openPathTo(parentPath(path));
+      activePath = path;
+      load();
+    },
+  });
+  trashButton.addEventListener("click", () => extras.openTrash());
 
   return {
     load,

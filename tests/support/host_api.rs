@@ -332,6 +332,20 @@ pub fn every_route_acts_as_the_person(gw: &HostGateway, site: &MemberSite) {
         416
     );
 
+    // A share link: the file opened by the person's worker, no token needed.
+    let (status, share) = gw.post(
+        token,
+        "/v1/shares",
+        &json!({"path": "public/hello.txt", "expiresInSecs": 60}),
+    );
+    assert_eq!(status, 201, "{share}");
+    let shared = support::client()
+        .get(gw.url(share["url"].as_str().unwrap()))
+        .send()
+        .unwrap();
+    assert_eq!(shared.status().as_u16(), 200);
+    assert_eq!(shared.bytes().unwrap().as_ref(), b"hello, host\n");
+
     // mkdir, move and delete.
     let (status, body) = gw.post(token, "/v1/files/mkdir", &json!({"path": "public/d/e"}));
     assert_eq!(
@@ -350,6 +364,29 @@ pub fn every_route_acts_as_the_person(gw: &HostGateway, site: &MemberSite) {
     owned_by(&home.join("public/d/e/moved.txt"), site.user);
     assert_eq!(gw.delete(token, "public/d"), 204);
     assert!(!home.join("public/d").exists());
+    // The delete went into the person's trash as the person, and comes back the same way.
+    let trash = site.data.join("private/trash").join(site.person);
+    owned_by(&trash, site.user);
+    let (status, listed) = support::get_json(&gw.url("/v1/trash"), token);
+    assert_eq!(status, 200, "{listed}");
+    let id = listed["entries"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(listed["entries"][0]["path"], "public/d");
+    owned_by(&trash.join(&id), site.user);
+    service_cannot_read(&trash.join(&id));
+    let (status, body) = gw.post(token, &format!("/v1/trash/{id}/restore"), &json!({}));
+    assert_eq!((status, &body["path"]), (200, &json!("public/d")), "{body}");
+    owned_by(&home.join("public/d/e/moved.txt"), site.user);
+    assert_eq!(gw.delete(token, "public/d"), 204);
+    let (status, listed) = support::get_json(&gw.url("/v1/trash"), token);
+    assert_eq!(status, 200, "{listed}");
+    let id = listed["entries"][0]["id"].as_str().unwrap().to_owned();
+    let gone = support::client()
+        .delete(gw.url(&format!("/v1/trash/{id}")))
+        .bearer_auth(token)
+        .send()
+        .unwrap();
+    assert_eq!(gone.status().as_u16(), 204);
+    assert!(!trash.join(&id).exists());
     let (status, body) = gw.post(
         token,
         "/v1/files/mkdir",

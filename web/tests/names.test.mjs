@@ -179,7 +179,7 @@ test('the delete and rename dialogs show the name as it is', { timeout: 30000 },
   const confirm = page.getByRole('dialog', { name: `Delete ${ZERO_WIDTH.shown}?`, exact: true });
   await confirm.waitFor({ state: 'visible' });
   assert.equal(await confirm.locator('.dialog-title').innerText(), `Delete ${ZERO_WIDTH.shown}?`);
-  assert.equal(await confirm.locator('.dialog-detail').innerText(), `public/attachments/${ZERO_WIDTH.shown} will be deleted.`);
+  assert.equal(await confirm.locator('.dialog-detail').innerText(), `public/attachments/${ZERO_WIDTH.shown} will be moved to the trash.`);
   await confirm.getByRole('button', { name: 'Cancel', exact: true }).click();
   await confirm.waitFor({ state: 'hidden' });
   assert.ok(fs.existsSync(path.join(attachments, ZERO_WIDTH.name)), 'cancelled: nothing deleted');

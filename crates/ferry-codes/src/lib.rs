@@ -73,6 +73,14 @@ codes! {
     TooLarge = "too_large" => 413,
     /// The write would pass the person's storage quota.
     QuotaExceeded = "quota_exceeded" => 507,
+    /// The deleted entry would pass what the person's trash may hold; nothing was deleted.
+    TrashFull = "trash_full" => 507,
+    /// The share link's time is over.
+    ShareExpired = "share_expired" => 410,
+    /// The share link was revoked by the person who made it.
+    ShareRevoked = "share_revoked" => 410,
+    /// The person has as many live share links as one may; revoke some first.
+    TooManyShares = "too_many_shares" => 429,
     /// The person may not do that there.
     PermissionDenied = "permission_denied" => 403,
     /// The folder is read-only for this workspace.

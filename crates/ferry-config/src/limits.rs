@@ -50,6 +50,15 @@ pub const TRASH_DAYS: u64 = 7;
 /// Bytes one person's trash may hold; a delete that would pass it is refused rather than
 /// the oldest entries dropped unasked (1 GiB; `files.trash_max_bytes`).
 pub const TRASH_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+/// The shortest life a share link may be given, in seconds (spec M-DAILY "Share a file").
+pub const SHARE_MIN_EXPIRY_SECS: u64 = 60;
+/// The longest life a share link may be given, in seconds (30 days).
+pub const SHARE_MAX_EXPIRY_SECS: u64 = 30 * 24 * 60 * 60;
+/// Share links one person may have live at once (not expired, not revoked).
+pub const SHARES_MAX_LIVE_PER_PERSON: usize = 1000;
+/// Seconds a share link's record is kept past its expiry, so that it answers "expired"
+/// (or "revoked") rather than "unknown" for a while; then the sweep removes it (1 day).
+pub const SHARE_RECORD_KEEP_SECS: u64 = 24 * 60 * 60;
 /// Bytes of file content one folder download (zip) may carry (4 GiB; `files.archive_max_bytes`).
 pub const FOLDER_ZIP_MAX_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 /// Room for the multipart framing around the file's bytes (boundaries, part headers,

@@ -18,7 +18,8 @@ use std::time::SystemTime;
 
 use ferry_fs::{Dir, FileId, FsError};
 use ferry_site::{
-    AttachmentsState, FlatListing, PublicFolder, PublicPlace, SiteError, open_container,
+    AttachmentsState, FlatListing, PublicFolder, PublicPlace, SiteError, TrashEntry, TrashRoom,
+    Trashed, open_container, open_trash, purge_trash,
 };
 use serde::{Deserialize, Serialize};
 
@@ -53,8 +54,37 @@ pub enum MemberAction {
         /// The entry to delete, from `public/` on.
         path: String,
     },
+    /// Moves a file, a link or a whole folder under `public/` into the person's trash as
+    /// `id`, unless its bytes would pass `room` (spec M-DAILY).
+    Trash {
+        /// The entry to move, from `public/` on.
+        path: String,
+        /// Its id in the trash, which the service recorded first.
+        id: String,
+        /// What the trash holds and may hold.
+        room: TrashRoom,
+    },
+    /// Puts a trashed entry back where it was (or under `name` in that folder), never
+    /// over an existing entry.
+    Restore {
+        /// The entry, as the service recorded it.
+        entry: TrashEntry,
+        /// A new last name for it, when the old one is taken.
+        name: Option<String>,
+    },
+    /// Removes an entry of the person's trash for good.
+    Purge {
+        /// Its id in the trash.
+        id: String,
+    },
     /// Opens a file for download; its descriptor travels beside the reply.
     Open {
+        /// The file to open, from `public/` on.
+        path: String,
+    },
+    /// Opens a file for a share link, following no link at any component; its
+    /// descriptor travels beside the reply.
+    OpenShared {
         /// The file to open, from `public/` on.
         path: String,
     },
@@ -145,6 +175,8 @@ pub enum MemberReply {
         /// The folder's files by name, or none when the mark had not moved.
         files: Option<AttachmentsState>,
     },
+    /// For [`MemberAction::Trash`]: what moved into the trash.
+    Trashed(Trashed),
     /// For [`MemberAction::Stage`]; the descriptor travels beside it.
     Staged {
         /// The hidden name of the temporary, for a later commit or discard.
@@ -192,6 +224,11 @@ pub(crate) fn perform(
         ferry_fs::remove_temporary(&dir, &staged.temp).map_err(site_error_from_fs)?;
         return Ok((MemberReply::Done, None));
     }
+    // The trash alone: no workspace folder is opened (or made) to empty it.
+    if let MemberAction::Purge { id } = &action {
+        purge_trash(&open_trash(&root, person).map_err(site_error)?, id).map_err(site_error)?;
+        return Ok((MemberReply::Done, None));
+    }
     let folder = match (&action, project) {
         // A new project's folders: a link in the way is named as such.
         (MemberAction::Prepare, Some(id)) => opened(project)
@@ -216,16 +253,21 @@ pub(crate) fn perform(
             folder.delete(&path).map_err(site_error)?;
             MemberReply::Done
         }
-        MemberAction::Open { path } => {
-            let download = folder.open_file(&path).map_err(site_error)?;
-            let opened = Opened {
-                name: download.name,
-                size: download.meta.size,
-                mtime: download.meta.mtime,
-                inode: download.meta.inode,
-            };
-            return Ok((MemberReply::Opened(opened), Some(download.file)));
+        MemberAction::Trash { path, id, room } => {
+            let trash = open_trash(&root, person).map_err(site_error)?;
+            MemberReply::Trashed(folder.trash(&path, &trash, &id, room).map_err(site_error)?)
         }
+        MemberAction::Restore { entry, name } => {
+            let trash = open_trash(&root, person).map_err(site_error)?;
+            MemberReply::Path {
+                path: folder
+                    .restore(&trash, &entry, name.as_deref())
+                    .map_err(site_error)?,
+            }
+        }
+        MemberAction::Purge { .. } => MemberReply::Done,
+        MemberAction::Open { path } => return opened_file(folder.open_file(&path)),
+        MemberAction::OpenShared { path } => return opened_file(folder.open_file_no_links(&path)),
         MemberAction::Attachments { unchanged } => {
             let mark = folder.attachments_mark().map_err(site_error)?;
             let files = match (mark, unchanged) {
@@ -295,6 +337,20 @@ pub(crate) fn perform(
         }
     };
     Ok((reply, None))
+}
+
+/// The reply to an open, with the file's descriptor beside it.
+fn opened_file(
+    download: Result<ferry_site::Download, SiteError>,
+) -> Result<(MemberReply, Option<File>), RequestError> {
+    let download = download.map_err(site_error)?;
+    let opened = Opened {
+        name: download.name,
+        size: download.meta.size,
+        mtime: download.meta.mtime,
+        inode: download.meta.inode,
+    };
+    Ok((MemberReply::Opened(opened), Some(download.file)))
 }
 
 fn site_error_from_fs(e: FsError) -> RequestError {

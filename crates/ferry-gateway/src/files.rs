@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use ferry_exec::member::{MemberAction, MemberReply};
+use ferry_exec::member::{MemberAction, MemberReply, Opened};
 use ferry_fs::FsError;
 use ferry_site::{Listing, SiteError};
 use serde::Deserialize;
@@ -36,6 +36,19 @@ pub struct PathQuery {
     path: String,
     project: Option<String>,
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteQuery {
+    path: String,
+    project: Option<String>,
+    /// Deletes for good instead of moving into the trash.
+    #[serde(default)]
+    forever: bool,
+}
+
+/// The header a delete into the trash names the entry's trash id in, for an undo.
+pub const TRASH_ID_HEADER: &str = "ferry-trash-id";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -109,27 +122,39 @@ pub async fn move_entry(
     Ok(Json(json!({ "path": path })))
 }
 
+/// `DELETE /v1/files`: into the person's trash (M-DAILY), its id in [`TRASH_ID_HEADER`];
+/// with `forever=true`, for good.
 pub async fn delete(
     State(state): State<AppState>,
     Member(who): Member,
-    QueryParams(q): QueryParams<PathQuery>,
-) -> Result<StatusCode, ApiError> {
+    QueryParams(q): QueryParams<DeleteQuery>,
+) -> Result<Response, ApiError> {
     let (deleting, person, project) = (state.clone(), who.person.clone(), q.project.clone());
-    let path = q.path.clone();
-    blocking(move || {
+    let (path, forever) = (q.path.clone(), q.forever);
+    let trash_id = blocking(move || {
+        if !forever {
+            return crate::trash::trash_now(&deleting, &person, project.as_deref(), &path)
+                .map(Some);
+        }
         let deleted =
             deleting.member_now(&person, project.as_deref(), MemberAction::Delete { path });
         // Even a delete that failed halfway may have freed room.
         if let Ok(workspace) = deleting.site.workspace(&person, project.as_deref()) {
             workspace.usage_changed();
         }
-        deleted
+        deleted.map(|_| None)
     })
     .await?;
     state
         .events
         .publish(&who.person, q.project.as_deref(), vec![q.path]);
-    Ok(StatusCode::NO_CONTENT)
+    let mut response = Response::builder().status(StatusCode::NO_CONTENT);
+    if let Some(id) = trash_id {
+        response = response.header(TRASH_ID_HEADER, id);
+    }
+    response
+        .body(Body::empty())
+        .map_err(|e| ApiError::internal("response", e))
 }
 
 /// `GET /v1/files/content`: the bytes, never rendered by the browser, with ranges.
@@ -151,10 +176,22 @@ pub async fn download(
             ferry_codes::Code::PathEscapes => ApiError::not_found(),
             _ => e,
         })?;
-    let (meta, mut file) = match opened {
+    let (meta, file) = match opened {
         (MemberReply::Opened(meta), Some(file)) => (meta, file),
         _ => return Err(out_of_turn()),
     };
+    send_file(meta, file, &headers, "private, no-cache").await
+}
+
+/// Answers with an opened file's bytes: never rendered by the browser (attachment,
+/// nosniff), a sniffed type, `ETag` and `Last-Modified`, `Range` and `If-Range`, and the
+/// `cache_control` the route wants. The downloads and the share links use it alike.
+pub(crate) async fn send_file(
+    meta: Opened,
+    mut file: std::fs::File,
+    headers: &HeaderMap,
+    cache_control: &'static str,
+) -> Result<Response, ApiError> {
     let name = meta.name.clone();
     // The one sniffer, so the download and file_preview name the same type.
     let sniffed = name.clone();
@@ -183,7 +220,7 @@ pub async fn download(
         .header(header::ACCEPT_RANGES, "bytes")
         .header(header::CONTENT_DISPOSITION, content_disposition(&name))
         .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
-        .header(header::CACHE_CONTROL, "private, no-cache");
+        .header(header::CACHE_CONTROL, cache_control);
     if if_none_match_hits(header_str(header::IF_NONE_MATCH), &etag) {
         return response
             .status(StatusCode::NOT_MODIFIED)

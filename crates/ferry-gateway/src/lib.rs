@@ -23,9 +23,11 @@ mod node_link;
 mod nodes;
 mod projects;
 mod range;
+mod shares;
 mod tally;
 mod terminal_upload;
 mod terminals;
+mod trash;
 mod upload;
 
 use std::collections::HashMap;
@@ -214,6 +216,8 @@ impl AppState {
         tokio::spawn(interactions::sweep_picks(self.clone()));
         tokio::spawn(sweep_saved_output(self.clone()));
         tokio::spawn(sweep_media(self.clone()));
+        tokio::spawn(trash::sweep(self.clone()));
+        tokio::spawn(shares::sweep(self.clone()));
         tokio::spawn(node_link::watch_revocations(self.clone()));
         tokio::spawn(events::announce_node_changes(self.clone()));
         Ok(())
@@ -301,6 +305,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/artifacts", get(mcp::artifacts))
         .route("/v1/nodes/connect", get(node_link::connect))
         .merge(interactions::routes())
+        .merge(trash::routes())
+        .merge(shares::routes())
         .merge(nodes::routes())
         .merge(mcp)
         .fallback(assets::serve)
@@ -322,7 +328,19 @@ pub fn router(state: AppState) -> Router {
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         ))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .layer(
+            // The span names the path alone: a query may hold a secret (a share link's
+            // or a pick link's signature), which no log line may carry.
+            tower_http::trace::TraceLayer::new_for_http().make_span_with(
+                |request: &axum::http::Request<axum::body::Body>| {
+                    tracing::debug_span!(
+                        "request",
+                        method = %request.method(),
+                        path = %request.uri().path(),
+                    )
+                },
+            ),
+        )
         .layer(axum::middleware::from_fn(access_log::access_log))
         .with_state(state)
 }

@@ -16,7 +16,7 @@ use ferry_exec::{ExecError, RequestError};
 use ferry_fs::FsError;
 use ferry_gateway::ApiError;
 use ferry_media::MediaError;
-use ferry_site::{InteractionError, SiteError};
+use ferry_site::{InteractionError, ShareError, SiteError, TrashError};
 use ferry_tools::{ToolError, ToolOutput};
 use serde_json::Value;
 
@@ -165,7 +165,7 @@ async fn an_errno_is_coded_as_the_confined_operations_code_it() {
 
 // ----------------------------------------------------------------------------- SiteError
 
-const SITE_VARIANTS: usize = 25;
+const SITE_VARIANTS: usize = 27;
 
 fn site_variant(e: &SiteError) -> usize {
     match e {
@@ -194,6 +194,8 @@ fn site_variant(e: &SiteError) -> usize {
         SiteError::NoSuchFolder(_) => 22,
         SiteError::BadProjectName(_) => 23,
         SiteError::NameGivesNoId(_) => 24,
+        SiteError::Trash(_) => 25,
+        SiteError::Share(_) => 26,
     }
 }
 
@@ -270,6 +272,31 @@ fn site_samples() -> Vec<SiteError> {
             .map(SiteError::Interaction),
     );
     samples.extend(fs_samples().into_iter().map(SiteError::Fs));
+    samples.extend(
+        [
+            TrashError::Full {
+                path: "public/a".into(),
+                size: 2,
+                held: 1,
+                max: 2,
+            },
+            TrashError::Unknown,
+            TrashError::Changed("public/a".into()),
+        ]
+        .into_iter()
+        .map(SiteError::Trash),
+    );
+    samples.extend(
+        [
+            ShareError::Unknown,
+            ShareError::Expired,
+            ShareError::Revoked,
+            ShareError::BadExpiry(-1),
+            ShareError::TooMany,
+        ]
+        .into_iter()
+        .map(SiteError::Share),
+    );
     samples
 }
 

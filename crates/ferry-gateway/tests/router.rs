@@ -152,6 +152,28 @@ fn member_routes() -> Vec<(Method, &'static str, Option<Value>)> {
         (Method::GET, "/v1/events", None),
         (Method::GET, "/v1/chat/history", None),
         (Method::POST, "/v1/media", None),
+        (Method::GET, "/v1/trash", None),
+        (
+            Method::POST,
+            "/v1/trash/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/restore",
+            Some(json!({})),
+        ),
+        (
+            Method::DELETE,
+            "/v1/trash/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            None,
+        ),
+        (Method::GET, "/v1/shares", None),
+        (
+            Method::POST,
+            "/v1/shares",
+            Some(json!({"path": "public/a.txt", "expiresInSecs": 60})),
+        ),
+        (
+            Method::DELETE,
+            "/v1/shares/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            None,
+        ),
     ]
 }
 

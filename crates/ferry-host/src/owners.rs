@@ -87,6 +87,7 @@ impl Layout<'_> {
             (layout::HOME_DIR, Want::root(0o755)),
             (layout::PRIVATE_DIR, Want::root(0o755)),
             (layout::PEOPLE_DIR, Want::root(0o755)),
+            (layout::TRASH_DIR, Want::root(0o755)),
             (layout::HERD_KEYS_DIR, Want::root(0o755)),
             (layout::CIRCLES_DIR, Want::root(0o755)),
             (layout::SHARED_DIR, Want::root(0o755)),
@@ -136,6 +137,8 @@ impl Layout<'_> {
         self.ensure(&layout::private(person), Want::person(ids, Some(0o700)))?;
         // The person's own herd process keeps its workers' keys here (spec H-WHERE).
         self.ensure(&layout::herd_keys(person), Want::person(ids, Some(0o700)))?;
+        // The person's worker moves deleted entries in and out of it (M-DAILY).
+        self.ensure(&layout::trash(person), Want::person(ids, Some(0o700)))?;
         for sub in [layout::TMP_DIR, layout::ARTIFACTS_DIR] {
             let dir = layout::private_sub(person, sub);
             self.ensure(&dir, Want::person(ids, Some(0o700)))?;

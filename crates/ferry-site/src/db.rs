@@ -54,6 +54,8 @@ const SCHEMAS: &[&str] = &[
     crate::circles::SCHEMA,
     crate::media::SCHEMA,
     crate::nodes::SCHEMA,
+    crate::trash::SCHEMA,
+    crate::shares::SCHEMA,
 ];
 
 /// One connection, shared behind a lock: every query here is a point lookup or a tiny write.

@@ -88,6 +88,12 @@ pub enum SiteError {
     /// A question to the person failed or went unanswered.
     #[error(transparent)]
     Interaction(#[from] crate::InteractionError),
+    /// Moving into the trash or restoring from it failed.
+    #[error(transparent)]
+    Trash(#[from] crate::TrashError),
+    /// A share link could not be made or used.
+    #[error(transparent)]
+    Share(#[from] crate::ShareError),
     /// A confined file operation failed.
     #[error(transparent)]
     Fs(#[from] FsError),
@@ -124,6 +130,8 @@ impl SiteError {
             SiteError::TooManyPendingNodes(_) => Code::TooManyPendingNodes,
             SiteError::CorruptRow(_) => Code::Internal,
             SiteError::Interaction(e) => e.code(),
+            SiteError::Trash(e) => e.code(),
+            SiteError::Share(e) => e.code(),
             SiteError::Fs(e) => e.code(),
             SiteError::Db(_) | SiteError::Io(_) => Code::Internal,
         }

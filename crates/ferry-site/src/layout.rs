@@ -21,6 +21,12 @@ pub const HOME_DIR: &str = "home";
 pub const PRIVATE_DIR: &str = "private";
 /// The folder holding every person's private folder.
 pub const PEOPLE_DIR: &str = "private/people";
+/// The folder holding each person's trash (`<person>/`, spec M-DAILY): beside the
+/// private folders rather than under [`SERVICE_DIR`], because in host mode the person's
+/// own worker moves entries in and out of it (a rename, so on the file system of the
+/// workspaces), and the service's folder is closed to people; outside every tree the
+/// agent's tools are shown.
+pub const TRASH_DIR: &str = "private/trash";
 /// The folder holding each person's herd keys (`<person>/`): outside every tree a
 /// person's tools and commands are shown, so a sandboxed worker cannot read them, yet in
 /// host mode the person's own herd process can.
@@ -61,12 +67,13 @@ pub const TERMINAL_OUTPUT_DIR: &str = "tmp/terminal-output";
 pub const PICKS_DIR: &str = "tmp/picks";
 
 /// The folders every site has, parents before children.
-pub const SITE_DIRS: [&str; 12] = [
+pub const SITE_DIRS: [&str; 13] = [
     SERVICE_DIR,
     MEDIA_DIR,
     HOME_DIR,
     PRIVATE_DIR,
     PEOPLE_DIR,
+    TRASH_DIR,
     HERD_KEYS_DIR,
     CIRCLES_DIR,
     SHARED_DIR,
@@ -130,6 +137,12 @@ pub fn private_sub(person: &str, sub: &str) -> String {
     format!("{PEOPLE_DIR}/{person}/{sub}")
 }
 
+/// `private/trash/<person>`: the person's trash, one entry per trashed file or folder,
+/// named by its trash id.
+pub fn trash(person: &str) -> String {
+    format!("{TRASH_DIR}/{person}")
+}
+
 /// `private/herd-keys/<person>`: the keys of the person's herd's workers, 0700.
 pub fn herd_keys(person: &str) -> String {
     format!("{HERD_KEYS_DIR}/{person}")
@@ -179,6 +192,7 @@ mod tests {
             "private/people/ann/tmp/picks"
         );
         assert_eq!(circle("team"), "circles/team");
+        assert_eq!(trash("ann"), "private/trash/ann");
         assert_eq!(in_public("a/b.txt"), "public/a/b.txt");
         assert_eq!(in_attachments("r.pdf"), "public/attachments/r.pdf");
         assert_eq!(ATTACHMENTS_PATH, in_public(ATTACHMENTS_DIR_NAME));

@@ -16,11 +16,13 @@ mod media;
 mod migrate;
 mod nodes;
 mod public;
+mod shares;
 mod shown;
 mod site;
 mod skills;
 mod time;
 mod tokens;
+mod trash;
 mod usage;
 mod workspace;
 
@@ -44,9 +46,14 @@ pub use public::{
     AttachmentsState, Download, FlatListing, Listing, Node, NodeKind, PublicFolder, PublicPath,
     PublicPlace, attachments_changed,
 };
+pub use shares::{SHARE_ROUTE_PREFIX, Share, ShareError, check_share_expiry};
 pub use shown::{delivery_notice, person_relative};
 pub use site::{DEFAULT_PERSON, Project, Site, project_folder_error};
 pub use time::rfc3339;
 pub use tokens::{Principal, TokenKind};
+pub use trash::{
+    TRASH_ID_CHARS, TrashEntry, TrashError, TrashRoom, Trashed, is_trash_id, open_trash,
+    purge_trash,
+};
 pub use usage::{Counter, QuotaClaim, USAGE_RECOUNT_AFTER};
 pub use workspace::{Workspace, open_container};

@@ -73,6 +73,11 @@ impl PublicPath {
         PublicPath { rel }
     }
 
+    /// The path beneath `public/` (empty for `public` itself).
+    pub(crate) fn rel(&self) -> &str {
+        &self.rel
+    }
+
     /// Whether this is `public` itself.
     pub fn is_root(&self) -> bool {
         self.rel.is_empty()
@@ -93,7 +98,7 @@ impl PublicPath {
     }
 
     /// Refuses the folders the system manages: `public` itself and `public/attachments`.
-    fn require_member_managed(&self) -> Result<(), SiteError> {
+    pub(crate) fn require_member_managed(&self) -> Result<(), SiteError> {
         if self.is_root() {
             return Err(SiteError::Reserved(PUBLIC_DIR_NAME));
         }
@@ -359,6 +364,22 @@ impl PublicFolder {
         })
     }
 
+    /// Opens a file under `public/` for a share link: no link is followed at any
+    /// component, so a path replaced by a link since it was shared is refused.
+    pub fn open_file_no_links(&self, path: &str) -> Result<Download, SiteError> {
+        let path = PublicPath::parse(path)?;
+        if path.is_root() {
+            return Err(FsError::IsDirectory.into());
+        }
+        let file = self.public.open_file(&path.rel, Follow::Never)?;
+        let meta = Metadata::of_file(&file)?;
+        Ok(Download {
+            file,
+            meta,
+            name: path.name().to_owned(),
+        })
+    }
+
     /// The mark of `public/attachments/` (its mtime and inode), which moves whenever a
     /// file is added, removed or renamed there; `None` when it is not a real folder.
     pub fn attachments_mark(&self) -> Result<Option<(SystemTime, u64)>, SiteError> {
@@ -416,7 +437,7 @@ impl PublicFolder {
 
     /// Opens the parents of a new folder, making the missing ones; a parent the member
     /// makes must have a safe name like the folder itself (existing ones may be anything).
-    fn make_parents(&self, rel: &str) -> Result<Dir, SiteError> {
+    pub(crate) fn make_parents(&self, rel: &str) -> Result<Dir, SiteError> {
         let mut current = self.public.try_clone()?;
         let mut parts = rel.split('/').peekable();
         while let Some(part) = parts.peek() {

@@ -24,6 +24,7 @@ const LAYOUT: &[(&str, u32)] = &[
     (layout::HOME_DIR, 0o755),
     (layout::PRIVATE_DIR, 0o755),
     (layout::PEOPLE_DIR, 0o755),
+    (layout::TRASH_DIR, 0o755),
     (layout::HERD_KEYS_DIR, 0o755),
     (layout::CIRCLES_DIR, 0o755),
     (layout::SHARED_DIR, 0o755),
@@ -147,6 +148,12 @@ impl Site {
         }
         if let Some((uid, gid)) = owner {
             private.chown(uid, gid)?;
+        }
+        // The trash is made now rather than by the first delete, so a refused delete
+        // changes nothing; in host mode `ferry site init` gives it to the person.
+        match self.root.create_dir_all(&layout::trash(id), 0o700) {
+            Ok(_) | Err(FsError::PermissionDenied) => {}
+            Err(e) => return Err(e.into()),
         }
         // The memory folder stays the service's, so the agent can read but not rewrite it.
         let memory = self.memory_dir(&home).map_err(|e| match e {

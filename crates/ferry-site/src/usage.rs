@@ -1,6 +1,6 @@
 //! Per-person storage quotas (`[limits] person_max_bytes`): what a person keeps in every
 //! `public/` folder of theirs (the main workspace and each project) plus their saved
-//! command output, counted by apparent size, so a sparse file counts at its full length.
+//! command output and their trash, counted by apparent size, so a sparse file counts at its full length.
 //!
 //! Counting walks those trees, which is too slow to repeat for every write of a large
 //! workspace, so each person's count is kept and redone when it is older than
@@ -189,13 +189,16 @@ impl Drop for QuotaClaim {
 
 impl Site {
     /// The folders, relative to the site, whose files count against `person`'s quota:
-    /// `public/` of the main workspace and of each project, and the saved command output.
+    /// `public/` of the main workspace and of each project, the saved command output, and
+    /// the trash.
     pub fn usage_roots(&self, person: &str) -> Result<Vec<String>, SiteError> {
         let mut roots = vec![layout::public_of(&layout::home(person))];
         for project in self.projects(person)? {
             roots.push(layout::public_of(&layout::project(person, &project.id)));
         }
         roots.push(layout::private_sub(person, TERMINAL_OUTPUT_DIR));
+        // What a delete moved into the trash still takes room until it leaves it.
+        roots.push(layout::trash(person));
         Ok(roots)
     }
 

@@ -21,7 +21,7 @@ fn link_message(id: &str, expires_secs: u64) -> String {
     format!("ferry pick upload\n{id}\n{expires_secs}")
 }
 
-type HmacSha256 = Hmac<Sha256>;
+pub(crate) type HmacSha256 = Hmac<Sha256>;
 
 impl Site {
     // ------------------------------------------------------------------ pick links
@@ -77,8 +77,9 @@ impl Site {
         Ok(())
     }
 
-    /// An HMAC keyed with the site's link key.
-    fn link_mac(&self) -> Result<HmacSha256, SiteError> {
+    /// An HMAC keyed with the site's link key (pick links, share links: each signs a
+    /// message that begins with its own purpose, so one never verifies as the other).
+    pub(crate) fn link_mac(&self) -> Result<HmacSha256, SiteError> {
         let key = self.link_key()?;
         // HMAC takes a key of any length; this cannot fail.
         HmacSha256::new_from_slice(&key).map_err(|e| std::io::Error::other(e.to_string()).into())

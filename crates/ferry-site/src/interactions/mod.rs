@@ -11,6 +11,7 @@
 
 mod approvals;
 mod links;
+pub(crate) use links::HmacSha256;
 mod picks;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

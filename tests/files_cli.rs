@@ -91,7 +91,12 @@ fn put_ls_get_rm_round_trip() {
     assert!(streamed.status.success());
     assert_eq!(streamed.stdout, bytes);
 
-    ok(files(&server, dir.path(), &["rm", "public/data.csv"]));
+    let rm = ok(files(&server, dir.path(), &["rm", "public/data.csv"]));
+    assert!(
+        rm.stdout.starts_with("public/data.csv\ttrash\t"),
+        "{}",
+        rm.stdout
+    );
     let gone = files(&server, dir.path(), &["get", "public/data.csv"]);
     assert_eq!(code(&gone), 3, "{}", gone.both());
     assert!(!dir.path().join("data.csv.ferry-part").exists());
@@ -246,4 +251,37 @@ fn put_places_into_an_existing_folder() {
         &["put", "q1.txt", "--to", "public/none"],
     );
     assert_ne!(code(&missing), 0, "{}", missing.both());
+}
+
+#[test]
+fn share_prints_a_link_that_works_without_a_token_until_revoked() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), b"shared words").unwrap();
+    ok(files(&server, dir.path(), &["put", "notes.txt"]));
+    let share = ok(files(
+        &server,
+        dir.path(),
+        &["share", "public/notes.txt", "--expires", "1h"],
+    ));
+    let url = share.stdout.trim().to_owned();
+    let fetched = reqwest::blocking::get(&url).unwrap();
+    assert_eq!(fetched.status(), 200);
+    assert_eq!(fetched.bytes().unwrap().as_ref(), b"shared words");
+    let id = share
+        .stderr
+        .split_whitespace()
+        .nth(3)
+        .expect("the share's id is named")
+        .to_owned();
+    ok(files(&server, dir.path(), &["share", "--revoke", &id]));
+    assert!(!reqwest::blocking::get(&url).unwrap().status().is_success());
+    let bad = files(
+        &server,
+        dir.path(),
+        &["share", "public/notes.txt", "--expires", "7w"],
+    );
+    assert_eq!(code(&bad), 2, "{}", bad.both());
+    let missing = files(&server, dir.path(), &["share", "public/none.txt"]);
+    assert_eq!(code(&missing), 3, "{}", missing.both());
 }

@@ -75,11 +75,14 @@ pub(crate) enum FilesCommand {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
-    /// Deletes files or folders.
+    /// Moves files or folders to the trash (restorable for `files.trash_days`).
     Rm {
         /// The entries, e.g. public/old.txt.
         #[arg(required = true)]
         paths: Vec<String>,
+        /// Deletes for good instead.
+        #[arg(long)]
+        forever: bool,
     },
     /// Prints a link that downloads a file without a token until it expires.
     Share {
@@ -213,10 +216,12 @@ async fn run(gateway: &GatewayArgs, command: FilesCommand) -> Result<(), ClientE
             }
             println!("{}\t{}", done.path.display(), done.size);
         }
-        FilesCommand::Rm { paths } => {
+        FilesCommand::Rm { paths, forever } => {
             for path in &paths {
-                client.remove(path, project).await?;
-                println!("removed {path}");
+                match client.remove(path, project, forever).await? {
+                    Some(id) => println!("{path}\ttrash\t{id}"),
+                    None => println!("{path}\tdeleted"),
+                }
             }
         }
         FilesCommand::Share {

@@ -127,13 +127,26 @@ impl Client {
         response.json().await.map_err(ClientError::transport)
     }
 
-    /// Deletes `path` (a file or a folder under `public/`).
-    pub async fn remove(&self, path: &str, project: Option<&str>) -> Result<(), ClientError> {
+    /// Deletes `path` (a file or a folder under `public/`): into the person's trash,
+    /// whose entry id is answered, or for good with `forever`.
+    pub async fn remove(
+        &self,
+        path: &str,
+        project: Option<&str>,
+        forever: bool,
+    ) -> Result<Option<String>, ClientError> {
         let mut url = self.url("v1/files")?;
         url.query_pairs_mut().append_pair("path", path);
         with_project(&mut url, project);
-        send(self.request(Method::DELETE, url)).await?;
-        Ok(())
+        if forever {
+            url.query_pairs_mut().append_pair("forever", "true");
+        }
+        let response = send(self.request(Method::DELETE, url)).await?;
+        Ok(response
+            .headers()
+            .get("ferry-trash-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned))
     }
 
     /// A link that downloads `path` without a token for `expires` (M-DAILY).
@@ -152,7 +165,15 @@ impl Client {
                 .json(&body),
         )
         .await?;
-        response.json().await.map_err(ClientError::transport)
+        let mut share: Share = response.json().await.map_err(ClientError::transport)?;
+        // The gateway answers the link from its own root (it cannot know the address it
+        // is reached by behind a proxy): the address this client used completes it.
+        share.url = self
+            .base
+            .join(&share.url)
+            .map_err(|e| ClientError::Protocol(format!("the share's url is not a URL: {e}")))?
+            .to_string();
+        Ok(share)
     }
 
     /// Ends the share link `id` before it expires.

@@ -18,7 +18,8 @@ use std::time::SystemTime;
 
 use ferry_fs::{Dir, FileId, FsError};
 use ferry_site::{
-    AttachmentsState, FlatListing, PublicFolder, PublicPlace, SiteError, open_container,
+    AttachmentsState, FlatListing, PublicFolder, PublicPlace, SearchQuery, SearchResults,
+    SiteError, open_container,
 };
 use serde::{Deserialize, Serialize};
 
@@ -92,6 +93,14 @@ pub enum MemberAction {
         /// The temporary to remove.
         staged: StagedFile,
     },
+    /// Finds entries under `public/` by name and, with `content`, text files by content.
+    Search {
+        /// What to find, as the person typed it (checked again here).
+        query: String,
+        /// Whether text files are searched inside too.
+        #[serde(default)]
+        content: bool,
+    },
 }
 
 /// What placing an upload does to a file already at its name (M-DAILY).
@@ -145,6 +154,8 @@ pub enum MemberReply {
         /// The folder's files by name, or none when the mark had not moved.
         files: Option<AttachmentsState>,
     },
+    /// For [`MemberAction::Search`]: what matched.
+    Found(SearchResults),
     /// For [`MemberAction::Stage`]; the descriptor travels beside it.
     Staged {
         /// The hidden name of the temporary, for a later commit or discard.
@@ -206,6 +217,10 @@ pub(crate) fn perform(
                 .map_err(site_error)?
                 .flatten(),
         ),
+        MemberAction::Search { query, content } => {
+            let query = SearchQuery::parse(&query).map_err(site_error)?;
+            MemberReply::Found(folder.search(&query, content).map_err(site_error)?)
+        }
         MemberAction::Mkdir { path } => MemberReply::Path {
             path: folder.mkdir(&path).map_err(site_error)?,
         },

@@ -165,7 +165,7 @@ async fn an_errno_is_coded_as_the_confined_operations_code_it() {
 
 // ----------------------------------------------------------------------------- SiteError
 
-const SITE_VARIANTS: usize = 22;
+const SITE_VARIANTS: usize = 23;
 
 fn site_variant(e: &SiteError) -> usize {
     match e {
@@ -191,6 +191,7 @@ fn site_variant(e: &SiteError) -> usize {
         SiteError::NodeRevoked(_) => 19,
         SiteError::CorruptRow(_) => 20,
         SiteError::TooManyPendingNodes(_) => 21,
+        SiteError::BadQuery(_) => 22,
     }
 }
 
@@ -257,6 +258,7 @@ fn site_samples() -> Vec<SiteError> {
         SiteError::NodeRevoked("0123".into()),
         SiteError::CorruptRow("node \"0123\" has an unknown state".into()),
         SiteError::TooManyPendingNodes(64),
+        SiteError::BadQuery("the search query is empty".into()),
     ];
     samples.extend(
         interaction_samples()

@@ -32,6 +32,9 @@ pub enum SiteError {
     /// A folder the system keeps was asked to be moved or deleted; holds its name.
     #[error("{0} is managed by the system and cannot be moved or deleted")]
     Reserved(&'static str),
+    /// A search query that cannot be run (empty, or too long); says why.
+    #[error("{0}")]
+    BadQuery(String),
     /// A path given for the Files panel does not begin with `public/`.
     #[error("the path must start with public/")]
     OutsidePublic,
@@ -98,6 +101,7 @@ impl SiteError {
             SiteError::ManagedBySystem | SiteError::Reserved(_) => Code::ManagedBySystem,
             // The spec answers a path outside `public/` as one that does not exist.
             SiteError::OutsidePublic => Code::NotFound,
+            SiteError::BadQuery(_) => Code::BadQuery,
             SiteError::MoveIntoItself => Code::InvalidMove,
             SiteError::Unsafe { .. } => Code::PathEscapes,
             SiteError::UnknownToken(_) => Code::UnknownToken,

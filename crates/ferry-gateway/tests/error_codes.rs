@@ -165,7 +165,7 @@ async fn an_errno_is_coded_as_the_confined_operations_code_it() {
 
 // ----------------------------------------------------------------------------- SiteError
 
-const SITE_VARIANTS: usize = 23;
+const SITE_VARIANTS: usize = 24;
 
 fn site_variant(e: &SiteError) -> usize {
     match e {
@@ -192,6 +192,7 @@ fn site_variant(e: &SiteError) -> usize {
         SiteError::CorruptRow(_) => 20,
         SiteError::TooManyPendingNodes(_) => 21,
         SiteError::BadQuery(_) => 22,
+        SiteError::TooBig(_) => 23,
     }
 }
 
@@ -259,6 +260,7 @@ fn site_samples() -> Vec<SiteError> {
         SiteError::CorruptRow("node \"0123\" has an unknown state".into()),
         SiteError::TooManyPendingNodes(64),
         SiteError::BadQuery("the search query is empty".into()),
+        SiteError::TooBig("the folder holds more than 10 bytes".into()),
     ];
     samples.extend(
         interaction_samples()

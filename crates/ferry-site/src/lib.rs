@@ -9,6 +9,7 @@ mod check;
 mod circles;
 mod db;
 mod error;
+mod folder_zip;
 mod ids;
 mod interactions;
 pub mod layout;
@@ -30,6 +31,7 @@ pub use chat::{ChatMessage, ChatPage, ChatRole, cut_reply, end_as_cut, reply_cut
 pub use check::Finding;
 pub use circles::Circle;
 pub use error::SiteError;
+pub use folder_zip::ZipPlan;
 pub use ids::check_id;
 pub use interactions::{
     ApprovalOutcome, ClaimedPick, INTERACTION_POLL_INTERVAL, Interaction, InteractionError,

@@ -6,7 +6,7 @@
 // tree, and a folder's children are built only while it is expanded (top-level folders
 // start expanded, deeper ones collapsed).
 
-import { ApiError, downloadFile, request } from "./api.js";
+import { ApiError, downloadFile, downloadFolder, request } from "./api.js";
 import { confirmDialog, promptDialog } from "./dialogs.js";
 import {
   acceptFileDrops,
@@ -125,7 +125,7 @@ export function createFilesPanel({ getProject, uploads }) {
     }
   }
 
-  const LABELS = { download: "Download", rename: "Rename", move: "Move", delete: "Delete" };
+  const LABELS = { download: "Download", zip: "Download as zip", rename: "Rename", move: "Move", delete: "Delete" };
 
   /** One prototype row per kind, cloned for each entry (much cheaper than building). */
   function prototype(kind) {
@@ -145,7 +145,7 @@ export function createFilesPanel({ getProject, uploads }) {
     const time = document.createElement("time");
     time.className = "mtime";
     row.append(name, size, time);
-    const actions = kind === "dir" ? ["rename", "move", "delete"] : ["download", "rename", "move", "delete"];
+    const actions = kind === "dir" ? ["zip", "rename", "move", "delete"] : ["download", "rename", "move", "delete"];
     for (const action of actions) {
       const button = document.createElement("button");
       button.type = "button";
@@ -671,6 +671,7 @@ export function createFilesPanel({ getProject, uploads }) {
     if (button) {
       const action = button.dataset.action;
       if (action === "download") download(node);
+      else if (action === "zip") downloadFolder(node.path, getProject()).catch(reportError);
       else if (action === "rename") rename(node);
       else if (action === "move") moveDialog(node);
       else if (action === "delete") remove(node);
@@ -870,8 +871,16 @@ export function createFilesPanel({ getProject, uploads }) {
   });
   newFolderButton.addEventListener("click", newFolder);
 
+  /** Shows `path` in the tree: its folders opened, its row focused (M-DAILY search). */
+  function reveal(path) {
+    openPathTo(parentPath(path));
+    activePath = path;
+    return focusAfterLoad(path);
+  }
+
   return {
     load,
+    reveal,
     scheduleReload,
     projectChanged,
     reset,

@@ -161,16 +161,16 @@ impl Search<'_> {
         }
         self.entries_left -= entries.len();
         for (name, kind) in entries {
-            let child_path = format!("{path}/{name}");
-            if fold(&name).contains(&self.query.folded) {
-                if let Some(found) = described(dir, &name, &child_path)
+            let child_path = || format!("{path}/{name}");
+            if name_matches(&name, &self.query.folded) {
+                if let Some(found) = described(dir, &name, &child_path())
                     && let Err(stop) = self.push(found)
                 {
                     return Ok(Err(stop));
                 }
             } else if self.content
                 && kind == EntryKind::File
-                && let Some(found) = self.in_content(dir, &name, &child_path)?
+                && let Some(found) = self.in_content(dir, &name, &child_path())?
                 && let Err(stop) = self.push(found)
             {
                 return Ok(Err(stop));
@@ -184,7 +184,7 @@ impl Search<'_> {
             }
             match dir.open_dir(&name, Follow::Never) {
                 Ok(child) => {
-                    if let Err(stop) = self.walk(&child, &child_path, depth + 1)? {
+                    if let Err(stop) = self.walk(&child, &child_path(), depth + 1)? {
                         return Ok(Err(stop));
                     }
                 }
@@ -238,13 +238,24 @@ impl Search<'_> {
             .read_to_end(&mut self.buffer)
             .map_err(FsError::Io)?;
         self.content_left = self.content_left.saturating_sub(self.buffer.len() as u64);
-        if self.buffer.len() as u64 > SEARCH_CONTENT_FILE_MAX_BYTES
-            || !ferry_preview::is_text(&self.buffer, name)
-        {
+        if self.buffer.len() as u64 > SEARCH_CONTENT_FILE_MAX_BYTES {
             return Ok(None);
         }
-        let Some(line) = self.matching_line() else {
-            return Ok(None);
+        // ASCII is searched first and sniffed only when it matches: most files do not.
+        // Anything else is sniffed first, so binary is never folded line by line.
+        let line = if self.buffer.is_ascii() {
+            match self.matching_line() {
+                Some(line) if ferry_preview::is_text(&self.buffer, name) => line,
+                _ => return Ok(None),
+            }
+        } else {
+            if !ferry_preview::is_text(&self.buffer, name) {
+                return Ok(None);
+            }
+            match self.matching_line() {
+                Some(line) => line,
+                None => return Ok(None),
+            }
         };
         Ok(Some(Found {
             path: path.to_owned(),
@@ -286,6 +297,19 @@ impl Search<'_> {
                 text: excerpt(line, locate(line, &self.query.folded)),
             })
     }
+}
+
+/// Whether the name `name` holds the folded query; ASCII names are folded without
+/// allocating.
+fn name_matches(name: &str, folded: &str) -> bool {
+    if name.is_ascii() && folded.is_ascii() {
+        let (name, folded) = (name.as_bytes(), folded.as_bytes());
+        return folded.len() <= name.len()
+            && name
+                .windows(folded.len())
+                .any(|w| w.eq_ignore_ascii_case(folded));
+    }
+    fold(name).contains(folded)
 }
 
 /// The byte in `line` where `folded` (a folded query) begins once `line` is folded; 0

@@ -234,6 +234,7 @@ fn host_mode_member_api() {
     host_api::every_route_acts_as_the_person(&gateway, &member);
     host_api::the_worker_is_cut_off_from_the_service(&gateway, &member);
     host_api::a_deep_tree_is_listed(&gateway, &member);
+    host_api::search_and_zip_act_as_the_person(&gateway, &member);
     host_api::workers_are_capped_per_person(&gateway, &member);
     host_api::events_come_through_the_worker(&gateway, &member);
     host_api::chat_notices_come_through_the_worker(&gateway, &member);

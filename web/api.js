@@ -315,16 +315,20 @@ export function filenameFromDisposition(header) {
  * Downloads a file of `public/` with the auth header: fetch → Blob → object URL →
  * a temporary `<a download>`. The token never appears in a URL.
  */
-export async function downloadFile(path, project) {
-  const response = await request("GET", "/v1/files/content", {
-    query: { path, project },
-    raw: true,
-  });
+export function downloadFile(path, project) {
+  return saveDownload("/v1/files/content", path, project, path.split("/").pop() || "download");
+}
+
+/** Downloads a folder of `public/` as a zip (`GET /v1/files/archive`), like a file. */
+export function downloadFolder(path, project) {
+  return saveDownload("/v1/files/archive", path, project, `${path.split("/").pop() || "public"}.zip`);
+}
+
+async function saveDownload(route, path, project, fallback) {
+  const response = await request("GET", route, { query: { path, project }, raw: true });
+  // A zip aborted midway (a file grew past the cap) rejects here: nothing is saved.
   const blob = await response.blob();
-  const name =
-    filenameFromDisposition(response.headers.get("Content-Disposition")) ||
-    path.split("/").pop() ||
-    "download";
+  const name = filenameFromDisposition(response.headers.get("Content-Disposition")) || fallback;
   const url = URL.createObjectURL(blob);
   const a = document.createElement("a");
   a.href = url;

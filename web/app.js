@@ -18,6 +18,7 @@ import { promptDialog } from "./dialogs.js";
 import { startEvents, stopEvents } from "./events.js";
 import { createFilesPanel } from "./files.js";
 import { createInteractions } from "./interactions.js";
+import { createSearch } from "./search.js";
 import { el, shownName } from "./format.js";
 import { createNodesPanel } from "./nodes.js";
 import { createUploads } from "./uploads.js";
@@ -55,6 +56,7 @@ const uploads = createUploads({
   },
 });
 const files = createFilesPanel({ getProject, uploads });
+const search = createSearch({ getProject, files });
 const interactions = createInteractions({
   region: document.getElementById("interactions"),
   list: document.getElementById("interaction-list"),
@@ -106,6 +108,7 @@ showNodesButton.addEventListener("click", () => {
 function showSignIn(message) {
   stopEvents();
   files.reset();
+  search.clear();
   chat.reset();
   interactions.reset();
   nodes.reset();
@@ -231,6 +234,7 @@ function switchProject(next) {
   else sessionStorage.removeItem(PROJECT_KEY);
   projectSelect.value = project ?? "";
   files.projectChanged();
+  search.projectChanged();
   chat.projectChanged();
 }
 

@@ -9,7 +9,7 @@
 // tree, and a folder's children are built only while it is expanded (top-level folders
 // start expanded, deeper ones collapsed).
 
-import { ApiError, downloadFile, request } from "./api.js";
+import { ApiError, downloadFile, downloadFolder, request } from "./api.js";
 import { confirmDialog, promptDialog } from "./dialogs.js";
 import { createTrashAndShares, deleteToTrash } from "./trash_share.js";
 import {
@@ -130,7 +130,7 @@ export function createFilesPanel({ getProject, uploads }) {
     }
   }
 
-  const LABELS = { upload: "Upload into", download: "Download", share: "Share", rename: "Rename", move: "Move", delete: "Delete" };
+  const LABELS = { upload: "Upload into", download: "Download", share: "Share", zip: "Download as zip", rename: "Rename", move: "Move", delete: "Delete" };
 
   /** One prototype row per kind, cloned for each entry (much cheaper than building). */
   function prototype(kind) {
@@ -152,7 +152,7 @@ export function createFilesPanel({ getProject, uploads }) {
     row.append(name, size, time);
     const actions =
       kind === "dir"
-        ? ["upload", "rename", "move", "delete"]
+        ? ["upload", "zip", "rename", "move", "delete"]
         : kind === "file"
           ? ["download", "share", "rename", "move", "delete"]
           : ["download", "rename", "move", "delete"];
@@ -692,6 +692,7 @@ export function createFilesPanel({ getProject, uploads }) {
       if (action === "upload") uploadInto(node.path);
       else if (action === "download") download(node);
       else if (action === "share") extras.openShare(node, getProject());
+      else if (action === "zip") downloadFolder(node.path, getProject()).catch(reportError);
       else if (action === "rename") rename(node);
       else if (action === "move") moveDialog(node);
       else if (action === "delete") remove(node);
@@ -969,8 +970,16 @@ export function createFilesPanel({ getProject, uploads }) {
   });
   trashButton.addEventListener("click", () => extras.openTrash());
 
+  /** Shows `path` in the tree: its folders opened, its row focused (M-DAILY search). */
+  function reveal(path) {
+    openPathTo(parentPath(path));
+    activePath = path;
+    return focusAfterLoad(path);
+  }
+
   return {
     load,
+    reveal,
     scheduleReload,
     projectChanged,
     reset,

@@ -1119,3 +1119,75 @@ pub fn a_changed_uid_names_the_fix(gw: &HostGateway, token: &str, user: &str, sp
     let zombies = zombie_children(gw.pid());
     assert!(zombies.is_empty(), "unwaited children: {zombies:?}");
 }
+
+/// Search and folder downloads read the person's files in the person's worker: the
+/// service cannot read the folder, yet finds the file by name and content and zips it.
+pub fn search_and_zip_act_as_the_person(gw: &HostGateway, site: &MemberSite) {
+    let home = site.home();
+    assert!((site.sh)(
+        site.person,
+        &format!(
+            "mkdir -p {0}/public/Relatórios && printf 'a line\\nthe needle is here\\n' > \
+             {0}/public/Relatórios/hay.txt && ln -s /etc {0}/public/Relatórios/etc && \
+             chmod 700 {0}/public/Relatórios && chmod 600 {0}/public/Relatórios/hay.txt",
+            home.display()
+        )
+    ));
+    service_cannot_read(&home.join("public/Relatórios"));
+    let search = |q: &str, content: &str| {
+        json_answer(
+            client()
+                .get(gw.url("/v1/files/search"))
+                .query(&[("q", q), ("content", content)])
+                .bearer_auth(site.token)
+                .send()
+                .unwrap(),
+        )
+    };
+    let (status, body) = search("RELATORIOS", "false");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["results"][0]["path"], "public/Relatórios");
+    let (status, body) = search("NEEDLE", "true");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["results"][0]["path"], "public/Relatórios/hay.txt");
+    assert_eq!(body["results"][0]["line"]["number"], 2);
+    let (status, body) = search(&"x".repeat(10 * 1024), "true");
+    assert_error(status, &body, 400, "bad_query");
+
+    let response = client()
+        .get(gw.url("/v1/files/archive"))
+        .query(&[("path", "public/Relatórios")])
+        .bearer_auth(site.token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let zip = response.bytes().unwrap();
+    let saved = std::env::temp_dir().join(format!("ferry-host-zip-{}.zip", std::process::id()));
+    std::fs::write(&saved, &zip).unwrap();
+    let listed = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); assert z.testzip() is None; \
+             print('|'.join(f'{i.filename}={z.read(i).decode()!r}' for i in z.infolist()))",
+        ])
+        .arg(&saved)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&saved).unwrap();
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&listed.stdout).trim(),
+        "Relatórios/=''|Relatórios/hay.txt='a line\\nthe needle is here\\n'"
+    );
+    let response = client()
+        .get(gw.url("/v1/files/archive"))
+        .query(&[("path", "public/Relatórios/etc")])
+        .bearer_auth(site.token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+}

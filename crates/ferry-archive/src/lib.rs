@@ -19,6 +19,7 @@ mod plan;
 mod policy;
 mod stream;
 mod writer;
+mod zip_writer;
 
 pub use error::ArchiveError;
 pub use extract::{Extracted, extract};
@@ -26,3 +27,4 @@ pub use names::Platform;
 pub use plan::{EntryType, Limits, Plan, PlanOptions, PlannedEntry, plan};
 pub use policy::PathPolicy;
 pub use writer::{EntryMeta, TarWriter};
+pub use zip_writer::{ZipError, ZipWriter};

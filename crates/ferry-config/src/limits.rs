@@ -78,6 +78,25 @@ pub const FOLDER_FIELD_MAX_BYTES: usize = 4096;
 pub const LIST_MAX_ENTRIES: usize = 10_000;
 /// The deepest folder a listing descends into; deeper trees are `truncated`.
 pub const LIST_MAX_DEPTH: usize = 64;
+/// The longest search query, in bytes (M-DAILY "Find things"): enough for any name or
+/// phrase a person types; a longer one is refused rather than cut.
+pub const SEARCH_QUERY_MAX_BYTES: usize = 1024;
+/// The most matches one search returns before it says `truncated`.
+pub const SEARCH_MAX_RESULTS: usize = 200;
+/// The most entries one search examines under `public/` (ten times a listing's: a search
+/// reads names alone, and the few that match are described); past it the answer is
+/// `truncated`. The depth is a listing's, [`LIST_MAX_DEPTH`].
+pub const SEARCH_MAX_ENTRIES: usize = 100_000;
+/// The largest file whose content a search reads, in bytes (1 MiB); bigger ones are
+/// matched by name alone.
+pub const SEARCH_CONTENT_FILE_MAX_BYTES: u64 = 1024 * 1024;
+/// The most bytes of file content one search reads in all (256 MiB); past it the answer
+/// is `truncated`.
+pub const SEARCH_CONTENT_MAX_TOTAL_BYTES: u64 = 256 * 1024 * 1024;
+/// The longest excerpt of a matching line a search returns, in bytes.
+pub const SEARCH_LINE_MAX_BYTES: usize = 240;
+/// The most entries (files and folders) one folder download (zip) may hold.
+pub const FOLDER_ZIP_MAX_ENTRIES: usize = 100_000;
 /// Largest file the harness may deliver, in bytes, counted after decoding (64 MiB;
 /// `deliveries.max_bytes`).
 pub const DELIVERY_MAX_BYTES: u64 = 64 * 1024 * 1024;

@@ -69,6 +69,7 @@ mod seccomp;
 mod settings;
 mod staged_at;
 mod staging;
+pub mod stream;
 pub mod worker;
 
 use std::path::PathBuf;

@@ -18,8 +18,8 @@ use std::time::SystemTime;
 
 use ferry_fs::{Dir, FileId, FsError};
 use ferry_site::{
-    AttachmentsState, FlatListing, PublicFolder, PublicPlace, SiteError, TrashEntry, TrashRoom,
-    Trashed, open_container, open_trash, purge_trash,
+    AttachmentsState, FlatListing, PublicFolder, PublicPlace, SearchQuery, SearchResults,
+    SiteError, TrashEntry, TrashRoom, Trashed, open_container, open_trash, purge_trash,
 };
 use serde::{Deserialize, Serialize};
 
@@ -122,6 +122,23 @@ pub enum MemberAction {
         /// The temporary to remove.
         staged: StagedFile,
     },
+    /// Streams a zip of a folder under `public/`: the folder is walked and admitted (or
+    /// refused) first, then its zip is written on a thread of its own into a pipe whose
+    /// read end travels beside the reply, framed as `stream.rs` says.
+    Archive {
+        /// The folder, from `public/` on (`public` itself included).
+        path: String,
+        /// The most bytes of file content the zip may carry (`files.archive_max_bytes`).
+        max_bytes: u64,
+    },
+    /// Finds entries under `public/` by name and, with `content`, text files by content.
+    Search {
+        /// What to find, as the person typed it (checked again here).
+        query: String,
+        /// Whether text files are searched inside too.
+        #[serde(default)]
+        content: bool,
+    },
 }
 
 /// What placing an upload does to a file already at its name (M-DAILY).
@@ -177,6 +194,17 @@ pub enum MemberReply {
     },
     /// For [`MemberAction::Trash`]: what moved into the trash.
     Trashed(Trashed),
+    /// For [`MemberAction::Archive`]: what the zip will be; the pipe travels beside it.
+    Archive {
+        /// The file name to offer the browser: the folder's name and `.zip`.
+        name: String,
+        /// Entries (files and folders) planned.
+        entries: usize,
+        /// Bytes of file content planned.
+        bytes: u64,
+    },
+    /// For [`MemberAction::Search`]: what matched.
+    Found(SearchResults),
     /// For [`MemberAction::Stage`]; the descriptor travels beside it.
     Staged {
         /// The hidden name of the temporary, for a later commit or discard.
@@ -243,6 +271,22 @@ pub(crate) fn perform(
                 .map_err(site_error)?
                 .flatten(),
         ),
+        MemberAction::Archive { path, max_bytes } => {
+            let plan = folder.plan_zip(&path, max_bytes).map_err(site_error)?;
+            let reply = MemberReply::Archive {
+                name: plan.file_name(),
+                entries: plan.entries(),
+                bytes: plan.total_bytes(),
+            };
+            let pipe =
+                crate::stream::spawn_framed("ferry-zip", move |out| plan.write(out).map(drop))
+                    .map_err(RequestError::from)?;
+            return Ok((reply, Some(pipe)));
+        }
+        MemberAction::Search { query, content } => {
+            let query = SearchQuery::parse(&query).map_err(site_error)?;
+            MemberReply::Found(folder.search(&query, content).map_err(site_error)?)
+        }
         MemberAction::Mkdir { path } => MemberReply::Path {
             path: folder.mkdir(&path).map_err(site_error)?,
         },

@@ -139,6 +139,9 @@ pub fn serve(mut stream: UnixStream) -> io::Result<()> {
         }
         send_frame(&stream, &bytes, file.map(OwnedFd::from))?;
     }
+    // A folder's zip may still be on its way; its reader has let go of it by now (the
+    // service closes the pipe before it gives this worker back), so this is quick.
+    crate::stream::wait_for_streams();
     Ok(())
 }
 

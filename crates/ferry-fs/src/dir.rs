@@ -258,6 +258,37 @@ impl Dir {
         Ok(out)
     }
 
+    /// The names in this directory (without `.` and `..`) with what each is, as the
+    /// directory itself says (`d_type`), stat'ing (without following links) only where
+    /// the file system does not say: a walk that describes only some entries (a search)
+    /// costs one `getdents` pass. Entries that vanish while listing are skipped.
+    pub fn kinds(&self) -> Result<Vec<(String, EntryKind)>, FsError> {
+        let mut out = Vec::new();
+        let mut reader = rustix::fs::Dir::read_from(&self.fd).map_err(FsError::from_errno)?;
+        while let Some(entry) = reader.read() {
+            let entry = entry.map_err(FsError::from_errno)?;
+            let name = entry.file_name();
+            if name.to_bytes() == b"." || name.to_bytes() == b".." {
+                continue;
+            }
+            let kind = match entry.file_type() {
+                FileType::Unknown => {
+                    match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(stat) => Metadata::from_stat(&stat).kind,
+                        Err(Errno::NOENT) => continue,
+                        Err(e) => return Err(FsError::from_errno(e)),
+                    }
+                }
+                FileType::RegularFile => EntryKind::File,
+                FileType::Directory => EntryKind::Dir,
+                FileType::Symlink => EntryKind::Symlink,
+                _ => EntryKind::Other,
+            };
+            out.push((name_from_bytes(name.to_bytes()).into_owned(), kind));
+        }
+        Ok(out)
+    }
+
     /// Lists this directory (without `.` and `..`), each entry's metadata read without
     /// following links. Entries that vanish while listing are skipped.
     pub fn entries(&self) -> Result<Vec<Entry>, FsError> {

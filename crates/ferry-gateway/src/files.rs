@@ -278,7 +278,7 @@ fn moved_to(reply: (MemberReply, Option<std::fs::File>)) -> Result<String, ApiEr
 }
 
 /// `attachment; filename*=UTF-8''<percent-encoded name>`, with an ASCII fallback.
-fn content_disposition(name: &str) -> String {
+pub(crate) fn content_disposition(name: &str) -> String {
     const ATTR_CHAR: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
         .remove(b'!')
         .remove(b'#')

@@ -14,6 +14,7 @@ mod error;
 mod events;
 mod extract;
 mod files;
+mod find;
 mod interactions;
 mod mcp;
 mod mcp_http;
@@ -304,6 +305,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/deliveries", post(deliveries::deliver))
         .route("/v1/artifacts", get(mcp::artifacts))
         .route("/v1/nodes/connect", get(node_link::connect))
+        .merge(find::routes())
         .merge(interactions::routes())
         .merge(trash::routes())
         .merge(shares::routes())

@@ -165,7 +165,7 @@ async fn an_errno_is_coded_as_the_confined_operations_code_it() {
 
 // ----------------------------------------------------------------------------- SiteError
 
-const SITE_VARIANTS: usize = 27;
+const SITE_VARIANTS: usize = 29;
 
 fn site_variant(e: &SiteError) -> usize {
     match e {
@@ -196,6 +196,8 @@ fn site_variant(e: &SiteError) -> usize {
         SiteError::NameGivesNoId(_) => 24,
         SiteError::Trash(_) => 25,
         SiteError::Share(_) => 26,
+        SiteError::BadQuery(_) => 27,
+        SiteError::TooBig(_) => 28,
     }
 }
 
@@ -265,6 +267,8 @@ fn site_samples() -> Vec<SiteError> {
         SiteError::NoSuchFolder("public/reports".into()),
         SiteError::BadProjectName("is empty".into()),
         SiteError::NameGivesNoId("!!!".into()),
+        SiteError::BadQuery("the search query is empty".into()),
+        SiteError::TooBig("the folder holds more than 10 bytes".into()),
     ];
     samples.extend(
         interaction_samples()

@@ -86,6 +86,17 @@ pub fn sniff<R: Read + Seek>(reader: &mut R, name: &str) -> std::io::Result<Snif
     })
 }
 
+/// Whether `content` (of a file named `name`) is text by the one sniffer: plain text,
+/// a table or JSON, as `file_preview` would show it as text. Empty content is not. A
+/// search reads only the files this says are text.
+pub fn is_text(content: &[u8], name: &str) -> bool {
+    let mut reader = std::io::Cursor::new(content);
+    matches!(
+        detect::detect(&mut reader, name).map(|d| d.kind),
+        Ok(Kind::Text | Kind::Table { .. } | Kind::Json)
+    )
+}
+
 /// Describes `file` (named `name`, `size` bytes long) for a model.
 pub fn preview(file: &mut File, name: &str, size: u64) -> Result<Preview, PreviewError> {
     preview_reader(file, name, size)

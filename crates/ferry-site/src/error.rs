@@ -42,6 +42,12 @@ pub enum SiteError {
     /// A folder the system keeps was asked to be moved or deleted; holds its name.
     #[error("{0} is managed by the system and cannot be moved or deleted")]
     Reserved(&'static str),
+    /// More than one request may carry (a folder download over its caps); says which.
+    #[error("{0}")]
+    TooBig(String),
+    /// A search query that cannot be run (empty, or too long); says why.
+    #[error("{0}")]
+    BadQuery(String),
     /// A path given for the Files panel does not begin with `public/`.
     #[error("the path must start with public/")]
     OutsidePublic,
@@ -118,6 +124,8 @@ impl SiteError {
             SiteError::ManagedBySystem | SiteError::Reserved(_) => Code::ManagedBySystem,
             // The spec answers a path outside `public/` as one that does not exist.
             SiteError::OutsidePublic => Code::NotFound,
+            SiteError::BadQuery(_) => Code::BadQuery,
+            SiteError::TooBig(_) => Code::TooLarge,
             SiteError::MoveIntoItself => Code::InvalidMove,
             SiteError::NoSuchFolder(_) => Code::FolderNotFound,
             SiteError::Unsafe { .. } => Code::PathEscapes,

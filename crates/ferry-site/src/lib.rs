@@ -9,6 +9,7 @@ mod check;
 mod circles;
 mod db;
 mod error;
+mod folder_zip;
 mod ids;
 mod interactions;
 pub mod layout;
@@ -17,6 +18,7 @@ mod migrate;
 mod nodes;
 mod public;
 mod shares;
+mod search;
 mod shown;
 mod site;
 mod skills;
@@ -31,6 +33,7 @@ pub use chat::{ChatMessage, ChatPage, ChatRole, cut_reply, end_as_cut, reply_cut
 pub use check::Finding;
 pub use circles::Circle;
 pub use error::SiteError;
+pub use folder_zip::ZipPlan;
 pub use ids::check_id;
 pub use interactions::{
     ApprovalOutcome, ClaimedPick, INTERACTION_POLL_INTERVAL, Interaction, InteractionError,
@@ -47,6 +50,7 @@ pub use public::{
     PublicPlace, attachments_changed,
 };
 pub use shares::{SHARE_ROUTE_PREFIX, Share, ShareError, check_share_expiry};
+pub use search::{Found, FoundLine, SearchQuery, SearchResults, fold};
 pub use shown::{delivery_notice, person_relative};
 pub use site::{DEFAULT_PERSON, Project, Site, project_folder_error};
 pub use time::rfc3339;

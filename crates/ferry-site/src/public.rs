@@ -73,7 +73,7 @@ impl PublicPath {
         PublicPath { rel }
     }
 
-    /// The path beneath `public/` (empty for `public` itself).
+    /// The path beneath `public/`, `/`-joined; empty for `public` itself.
     pub(crate) fn rel(&self) -> &str {
         &self.rel
     }

@@ -443,3 +443,60 @@ fn expired_entries_are_swept_at_start() {
     }
     assert!(!entry.exists(), "the sweep at start removed it");
 }
+
+/// A chain of `depth` folders named `d` under `top`, made one level at a time through
+/// descriptors (as an agent's `mkdir -p` and moves can), with a file at the bottom.
+fn deep_chain(top: &std::path::Path, depth: usize) {
+    use rustix::fs::{Mode, OFlags, mkdirat, openat};
+    std::fs::create_dir_all(top).unwrap();
+    let mut fd: std::os::fd::OwnedFd = std::fs::File::open(top).unwrap().into();
+    for _ in 0..depth {
+        mkdirat(&fd, "d", Mode::from_raw_mode(0o700)).unwrap();
+        fd = openat(&fd, "d", OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
+    }
+    let file = openat(
+        &fd,
+        "f.txt",
+        OFlags::WRONLY | OFlags::CREATE,
+        Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
+    drop(file);
+}
+
+#[test]
+fn a_folder_thousands_of_levels_deep_is_deleted_without_taking_the_gateway_down() {
+    // Deep enough that a recursive removal overflowed a worker thread's stack and ended
+    // the whole process, and would again at every start once the trash entry expired.
+    let mut server = Server::start_with_env(&[("FERRY_FILES__TRASH_DAYS", "0")]);
+    let token = server.token.clone();
+    let public = server.workspace("me", None).join("public");
+    deep_chain(&public.join("forever"), 5000);
+    deep_chain(&public.join("trashed"), 5000);
+
+    let (status, id, body) = delete(
+        &server,
+        &token,
+        &[("path", "public/forever"), ("forever", "true")],
+    );
+    assert_eq!((status, id), (204, None), "{body}");
+    assert!(!public.join("forever").exists());
+    support::assert_alive(&mut server);
+
+    // Into the trash, kept no days: the sweep at the next start removes it, and the
+    // gateway still starts and answers.
+    deleted(&server, &token, "public/trashed");
+    server.restart();
+    let trash_of_me = trash_dir(&server, "me");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_dir(&trash_of_me).unwrap().count() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sweep at start removed the deep entry; log:\n{}",
+            server.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    support::assert_alive(&mut server);
+    assert_eq!(trash(&server, &token)["entries"], json!([]));
+}

@@ -138,6 +138,11 @@ impl Dir {
         Ok(Dir { fd })
     }
 
+    /// A handle to a folder the caller opened itself.
+    pub(crate) fn from_fd(fd: OwnedFd) -> Dir {
+        Dir { fd }
+    }
+
     /// A second handle to the same directory.
     pub fn try_clone(&self) -> Result<Dir, FsError> {
         let fd = self.fd.try_clone().map_err(FsError::Io)?;
@@ -357,7 +362,7 @@ impl Dir {
     }
 
     /// Calls `f` with each name in this directory but `.` and `..`.
-    fn for_each_name(
+    pub(crate) fn for_each_name(
         &self,
         mut f: impl FnMut(&std::ffi::CStr) -> Result<(), FsError>,
     ) -> Result<(), FsError> {
@@ -449,22 +454,10 @@ impl Dir {
     }
 
     fn remove_entry(&self, name: &str) -> Result<(), FsError> {
-        let stat = rustix::fs::statat(&self.fd, &*raw(name), AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(FsError::from_errno)?;
-        if FileType::from_raw_mode(stat.st_mode) != FileType::Directory {
-            return match rustix::fs::unlinkat(&self.fd, &*raw(name), AtFlags::empty()) {
-                Ok(()) | Err(Errno::NOENT) => Ok(()),
-                Err(e) => Err(FsError::from_errno(e)),
-            };
-        }
-        let child = self.open_component(name)?;
-        for entry in child.entries()? {
-            child.remove_entry(&entry.name)?;
-        }
-        match rustix::fs::unlinkat(&self.fd, &*raw(name), AtFlags::REMOVEDIR) {
-            Ok(()) | Err(Errno::NOENT) => Ok(()),
-            Err(e) => Err(FsError::from_errno(e)),
-        }
+        // Fails only for a name holding NUL, which no entry can have.
+        let name = std::ffi::CString::new(raw(name).into_owned())
+            .map_err(|_| FsError::from_errno(Errno::INVAL))?;
+        self.remove_tree(&name)
     }
 
     /// Changes the owner of this directory through its descriptor.

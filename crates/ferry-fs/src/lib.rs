@@ -11,6 +11,7 @@ mod error;
 mod name;
 mod path;
 mod random;
+mod remove;
 mod shown;
 mod sink;
 

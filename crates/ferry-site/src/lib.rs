@@ -17,8 +17,8 @@ mod media;
 mod migrate;
 mod nodes;
 mod public;
-mod shares;
 mod search;
+mod shares;
 mod shown;
 mod site;
 mod skills;
@@ -49,8 +49,8 @@ pub use public::{
     AttachmentsState, Download, FlatListing, Listing, Node, NodeKind, PublicFolder, PublicPath,
     PublicPlace, attachments_changed,
 };
-pub use shares::{SHARE_ROUTE_PREFIX, Share, ShareError, check_share_expiry};
 pub use search::{Found, FoundLine, SearchQuery, SearchResults, fold};
+pub use shares::{SHARE_ROUTE_PREFIX, Share, ShareError, check_share_expiry};
 pub use shown::{delivery_notice, person_relative};
 pub use site::{DEFAULT_PERSON, Project, Site, project_folder_error};
 pub use time::rfc3339;

@@ -11,6 +11,7 @@ mod error;
 mod name;
 mod path;
 mod random;
+mod resume;
 mod shown;
 mod sink;
 
@@ -27,5 +28,6 @@ pub use error::FsError;
 pub use name::{NAME_MAX_BYTES, name_from_bytes, safe_name, typed_name};
 pub use path::{PATH_MAX_BYTES, check_relative};
 pub use random::{random_base32, random_bytes, random_hex};
+pub use resume::{PartFile, PartMark, reopen_temporary};
 pub use shown::{is_hidden_or_spoofing, shown_name};
 pub use sink::{ByteSink, Written};

@@ -26,6 +26,7 @@ mod range;
 mod tally;
 mod terminal_upload;
 mod terminals;
+mod tus;
 mod upload;
 
 use std::collections::HashMap;
@@ -74,6 +75,8 @@ pub struct AppState {
     terminals: terminals::Sessions,
     /// The address the gateway listens on, once bound: `/mcp` answers to its names.
     address: Option<std::net::SocketAddr>,
+    /// The resumable uploads this gateway has touched (tus, `/v1/uploads`).
+    uploads: Arc<tus::Uploads>,
 }
 
 impl AppState {
@@ -101,6 +104,7 @@ impl AppState {
             nodes: node_link::NodeLinks::new(),
             terminals: terminals::Sessions::default(),
             address: None,
+            uploads: Arc::default(),
         })
     }
 
@@ -198,6 +202,7 @@ impl AppState {
         tokio::spawn(interactions::sweep_picks(self.clone()));
         tokio::spawn(sweep_saved_output(self.clone()));
         tokio::spawn(sweep_media(self.clone()));
+        tokio::spawn(tus::sweep(self.clone()));
         tokio::spawn(node_link::watch_revocations(self.clone()));
         tokio::spawn(events::announce_node_changes(self.clone()));
         Ok(())
@@ -285,6 +290,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/nodes/connect", get(node_link::connect))
         .merge(interactions::routes())
         .merge(nodes::routes())
+        .merge(tus::routes())
         .merge(mcp)
         .fallback(assets::serve)
         .method_not_allowed_fallback(|| async {

@@ -53,6 +53,7 @@ const SCHEMAS: &[&str] = &[
     crate::circles::SCHEMA,
     crate::media::SCHEMA,
     crate::nodes::SCHEMA,
+    crate::resumable::SCHEMA,
 ];
 
 /// One connection, shared behind a lock: every query here is a point lookup or a tiny write.

@@ -16,6 +16,7 @@ mod media;
 mod migrate;
 mod nodes;
 mod public;
+mod resumable;
 mod shown;
 mod site;
 mod skills;
@@ -44,6 +45,7 @@ pub use public::{
     AttachmentsState, Download, FlatListing, Listing, Node, NodeKind, PublicFolder, PublicPath,
     PublicPlace, attachments_changed,
 };
+pub use resumable::ResumableRecord;
 pub use shown::{delivery_notice, person_relative};
 pub use site::{DEFAULT_PERSON, Project, Site, project_folder_error};
 pub use time::rfc3339;

@@ -73,6 +73,11 @@ impl PublicPath {
         PublicPath { rel }
     }
 
+    /// The path beneath `public/`, normalized; empty for `public` itself.
+    pub(crate) fn rel(&self) -> &str {
+        &self.rel
+    }
+
     /// Whether this is `public` itself.
     pub fn is_root(&self) -> bool {
         self.rel.is_empty()

@@ -565,7 +565,10 @@ async fn create(
     let declared = declared(&headers, max)?;
     let person = who.person.clone();
     let made = state.clone();
-    let (record, file) = blocking(move || {
+    // For a `409 exists`: the file kept there, as `POST /v1/media` tells it.
+    let asked =
+        (declared.folder.is_none()).then(|| (declared.project.clone(), declared.given.clone()));
+    let created = blocking(move || {
         let state = made;
         let site = &state.site;
         let workspace = site.workspace(&person, declared.project.as_deref())?;
@@ -620,7 +623,14 @@ async fn create(
         }
         Ok::<_, ApiError>((record, file))
     })
-    .await?;
+    .await;
+    let (record, file) = match (created, asked) {
+        (Ok(made), _) => made,
+        (Err(e), Some((project, given))) if e.code == Code::Exists => {
+            return Err(crate::upload::kept(&state, &who.person, project, &given, e).await);
+        }
+        (Err(e), _) => return Err(e),
+    };
     let id = record.id.clone();
     let expires = record.expires;
     let length = record.length;

@@ -528,7 +528,12 @@ fn folders_overwrite_and_projects_follow_the_upload_rules() {
         3,
         &[("filename", "kept.txt"), ("overwrite", "false")],
     );
-    assert_eq!(status_code(response), (409, "exists".into()));
+    assert_eq!(response.status().as_u16(), 409);
+    let body: Value = response.json().unwrap();
+    assert_eq!(error_code(&body), "exists");
+    // The kept file is named, as POST /v1/media names it, for the page to ask.
+    assert_eq!(body["error"]["existing"]["path"], "public/kept.txt");
+    assert_eq!(body["error"]["existing"]["size"], 3);
     // ... and when the file appears during the upload, at the last byte; the file stays.
     let response = create_as(
         &server,

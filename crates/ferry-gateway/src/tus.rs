@@ -837,27 +837,18 @@ async fn patch(
     let declared_len = number(&headers, &header::CONTENT_LENGTH)?;
     let slot = match state.find_upload(&who.person, &id).await? {
         Found::Active(slot) => slot,
-        Found::Done(found) => {
-            let (record, done) = *found;
-            if offset != record.length {
-                return Err(mismatch(record.length));
-            }
-            if declared_len.unwrap_or(0) > 0 {
-                return Err(past_length(record.length));
-            }
-            let mut response = StatusCode::NO_CONTENT.into_response();
-            response
-                .headers_mut()
-                .insert(UPLOAD_OFFSET, header_value(record.length));
-            completed_headers(response.headers_mut(), &done);
-            return Ok(response);
-        }
+        Found::Done(found) => return patch_done(*found, offset, declared_len),
     };
     let Ok(held) = slot.state.clone().try_lock_owned() else {
         return Err(locked());
     };
     if held.ended {
-        return Err(unknown_upload());
+        // Completed (or ended) by the request before: the record says how.
+        drop(held);
+        return match state.find_upload(&who.person, &id).await? {
+            Found::Done(found) => patch_done(*found, offset, declared_len),
+            Found::Active(_) => Err(locked()),
+        };
     }
     let length = slot.record.length;
     let max = state.site.config().media.max_resumable_bytes;
@@ -907,6 +898,27 @@ async fn patch(
     let out = response.headers_mut();
     out.insert(UPLOAD_OFFSET, header_value(outcome.offset));
     out.insert(UPLOAD_EXPIRES, expires_value(outcome.expires));
+    Ok(response)
+}
+
+/// A `PATCH` to a complete upload: at its end it changes nothing (and tells the file),
+/// elsewhere it is an offset mismatch.
+fn patch_done(
+    (record, done): (ResumableRecord, Completed),
+    offset: u64,
+    declared_len: Option<u64>,
+) -> Result<Response, ApiError> {
+    if offset != record.length {
+        return Err(mismatch(record.length));
+    }
+    if declared_len.unwrap_or(0) > 0 {
+        return Err(past_length(record.length));
+    }
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    response
+        .headers_mut()
+        .insert(UPLOAD_OFFSET, header_value(record.length));
+    completed_headers(response.headers_mut(), &done);
     Ok(response)
 }
 

@@ -106,6 +106,11 @@ export function currentToken() {
   return token;
 }
 
+/** The Authorization header value for requests the page makes itself; null signed out. */
+export function authHeader() {
+  return token ? `Bearer ${token}` : null;
+}
+
 export function hasToken() {
   return Boolean(token);
 }

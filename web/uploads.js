@@ -1,4 +1,5 @@
-// The "Uploads" list: one XHR per file to POST /v1/media, a progress bar each, and the
+// The "Uploads" list: one XHR per file to POST /v1/media (or, over 8 MiB, a resumable tus
+// upload in parts, see tus.js), a progress bar each, and the
 // server's own error message next to a file it refused. A file never replaces one of the
 // same name unasked: it is sent with overwrite=false, and when the server kept a file
 // there, the person is asked (one question at a time) whether to replace it.
@@ -6,6 +7,7 @@
 import { ApiError, uploadFile } from "./api.js";
 import { confirmDialog } from "./dialogs.js";
 import { baseName, el, formatSize, formatTime, nameNode, shownName } from "./format.js";
+import { TUS_THRESHOLD_BYTES, tusUpload } from "./tus.js";
 
 /** Uploads at once; the rest wait, so the page keeps connections for its other calls. */
 const PARALLEL_UPLOADS = 3;
@@ -107,15 +109,24 @@ export function createUploads({ list, onUploaded }) {
       const send = (overwrite) => {
         status.textContent = "0 %";
         progress.value = 0;
-        const upload = uploadFile(
-          file,
-          project,
-          (fraction) => {
-            progress.value = fraction;
-            status.textContent = fraction >= 1 ? "Finishing…" : `${Math.floor(fraction * 100)} %`;
-          },
-          { overwrite, folder },
-        );
+        let resumed = false;
+        const onProgress = (fraction) => {
+          progress.value = fraction;
+          const percent = `${Math.floor(fraction * 100)} %`;
+          status.textContent = fraction >= 1 ? "Finishing…" : resumed ? `${percent} (resumed)` : percent;
+        };
+        // Large files go in parts that survive a dropped connection and a reload (tus).
+        const upload =
+          file.size > TUS_THRESHOLD_BYTES
+            ? tusUpload(file, project, onProgress, {
+                overwrite,
+                folder,
+                onResumed: () => {
+                  resumed = true;
+                  item.dataset.resumed = "true";
+                },
+              })
+            : uploadFile(file, project, onProgress, { overwrite, folder });
         abort = upload.abort;
         return upload.promise;
       };

@@ -382,6 +382,28 @@ codes! {
     NotAWorker = "not_a_worker" => 400,
     /// Another process holds the herd's lock for longer than a request may wait.
     HerdBusy = "herd_busy" => 503,
+
+    // ------------------------------------------------------- resumable uploads (tus 1.0)
+    /// The request names a tus version this server does not speak (`Tus-Resumable`).
+    TusVersion = "tus_version" => 412,
+    /// No upload of yours has this id (it never existed, was terminated, or was removed
+    /// after it expired).
+    UnknownUpload = "unknown_upload" => 404,
+    /// The upload expired; its bytes were removed. Start a new upload.
+    UploadExpired = "upload_expired" => 410,
+    /// `Upload-Offset` is not where the upload stands; ask with `HEAD` and resume there.
+    OffsetMismatch = "offset_mismatch" => 409,
+    /// Another request is writing to this upload now; try again when it has ended.
+    UploadLocked = "upload_locked" => 423,
+    /// The part's bytes do not have the `Upload-Checksum` sent with them; they were dropped.
+    ChecksumMismatch = "checksum_mismatch" => 460,
+    /// The `Upload-Checksum` names an algorithm this server does not compute.
+    ChecksumAlgorithm = "checksum_algorithm" => 400,
+    /// The upload is complete: no more bytes are taken.
+    UploadComplete = "upload_complete" => 409,
+    /// The person has as many resumable uploads in progress as they may; finish or
+    /// terminate one first.
+    TooManyUploads = "too_many_uploads" => 429,
 }
 
 impl Code {

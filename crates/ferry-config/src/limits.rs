@@ -44,6 +44,17 @@ pub const DEFAULT_ALLOWED_EXTENSIONS: &[&str] = &[
 /// Largest file a resumable (tus) upload may declare, in bytes (4 GiB;
 /// `media.max_resumable_bytes`, spec M-DAILY).
 pub const MEDIA_RESUMABLE_MAX_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+/// Seconds a resumable upload is kept after its last part (24 h;
+/// `media.resumable_expiry_secs`): then its staged bytes are removed and its id answers
+/// `410`.
+pub const MEDIA_RESUMABLE_EXPIRY_SECS: u64 = 24 * 3600;
+/// Seconds an expired resumable upload's id still answers `410` (7 days) before it is
+/// forgotten and answers `404`.
+pub const RESUMABLE_GONE_KEPT_SECS: i64 = 7 * 24 * 3600;
+/// Bytes of a resumable upload's `Upload-Metadata` header at most.
+pub const RESUMABLE_METADATA_MAX_BYTES: usize = 4096;
+/// Resumable uploads one person may have in progress at once; more are `429`.
+pub const RESUMABLE_UPLOADS_PER_PERSON: usize = 64;
 /// Days a deleted entry stays in its person's trash before it is removed for good
 /// (`files.trash_days`, spec M-DAILY).
 pub const TRASH_DAYS: u64 = 7;

@@ -11,7 +11,10 @@ use crate::limits::{
     DELIVERY_TIMEOUT_SECS, EXEC_OUTPUT_MAX_BYTES, EXEC_OUTPUT_TTL_HOURS, HEADER_READ_TIMEOUT_SECS,
     MAX_EVENT_STREAMS, MEDIA_MAX_BYTES, MEDIA_TTL_HOURS, PERSON_MAX_BYTES,
 };
-use crate::limits::{FOLDER_ZIP_MAX_BYTES, MEDIA_RESUMABLE_MAX_BYTES, TRASH_DAYS, TRASH_MAX_BYTES};
+use crate::limits::{
+    FOLDER_ZIP_MAX_BYTES, MEDIA_RESUMABLE_EXPIRY_SECS, MEDIA_RESUMABLE_MAX_BYTES, TRASH_DAYS,
+    TRASH_MAX_BYTES,
+};
 
 /// The whole effective configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,6 +128,8 @@ pub struct MediaConfig {
     pub ttl_hours: u64,
     /// Largest file a resumable (tus) upload may declare, in bytes.
     pub max_resumable_bytes: u64,
+    /// Seconds a resumable upload is kept after its last part.
+    pub resumable_expiry_secs: u64,
 }
 
 impl Default for MediaConfig {
@@ -137,6 +142,7 @@ impl Default for MediaConfig {
                 .collect(),
             ttl_hours: MEDIA_TTL_HOURS,
             max_resumable_bytes: MEDIA_RESUMABLE_MAX_BYTES,
+            resumable_expiry_secs: MEDIA_RESUMABLE_EXPIRY_SECS,
         }
     }
 }

@@ -78,6 +78,12 @@ impl Config {
         if self.media.max_upload_bytes == 0 {
             return Err(invalid("media.max_upload_bytes", "must be greater than 0"));
         }
+        if self.media.resumable_expiry_secs == 0 {
+            return Err(invalid(
+                "media.resumable_expiry_secs",
+                "must be greater than 0, or every resumable upload expires at once",
+            ));
+        }
         if self.media.ttl_hours == 0 {
             return Err(invalid(
                 "media.ttl_hours",

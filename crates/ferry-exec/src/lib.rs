@@ -62,6 +62,7 @@ mod probe;
 mod reaper;
 mod request_error;
 mod requester;
+pub mod resumable;
 mod run;
 mod sandbox;
 mod scope;

@@ -139,6 +139,35 @@ pub enum MemberAction {
         #[serde(default)]
         content: bool,
     },
+    /// A resumable upload's start (M-DAILY): checks that `folder` exists and that `name`
+    /// could be placed there, then makes a hidden temporary in `public/` itself (which
+    /// cannot be moved away during a long upload); its descriptor travels beside the
+    /// reply.
+    ResumableStage {
+        /// The folder the file will be placed in (`public/…`); none for `public/`.
+        folder: Option<String>,
+        /// The name the file will be placed at.
+        name: String,
+        /// What the placement will do to a file already at `name`.
+        existing: Existing,
+    },
+    /// Opens a resumable upload's temporary again (after a restart), read-write, only
+    /// while it is still the file staged; its descriptor travels beside the reply.
+    ResumableReopen {
+        /// The temporary, as [`MemberAction::ResumableStage`] left it.
+        staged: StagedFile,
+    },
+    /// Places a complete resumable upload at `name` in `folder`.
+    ResumablePlace {
+        /// The temporary, as [`MemberAction::ResumableStage`] left it.
+        staged: StagedFile,
+        /// The folder it goes in (`public/…`); none for `public/`.
+        folder: Option<String>,
+        /// The file name it gets there.
+        name: String,
+        /// What it does to a file already there.
+        existing: Existing,
+    },
 }
 
 /// What placing an upload does to a file already at its name (M-DAILY).
@@ -373,6 +402,55 @@ pub(crate) fn perform(
             staged_in.take(&staged.temp);
             MemberReply::Done
         }
+        MemberAction::ResumableStage {
+            folder: into,
+            name,
+            existing,
+        } => {
+            let target = folder.upload_folder(into.as_deref()).map_err(site_error)?;
+            ferry_fs::check_placeable(&target, &name, existing == Existing::Replace)
+                .map_err(site_error_from_fs)?;
+            let dir = folder.place_dir(&PublicPlace::Public).map_err(site_error)?;
+            let (temp, file) = ferry_fs::create_temporary(&dir).map_err(site_error_from_fs)?;
+            return Ok((MemberReply::Staged { temp }, Some(file)));
+        }
+        MemberAction::ResumableReopen { staged } => {
+            let dir = staged_public(project, &staged, &folder, &public)?;
+            let id = FileId {
+                dev: staged.dev,
+                ino: staged.ino,
+            };
+            let file =
+                ferry_fs::reopen_temporary(&dir, &staged.temp, id).map_err(site_error_from_fs)?;
+            return Ok((MemberReply::Done, Some(file)));
+        }
+        MemberAction::ResumablePlace {
+            staged,
+            folder: into,
+            name,
+            existing,
+        } => {
+            let from_dir = staged_public(project, &staged, &folder, &public)?;
+            let to_dir = folder.upload_folder(into.as_deref()).map_err(site_error)?;
+            let id = FileId {
+                dev: staged.dev,
+                ino: staged.ino,
+            };
+            ferry_fs::place_temporary(
+                &from_dir,
+                &staged.temp,
+                &to_dir,
+                &name,
+                id,
+                ferry_fs::Placement {
+                    mode: PLACED_FILE_MODE,
+                    owner,
+                    replace: existing == Existing::Replace,
+                },
+            )
+            .map_err(site_error_from_fs)?;
+            MemberReply::Done
+        }
         MemberAction::Discard { staged } => {
             let from = public(staged.project.as_deref())?;
             let dir = from.place_dir(&staged.place).map_err(site_error)?;
@@ -395,6 +473,27 @@ fn opened_file(
         inode: download.meta.inode,
     };
     Ok((MemberReply::Opened(opened), Some(download.file)))
+}
+
+/// The folder a resumable upload's temporary lies in: `public/` of the workspace it was
+/// staged in (this one, or another of the same person's).
+fn staged_public(
+    project: Option<&str>,
+    staged: &StagedFile,
+    here: &PublicFolder,
+    public: &dyn Fn(Option<&str>) -> Result<PublicFolder, RequestError>,
+) -> Result<Dir, RequestError> {
+    if staged.place != PublicPlace::Public {
+        return Err(RequestError::new(
+            Code::BadPath,
+            "a resumable upload is staged in public/ itself",
+        ));
+    }
+    let dir = match staged.project.as_deref() == project {
+        true => here.place_dir(&PublicPlace::Public),
+        false => public(staged.project.as_deref())?.place_dir(&PublicPlace::Public),
+    };
+    dir.map_err(site_error)
 }
 
 fn site_error_from_fs(e: FsError) -> RequestError {

@@ -337,7 +337,7 @@ pub fn restore_previous(dir: &Dir, kept: &str, name: &str) -> Result<(), FsError
 }
 
 /// Only a temporary's own name may be placed or removed by name.
-fn check_temporary_name(name: &str) -> Result<(), FsError> {
+pub(crate) fn check_temporary_name(name: &str) -> Result<(), FsError> {
     check_name(name)?;
     if !name.starts_with(TEMP_PREFIX) {
         return Err(FsError::UnsafeName(name.to_owned()));

@@ -12,6 +12,7 @@ mod name;
 mod path;
 mod random;
 mod remove;
+mod resume;
 mod shown;
 mod sink;
 
@@ -28,5 +29,6 @@ pub use error::FsError;
 pub use name::{NAME_MAX_BYTES, name_from_bytes, safe_name, typed_name};
 pub use path::{PATH_MAX_BYTES, check_relative};
 pub use random::{random_base32, random_bytes, random_hex};
+pub use resume::{PartFile, PartMark, reopen_temporary};
 pub use shown::{is_hidden_or_spoofing, shown_name};
 pub use sink::{ByteSink, Written};

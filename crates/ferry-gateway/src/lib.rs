@@ -29,6 +29,7 @@ mod tally;
 mod terminal_upload;
 mod terminals;
 mod trash;
+mod tus;
 mod upload;
 
 use std::collections::HashMap;
@@ -79,6 +80,8 @@ pub struct AppState {
     address: Option<std::net::SocketAddr>,
     /// The upstream agent's API key (`agent.api_key_env`), sent as its bearer token.
     agent_key: Option<ferry_config::ApiKey>,
+    /// The resumable uploads this gateway has touched (tus, `/v1/uploads`).
+    uploads: Arc<tus::Uploads>,
 }
 
 /// Why the gateway could not be set up.
@@ -120,6 +123,7 @@ impl AppState {
             terminals: terminals::Sessions::default(),
             address: None,
             agent_key,
+            uploads: Arc::default(),
         })
     }
 
@@ -219,6 +223,7 @@ impl AppState {
         tokio::spawn(sweep_media(self.clone()));
         tokio::spawn(trash::sweep(self.clone()));
         tokio::spawn(shares::sweep(self.clone()));
+        tokio::spawn(tus::sweep(self.clone()));
         tokio::spawn(node_link::watch_revocations(self.clone()));
         tokio::spawn(events::announce_node_changes(self.clone()));
         Ok(())
@@ -310,6 +315,7 @@ pub fn router(state: AppState) -> Router {
         .merge(trash::routes())
         .merge(shares::routes())
         .merge(nodes::routes())
+        .merge(tus::routes())
         .merge(mcp)
         .fallback(assets::serve)
         .method_not_allowed_fallback(|| async {

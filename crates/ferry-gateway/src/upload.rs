@@ -189,7 +189,7 @@ pub async fn upload(
 /// `e`, and when it is `exists` (an upload with `overwrite=false` found a file at its
 /// name), the file kept there: `existing: {"path","size","modified"}`, for the client to
 /// ask whether to replace it.
-async fn kept(
+pub(crate) async fn kept(
     state: &AppState,
     person: &str,
     project: Option<String>,

@@ -56,6 +56,7 @@ const SCHEMAS: &[&str] = &[
     crate::nodes::SCHEMA,
     crate::trash::SCHEMA,
     crate::shares::SCHEMA,
+    crate::resumable::SCHEMA,
 ];
 
 /// One connection, shared behind a lock: every query here is a point lookup or a tiny write.

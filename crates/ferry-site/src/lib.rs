@@ -17,6 +17,7 @@ mod media;
 mod migrate;
 mod nodes;
 mod public;
+mod resumable;
 mod search;
 mod shares;
 mod shown;
@@ -49,6 +50,7 @@ pub use public::{
     AttachmentsState, Download, FlatListing, Listing, Node, NodeKind, PublicFolder, PublicPath,
     PublicPlace, attachments_changed,
 };
+pub use resumable::ResumableRecord;
 pub use search::{Found, FoundLine, SearchQuery, SearchResults, fold};
 pub use shares::{SHARE_ROUTE_PREFIX, Share, ShareError, check_share_expiry};
 pub use shown::{delivery_notice, person_relative};

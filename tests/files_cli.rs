@@ -285,3 +285,132 @@ fn share_prints_a_link_that_works_without_a_token_until_revoked() {
     let missing = files(&server, dir.path(), &["share", "public/none.txt"]);
     assert_eq!(code(&missing), 3, "{}", missing.both());
 }
+
+#[test]
+fn a_stopped_put_resumes_through_tus_where_the_gateway_stopped() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bytes: Vec<u8> = (0..40 * 1024 * 1024u32).map(|i| (i % 241) as u8).collect();
+    std::fs::write(dir.path().join("big.csv"), &bytes).unwrap();
+    let state = dir.path().join("state/ferry/uploads");
+
+    // A run stopped (SIGKILL) once the gateway holds at least one whole part.
+    let mut cmd = ferry_command();
+    cmd.current_dir(dir.path())
+        .env("FERRY_URL", &server.base)
+        .env("FERRY_TOKEN", &server.token)
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .args(["files", "put", "big.csv"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let stopped = stop_after_first_part(&mut child, &server, &state, bytes.len() as u64);
+    let public = server.workspace("me", None).join("public");
+    assert!(
+        !public.join("big.csv").exists(),
+        "nothing lands before the last byte"
+    );
+
+    let put = ok(files(&server, dir.path(), &["put", "big.csv"]));
+    assert!(
+        put.stderr.contains("resumed big.csv after"),
+        "{}",
+        put.stderr
+    );
+    let fields: Vec<&str> = put.stdout.trim().split('\t').collect();
+    assert_eq!(fields[0], "public/big.csv");
+    assert_eq!(fields[2], sha256_hex(&bytes));
+    assert_eq!(std::fs::read(public.join("big.csv")).unwrap(), bytes);
+    assert!(stopped > 0);
+    // Finished: nothing is remembered any more.
+    assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0);
+}
+
+/// Kills (SIGKILL) a running `put` once the gateway holds at least one whole part of an
+/// upload of `len` bytes, and answers how far it had come.
+fn stop_after_first_part(
+    child: &mut std::process::Child,
+    server: &Server,
+    state: &Path,
+    len: u64,
+) -> u64 {
+    let http = support::client();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the upload never got going");
+        }
+        let remembered = std::fs::read_dir(state)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .and_then(|e| std::fs::read_to_string(e.path()).ok());
+        if let Some(url) = remembered {
+            let head = http
+                .head(url.trim())
+                .bearer_auth(&server.token)
+                .header("Tus-Resumable", "1.0.0")
+                .send()
+                .unwrap();
+            let offset: u64 = head.headers()["upload-offset"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            if offset >= 8 * 1024 * 1024 && offset < len {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                return offset;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_download_never_writes_through_a_planted_link_nor_onto_a_device() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let public = server.workspace("me", None).join("public");
+    std::fs::create_dir_all(&public).unwrap();
+    std::fs::write(public.join("f.txt"), b"downloaded").unwrap();
+    // Someone who can write the download folder points the part file (or its version
+    // file) at a file of the person's.
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, b"precious").unwrap();
+    for planted in ["f.txt.ferry-part", "f.txt.ferry-part.etag"] {
+        let link = dir.path().join(planted);
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let done = files(&server, dir.path(), &["get", "public/f.txt"]);
+        assert_ne!(code(&done), 0, "{planted}: {}", done.both());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "{planted}");
+        std::fs::remove_file(&link).unwrap();
+        let _ = std::fs::remove_file(dir.path().join("f.txt.ferry-part"));
+    }
+    // A device is not replaced by a file.
+    let done = files(
+        &server,
+        dir.path(),
+        &["get", "public/f.txt", "-o", "/dev/null"],
+    );
+    assert_eq!(code(&done), 2, "{}", done.both());
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+    // A path whose last part is no name writes nothing.
+    for path in ["public/..", "public/sub/.", "public/"] {
+        let done = files(&server, dir.path(), &["get", path]);
+        assert_eq!(code(&done), 2, "{path}: {}", done.both());
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["victim.txt"]);
+}

@@ -175,18 +175,28 @@ async fn run(gateway: &GatewayArgs, command: FilesCommand) -> Result<(), ClientE
                     );
                 }
                 if let Some(from) = &done.renamed_from {
-                    eprintln!("ferry files: {from:?} was saved as {}", done.path);
+                    eprintln!(
+                        "ferry files: {} was saved as {}",
+                        printable(from),
+                        printable(&done.path)
+                    );
                 }
                 println!(
                     "{}\t{}\t{}",
-                    done.path,
+                    printable(&done.path),
                     done.size,
-                    done.sha256.as_deref().unwrap_or("-")
+                    printable(done.sha256.as_deref().unwrap_or("-"))
                 );
             }
         }
         FilesCommand::Get { path, output } => {
             let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
+            if matches!(name.as_str(), "" | "." | "..") {
+                return Err(ClientError::Usage(format!(
+                    "{} does not name a file",
+                    printable(&path)
+                )));
+            }
             if output.as_deref() == Some(Path::new("-")) {
                 let mut stdout = tokio::io::stdout();
                 client
@@ -204,6 +214,14 @@ async fn run(gateway: &GatewayArgs, command: FilesCommand) -> Result<(), ClientE
                 Some(out) => out,
                 None => PathBuf::from(&name),
             };
+            // The download is renamed onto `dest` when whole: a device or a pipe there
+            // would be replaced by a file, not written to.
+            if std::fs::symlink_metadata(&dest).is_ok_and(|m| !m.is_file() && !m.is_symlink()) {
+                return Err(ClientError::Usage(format!(
+                    "{} is not a regular file; give -o - to write to standard output",
+                    dest.display()
+                )));
+            }
             let bar = bar(gateway.quiet, &name);
             let done = client.get(&path, project, &dest, &bar.progress()).await;
             bar.finish();
@@ -219,8 +237,8 @@ async fn run(gateway: &GatewayArgs, command: FilesCommand) -> Result<(), ClientE
         FilesCommand::Rm { paths, forever } => {
             for path in &paths {
                 match client.remove(path, project, forever).await? {
-                    Some(id) => println!("{path}\ttrash\t{id}"),
-                    None => println!("{path}\tdeleted"),
+                    Some(id) => println!("{}\ttrash\t{}", printable(path), printable(&id)),
+                    None => println!("{}\tdeleted", printable(path)),
                 }
             }
         }
@@ -235,11 +253,11 @@ async fn run(gateway: &GatewayArgs, command: FilesCommand) -> Result<(), ClientE
             }
             (Some(path), None) => {
                 let share = client.share(&path, project, expires).await?;
-                println!("{}", share.url);
+                println!("{}", printable(&share.url));
                 eprintln!(
                     "ferry files: share {} works until {}",
-                    share.id,
-                    share.expires_at.as_deref().unwrap_or("it expires")
+                    printable(&share.id),
+                    printable(share.expires_at.as_deref().unwrap_or("it expires"))
                 );
             }
             (None, None) => {
@@ -254,13 +272,13 @@ async fn run(gateway: &GatewayArgs, command: FilesCommand) -> Result<(), ClientE
 fn entry_line(entry: &ferry_client::Entry) -> String {
     let kind = entry.kind.as_str();
     let path = match entry.kind {
-        EntryKind::Dir => format!("{}/", entry.path),
-        _ => entry.path.clone(),
+        EntryKind::Dir => format!("{}/", printable(&entry.path)),
+        _ => printable(&entry.path),
     };
     format!(
         "{kind}\t{}\t{}\t{path}",
         entry.size.map_or_else(|| "-".to_owned(), |s| s.to_string()),
-        entry.mtime.as_deref().unwrap_or("-"),
+        printable(entry.mtime.as_deref().unwrap_or("-")),
     )
 }
 
@@ -272,6 +290,24 @@ fn entry_json(entry: &ferry_client::Entry) -> serde_json::Value {
         "size": entry.size,
         "mtime": entry.mtime,
     })
+}
+
+/// `text` with every control character (escape sequences, tabs, newlines) written as
+/// `\u{…}`: a name is printed for a person or a script to read, never for the terminal
+/// to obey, and one entry stays one tab-separated line.
+fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// `n` bytes in binary units, as the web client shows them ("9.0 MiB").
@@ -377,6 +413,15 @@ mod tests {
         assert!(parse_duration("7w").is_err());
         assert!(parse_duration("d").is_err());
         assert!(parse_duration("99999999999999999999d").is_err());
+    }
+
+    #[test]
+    fn names_print_without_control_characters() {
+        assert_eq!(printable("plain name.txt"), "plain name.txt");
+        assert_eq!(
+            printable("\u{1b}]0;pwned\u{7}a\tb\nc.txt"),
+            "\\u{1b}]0;pwned\\u{7}a\\u{9}b\\u{a}c.txt"
+        );
     }
 
     #[test]

@@ -149,28 +149,30 @@ impl Client {
                 }
             },
             // The file changed since the part was written (If-Range did not hold), or
-            // there was no part: everything comes again.
-            _ => (0, response.content_length().unwrap_or(0)),
+            // there was no part: everything comes again, as long as it says how much.
+            _ => match response.content_length() {
+                Some(len) => (0, len),
+                None => {
+                    return Err(fail(ClientError::Protocol(
+                        "a download that does not say its length".to_owned(),
+                    )));
+                }
+            },
         };
         let mut file = open_part(&partial.part, start).await.map_err(fail)?;
-        match &etag {
-            Some(etag) => tokio::fs::write(&partial.etag, etag).await,
-            // Without a version there is nothing to resume safely against.
-            None => match tokio::fs::remove_file(&partial.etag).await {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            },
-        }
-        .map_err(|e| fail(ClientError::local(&partial.etag, e)))?;
+        // Without a version there is nothing to resume safely against.
+        remember_etag(&partial.etag, etag.as_deref())
+            .await
+            .map_err(fail)?;
         progress.start(total, start);
-        let written = copy_body(response, &mut file, progress, &partial.part)
+        let written = copy_body(response, &mut file, progress, &partial.part, total - start)
             .await
             .map_err(|e| (e, start))?;
         file.sync_all()
             .await
             .map_err(|e| (ClientError::local(&partial.part, e), start))?;
         let size = start + written;
-        if size != total && total != 0 {
+        if size != total {
             return Err((
                 ClientError::Transport(format!("the download stopped at {size} of {total} bytes")),
                 start,
@@ -191,8 +193,11 @@ impl Client {
         url.query_pairs_mut().append_pair("path", path);
         with_project(&mut url, project);
         let response = crate::send(self.request(Method::GET, url)).await?;
-        progress.start(response.content_length().unwrap_or(0), 0);
-        let written = copy_body(response, out, progress, Path::new("-")).await?;
+        let len = response.content_length().ok_or_else(|| {
+            ClientError::Protocol("a download that does not say its length".to_owned())
+        })?;
+        progress.start(len, 0);
+        let written = copy_body(response, out, progress, Path::new("-"), len).await?;
         out.flush()
             .await
             .map_err(|e| ClientError::local(Path::new("-"), e))?;
@@ -200,16 +205,36 @@ impl Client {
     }
 }
 
-/// The part file, truncated to `start` bytes and positioned there.
-async fn open_part(part: &Path, start: u64) -> Result<tokio::fs::File, ClientError> {
-    use tokio::io::AsyncSeekExt;
-    let mut file = tokio::fs::OpenOptions::new()
+/// Opens a file of ours beside the destination for writing, never through a link and
+/// never anything but a regular file: in a folder others can write to, a link planted at
+/// `<dest>.ferry-part` would otherwise have the download written wherever it points.
+async fn open_own(path: &Path) -> Result<tokio::fs::File, ClientError> {
+    let file = tokio::fs::OpenOptions::new()
         .create(true)
         .write(true)
         .truncate(false)
-        .open(part)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(path)
         .await
-        .map_err(|e| ClientError::local(part, e))?;
+        .map_err(|e| ClientError::local(path, e))?;
+    let meta = file
+        .metadata()
+        .await
+        .map_err(|e| ClientError::local(path, e))?;
+    if !meta.is_file() {
+        return Err(ClientError::Usage(format!(
+            "{} is not a regular file; remove it first",
+            path.display()
+        )));
+    }
+    Ok(file)
+}
+
+/// The part file, truncated to `start` bytes and positioned there.
+async fn open_part(part: &Path, start: u64) -> Result<tokio::fs::File, ClientError> {
+    use tokio::io::AsyncSeekExt;
+    let mut file = open_own(part).await?;
     file.set_len(start)
         .await
         .map_err(|e| ClientError::local(part, e))?;
@@ -219,15 +244,40 @@ async fn open_part(part: &Path, start: u64) -> Result<tokio::fs::File, ClientErr
     Ok(file)
 }
 
+/// Replaces the version remembered beside the part (`None`: no version, no resume).
+async fn remember_etag(path: &Path, etag: Option<&str>) -> Result<(), ClientError> {
+    match etag {
+        Some(etag) => {
+            let mut file = open_own(path).await?;
+            file.set_len(0)
+                .await
+                .map_err(|e| ClientError::local(path, e))?;
+            file.write_all(etag.as_bytes())
+                .await
+                .map_err(|e| ClientError::local(path, e))
+        }
+        None => match tokio::fs::remove_file(path).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(ClientError::local(path, e)),
+            _ => Ok(()),
+        },
+    }
+}
+
 /// Copies the answer's body to `out` as it arrives; the bytes written.
 async fn copy_body(
     mut response: reqwest::Response,
     out: &mut (dyn AsyncWrite + Unpin + Send),
     progress: &ProgressRef,
     shown_as: &Path,
+    expected: u64,
 ) -> Result<u64, ClientError> {
     let mut written = 0;
     while let Some(chunk) = response.chunk().await.map_err(ClientError::transport)? {
+        if written + chunk.len() as u64 > expected {
+            return Err(ClientError::Protocol(format!(
+                "the download ran past the {expected} bytes it announced"
+            )));
+        }
         out.write_all(&chunk)
             .await
             .map_err(|e| ClientError::local(shown_as, e))?;

@@ -60,6 +60,8 @@ impl ClientError {
     /// True when the thing asked for does not exist (HTTP 404, or a code that means it).
     pub fn is_not_found(&self) -> bool {
         match self {
+            // A route the gateway does not have is a gateway too old, not a missing file.
+            ClientError::Api { code, .. } if code == Code::NoRoute.as_str() => false,
             ClientError::Api { status, code, .. } => {
                 *status == StatusCode::NOT_FOUND
                     || Code::parse(code).is_some_and(|c| c.status() == 404)

@@ -27,6 +27,9 @@ pub use upload::{PutOptions, Uploaded, resume_state_dir};
 
 /// How long connecting to the gateway may take before the call fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an answer may send nothing before the call fails: a gateway that accepted
+/// the connection and went silent must not hold a script forever.
+const READ_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Told how far a transfer has come; a progress bar, or nothing.
 pub trait Progress: Send + Sync {
@@ -101,6 +104,7 @@ impl Client {
         let http = reqwest::Client::builder()
             .default_headers(headers)
             .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_IDLE_TIMEOUT)
             // A redirect would carry the token to wherever it points.
             .redirect(reqwest::redirect::Policy::none())
             .build()

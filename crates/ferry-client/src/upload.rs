@@ -205,12 +205,21 @@ impl Client {
                 .await
                 .map_err(|e| ClientError::local(local, e))?;
             match self.tus_patch(&url, offset, &buf[..want]).await {
-                Ok((next, headers, body)) => {
+                // A gateway that takes a part without moving on would have it sent forever.
+                Ok((next, _)) if next == offset && want > 0 => {
+                    retries += 1;
+                    if retries > UPLOAD_RETRIES {
+                        return Err(ClientError::Protocol(format!(
+                            "the upload stays at {offset} bytes however often a part is sent"
+                        )));
+                    }
+                }
+                Ok((next, headers)) => {
                     progress.advance(next - offset);
                     offset = next;
                     retries = 0;
                     if offset == len {
-                        last = Some((headers, body));
+                        last = Some(headers);
                     }
                 }
                 Err(e) if e.is_transient() && retries < UPLOAD_RETRIES => {
@@ -239,8 +248,8 @@ impl Client {
         if let Some(r) = &remembered {
             r.forget();
         }
-        let (headers, body) = last.unwrap_or_default();
-        let mut uploaded = finished(&headers, &body)?;
+        let headers = last.unwrap_or_default();
+        let mut uploaded = finished(&headers)?;
         uploaded.resumed_from = resumed_from;
         Ok(uploaded)
     }
@@ -326,7 +335,7 @@ impl Client {
         url: &Url,
         offset: u64,
         part: &[u8],
-    ) -> Result<(u64, HeaderMap, bytes::Bytes), ClientError> {
+    ) -> Result<(u64, HeaderMap), ClientError> {
         let checksum = BASE64.encode(&Sha256::digest(part));
         let response = self
             .request(Method::PATCH, url.clone())
@@ -353,15 +362,31 @@ impl Client {
                 part.len()
             )));
         }
-        let body = response.bytes().await.map_err(ClientError::transport)?;
-        Ok((next, headers, body))
+        Ok((next, headers))
     }
 }
 
-/// The finished file as the last PATCH answered it.
-fn finished(_headers: &HeaderMap, body: &[u8]) -> Result<Uploaded, ClientError> {
-    serde_json::from_slice(body).map_err(|e| {
-        ClientError::Protocol(format!("the finished upload's answer is not the file: {e}"))
+/// The finished file as the last PATCH answered it: the gateway's `Ferry-Path`
+/// (percent-encoded), `Ferry-Size`, `Ferry-Sha256` and `Ferry-Renamed-From` headers.
+fn finished(headers: &HeaderMap) -> Result<Uploaded, ClientError> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let decoded = |name: &str| {
+        text(name).map(|v| {
+            percent_encoding::percent_decode_str(v)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+    };
+    let missing =
+        |name: &str| ClientError::Protocol(format!("the finished upload's answer has no {name}"));
+    Ok(Uploaded {
+        path: decoded("Ferry-Path").ok_or_else(|| missing("Ferry-Path"))?,
+        size: text("Ferry-Size")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| missing("Ferry-Size"))?,
+        sha256: text("Ferry-Sha256").map(str::to_owned),
+        renamed_from: decoded("Ferry-Renamed-From"),
+        resumed_from: 0,
     })
 }
 

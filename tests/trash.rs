@@ -318,9 +318,11 @@ fn a_trash_entry_swapped_for_a_link_is_not_restored() {
         std::fs::symlink_metadata(public.join("a.txt")).is_err(),
         "nothing restored"
     );
-    // Another file in its place (a new inode) is refused the same way.
-    std::fs::remove_file(&entry).unwrap();
-    std::fs::write(&entry, b"planted").unwrap();
+    // Another file in its place (a new inode) is refused the same way. It is made before
+    // the link goes, so the file system cannot hand it the inode just freed.
+    let planted = entry.with_file_name("planted");
+    std::fs::write(&planted, b"planted").unwrap();
+    std::fs::rename(&planted, &entry).unwrap();
     let (status, body) = restore(&server, token, &id, None);
     assert_error(status, &body, 409, "changed_meanwhile");
     // Deleting it forever removes what is there, never what a link points at.

@@ -105,12 +105,46 @@ impl Config {
 
     /// The effective configuration as pretty TOML, for `ferry serve --print-config`.
     pub fn to_toml_string(&self) -> String {
-        let body = toml::to_string_pretty(self)
+        // Printed configurations end up in tickets and chats: a password or a key written
+        // into the upstream's URL stays out, as the API key of `api_key_env` does.
+        let mut shown = self.clone();
+        if let Some(upstream) = &mut shown.agent.upstream {
+            *upstream = without_secrets(upstream);
+        }
+        let body = toml::to_string_pretty(&shown)
             .expect("Config holds only strings, u32/u64 below i64::MAX, lists and tables");
         format!(
             "# Effective ferry configuration (ferry.toml overlaid with FERRY_<SECTION>__<KEY>).\n{body}"
         )
     }
+}
+
+/// `url` with the password of its user part and its whole query replaced by `REDACTED`.
+fn without_secrets(url: &str) -> String {
+    const REDACTED: &str = "REDACTED";
+    let (url, query) = match url.split_once('?') {
+        Some((before, _)) => (before, Some(REDACTED)),
+        None => (url, None),
+    };
+    let mut out = match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(end);
+            match authority.rsplit_once('@') {
+                Some((user, host)) => {
+                    let name = user.split_once(':').map_or(user, |(name, _)| name);
+                    format!("{scheme}://{name}:{REDACTED}@{host}{path}")
+                }
+                None => format!("{scheme}://{rest}"),
+            }
+        }
+        None => url.to_owned(),
+    };
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
 }
 
 /// The environment variable that overrides `section.key`.
@@ -154,4 +188,22 @@ fn overlaid(table: &toml::Table, section: &str, key: &str, value: toml::Value) -
 
 fn deserialize(table: toml::Table) -> Result<Config, toml::de::Error> {
     toml::Value::Table(table).try_into()
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::without_secrets;
+
+    #[test]
+    fn an_upstream_url_is_printed_without_its_secrets() {
+        assert_eq!(
+            without_secrets("http://user:pw@127.0.0.1:9/v1/chat?key=Q&x=1"),
+            "http://user:REDACTED@127.0.0.1:9/v1/chat?REDACTED"
+        );
+        assert_eq!(
+            without_secrets("https://api.example/v1/chat/completions"),
+            "https://api.example/v1/chat/completions"
+        );
+        assert_eq!(without_secrets("http://tok@h/p"), "http://tok:REDACTED@h/p");
+    }
 }

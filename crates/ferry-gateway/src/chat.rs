@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::auth::Member;
-use crate::extract::{JsonBody, QueryParams};
+use crate::extract::{JsonBody, OptionalJsonBody, QueryParams};
 use crate::tally::Place;
 use crate::{ApiError, AppState, blocking};
 use ferry_config::limits::{
@@ -129,7 +129,7 @@ pub async fn history(
 }
 
 /// `POST /v1/chat/new`'s body: the workspace whose conversation starts afresh.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewConversation {
     project: Option<String>,
@@ -140,7 +140,7 @@ pub struct NewConversation {
 pub async fn new_conversation(
     State(state): State<AppState>,
     Member(who): Member,
-    JsonBody(body): JsonBody<NewConversation>,
+    OptionalJsonBody(body): OptionalJsonBody<NewConversation>,
 ) -> Result<Json<Value>, ApiError> {
     let site = state.site.clone();
     state

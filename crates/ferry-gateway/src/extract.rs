@@ -12,6 +12,10 @@ use crate::ApiError;
 /// A JSON request body.
 pub struct JsonBody<T>(pub T);
 
+/// A JSON request body that may be left out: a request with no body (no
+/// `Content-Length`, or zero) gets `T::default()`; any other is held to [`JsonBody`]'s rules.
+pub struct OptionalJsonBody<T>(pub T);
+
 /// Query parameters.
 pub struct QueryParams<T>(pub T);
 
@@ -30,6 +34,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             }
             Err(rejection) => Err(ApiError::new(Code::BadJson, rejection.body_text())),
         }
+    }
+}
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let declared = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let chunked = req
+            .headers()
+            .contains_key(axum::http::header::TRANSFER_ENCODING);
+        if declared.unwrap_or(0) == 0 && !chunked {
+            return Ok(OptionalJsonBody(T::default()));
+        }
+        JsonBody::from_request(req, state)
+            .await
+            .map(|JsonBody(value)| OptionalJsonBody(value))
     }
 }
 

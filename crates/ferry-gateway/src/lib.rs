@@ -339,15 +339,18 @@ pub fn router(state: AppState) -> Router {
         .layer(
             // The span names the path alone: a query may hold a secret (a share link's
             // or a pick link's signature), which no log line may carry.
-            tower_http::trace::TraceLayer::new_for_http().make_span_with(
-                |request: &axum::http::Request<axum::body::Body>| {
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(|request: &axum::http::Request<axum::body::Body>| {
                     tracing::debug_span!(
                         "request",
                         method = %request.method(),
                         path = %request.uri().path(),
                     )
-                },
-            ),
+                })
+                // The access log says each answer once, a 5xx at WARN: the layer's own ERROR
+                // line would repeat it for answers that are the client's to act on (503
+                // no_agent, 507 trash_full).
+                .on_failure(()),
         )
         .layer(axum::middleware::from_fn(access_log::access_log))
         .with_state(state)

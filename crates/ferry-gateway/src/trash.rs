@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
@@ -20,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::auth::Member;
+use crate::extract::OptionalJsonBody;
 use crate::member::out_of_turn;
 use crate::{ApiError, AppState, blocking};
 
@@ -91,7 +91,7 @@ async fn list(
 }
 
 /// The optional body of a restore.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RestoreBody {
     /// A new last name, for when the original one is taken.
@@ -104,15 +104,9 @@ async fn restore(
     State(state): State<AppState>,
     Member(who): Member,
     Path(id): Path<String>,
-    body: Bytes,
+    OptionalJsonBody(body): OptionalJsonBody<RestoreBody>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let name = if body.iter().all(u8::is_ascii_whitespace) {
-        None
-    } else {
-        serde_json::from_slice::<RestoreBody>(&body)
-            .map_err(|e| ApiError::new(Code::BadJson, format!("the body is not valid: {e}")))?
-            .name
-    };
+    let name = body.name;
     let restoring = state.clone();
     let person = who.person.clone();
     let (path, project) = blocking(move || {

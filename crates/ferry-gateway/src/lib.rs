@@ -21,6 +21,7 @@ mod me;
 mod member;
 mod node_link;
 mod nodes;
+pub mod preview;
 mod projects;
 mod range;
 mod tally;
@@ -285,6 +286,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/nodes/connect", get(node_link::connect))
         .merge(interactions::routes())
         .merge(nodes::routes())
+        .merge(preview::routes())
         .merge(mcp)
         .fallback(assets::serve)
         .method_not_allowed_fallback(|| async {
@@ -297,7 +299,9 @@ pub fn router(state: AppState) -> Router {
             header::REFERRER_POLICY,
             HeaderValue::from_static("no-referrer"),
         ))
-        .layer(SetResponseHeaderLayer::overriding(
+        // A route may only set a stricter policy of its own (a preview's picture answers
+        // `default-src 'none'`); every other answer gets the page's.
+        .layer(SetResponseHeaderLayer::if_not_present(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(assets::CONTENT_SECURITY_POLICY),
         ))

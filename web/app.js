@@ -21,6 +21,7 @@ import { createInteractions } from "./interactions.js";
 import { createSearch } from "./search.js";
 import { el, shownName } from "./format.js";
 import { createNodesPanel } from "./nodes.js";
+import { createPreview } from "./preview.js";
 import { createUploads } from "./uploads.js";
 
 const PROJECT_KEY = "ferry.project";
@@ -55,7 +56,11 @@ const uploads = createUploads({
     if (uploadedTo === project) files.scheduleReload(50);
   },
 });
-const files = createFilesPanel({ getProject, uploads });
+const preview = createPreview({
+  panels: document.getElementById("app-view"),
+  onClosed: (path) => files.focusEntry(path),
+});
+const files = createFilesPanel({ getProject, uploads, onOpenFile: (node, inProject) => preview.open(node, inProject) });
 const search = createSearch({ getProject, files });
 const interactions = createInteractions({
   region: document.getElementById("interactions"),
@@ -94,7 +99,10 @@ function showView(view) {
   showNodesButton.setAttribute("aria-pressed", onNodes ? "true" : "false");
   if (onNodes) sessionStorage.setItem(VIEW_KEY, "nodes");
   else sessionStorage.removeItem(VIEW_KEY);
-  if (onNodes) nodes.shown();
+  if (onNodes) {
+    preview.close();
+    nodes.shown();
+  }
 }
 
 showWorkspaceButton.addEventListener("click", () => showView("workspace"));
@@ -107,6 +115,7 @@ showNodesButton.addEventListener("click", () => {
 
 function showSignIn(message) {
   stopEvents();
+  preview.close();
   files.reset();
   search.clear();
   chat.reset();
@@ -233,6 +242,7 @@ function switchProject(next) {
   if (project) sessionStorage.setItem(PROJECT_KEY, project);
   else sessionStorage.removeItem(PROJECT_KEY);
   projectSelect.value = project ?? "";
+  preview.close();
   files.projectChanged();
   search.projectChanged();
   chat.projectChanged();

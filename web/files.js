@@ -45,7 +45,7 @@ function jsonWithProject(body, project) {
   return project ? { ...body, project } : body;
 }
 
-export function createFilesPanel({ getProject, uploads }) {
+export function createFilesPanel({ getProject, uploads, onOpenFile }) {
   const panel = document.getElementById("files");
   const tree = document.getElementById("tree");
   const treeWrap = document.getElementById("tree-wrap");
@@ -513,6 +513,12 @@ export function createFilesPanel({ getProject, uploads }) {
     await request("POST", "/v1/files/move", { json: jsonWithProject({ from, to }, project) });
   }
 
+  /** A file row activated: previewed when a preview is wired in, else downloaded. */
+  function activate(node) {
+    if (onOpenFile && node.type === "file") onOpenFile(node, getProject());
+    else download(node);
+  }
+
   function download(node) {
     const project = getProject();
     downloadFile(node.path, project).catch(reportError);
@@ -705,7 +711,7 @@ export function createFilesPanel({ getProject, uploads }) {
     if (node.type === "dir") {
       toggle(item);
     } else {
-      download(node);
+      activate(node);
     }
   });
 
@@ -768,7 +774,7 @@ export function createFilesPanel({ getProject, uploads }) {
       case "Enter":
       case " ":
         if (isDir) toggle(item);
-        else if (node) download(node);
+        else if (node) activate(node);
         break;
       case "F2":
         if (node && node.path !== MANAGED) rename(node);
@@ -977,9 +983,19 @@ export function createFilesPanel({ getProject, uploads }) {
     return focusAfterLoad(path);
   }
 
+  /** Puts the focus back on the row of `path`, when it is still shown. */
+  function focusEntry(path) {
+    const item = itemFor(path);
+    if (item) {
+      setActive(item);
+      item.focus();
+    }
+  }
+
   return {
     load,
     reveal,
+    focusEntry,
     scheduleReload,
     projectChanged,
     reset,

@@ -331,6 +331,15 @@ pub fn every_route_acts_as_the_person(gw: &HostGateway, site: &MemberSite) {
         gw.download(token, "public/hello.txt", Some("bytes=99-")).0,
         416
     );
+    // A preview opens the file the service cannot read: through the person's worker.
+    let (status, body) =
+        support::get_json(&gw.url("/v1/files/preview?path=public%2Fhello.txt"), token);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (&body["kind"], &body["text"]),
+        (&json!("text"), &json!("hello, host\n"))
+    );
+    assert_eq!(body["sha256"], support::sha256_hex(b"hello, host\n"));
 
     // A share link: the file opened by the person's worker, no token needed.
     let (status, share) = gw.post(

@@ -27,7 +27,7 @@ pub struct EntryMeta {
 
 enum Sink<W: Write> {
     Plain(W),
-    Gzip(GzEncoder<W>),
+    Gzip(Box<GzEncoder<W>>),
 }
 
 impl<W: Write> Write for Sink<W> {
@@ -65,7 +65,7 @@ impl<W: Write> TarWriter<W> {
             // The fastest level: a tree crosses a link far faster than level 6 compresses
             // it on the node (44 % of the node's time on a 5000-file tree), for an archive
             // about a fifth larger.
-            out: Sink::Gzip(GzEncoder::new(out, Compression::fast())),
+            out: Sink::Gzip(Box::new(GzEncoder::new(out, Compression::fast()))),
         }
     }
 

@@ -95,6 +95,10 @@ enum Command {
     /// Acts as a person for the gateway (host mode; started by ferry-posix-helper).
     #[command(hide = true)]
     Worker,
+    /// Draws the first page of a PDF read on standard input as a PNG on standard output,
+    /// confined (started by the gateway for a file preview).
+    #[command(name = "preview-render", hide = true)]
+    PreviewRender,
     /// Manages circles (groups of persons sharing circles/<circle>/).
     Circle {
         #[command(subcommand)]
@@ -306,6 +310,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Files { gateway, command } => return Ok(files_cmd::files(gateway, command)),
         Command::Mcp { site, person } => return mcp_cmd::mcp(&site, &person),
         Command::Worker => return mcp_cmd::worker(),
+        Command::PreviewRender => {
+            let status = ferry_preview::render_in_this_process();
+            return Ok(ExitCode::from(u8::try_from(status).unwrap_or(1)));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

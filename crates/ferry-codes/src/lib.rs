@@ -192,6 +192,15 @@ codes! {
     ImageEncodeFailed = "image_encode_failed" => 500,
     /// The image cannot be made to fit the byte budget.
     ImageCannotFit = "image_cannot_fit" => 413,
+    /// The file has no image to preview (text, an archive…); its JSON preview says what
+    /// it holds.
+    NoPreviewImage = "no_preview_image" => 400,
+    /// The PDF page could not be rendered within its bounds (memory, time) or at all.
+    RenderFailed = "render_failed" => 422,
+    /// PDF pages cannot be rendered on this server (the rendering process cannot start).
+    RenderUnavailable = "render_unavailable" => 503,
+    /// As many previews are being rendered as the gateway runs at once; try again.
+    PreviewBusy = "preview_busy" => 503,
     /// No skill has that name.
     NoSkill = "no_skill" => 404,
     /// The skills cannot be read.

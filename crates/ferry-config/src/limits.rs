@@ -119,6 +119,12 @@ pub const PERSON_MAX_BYTES: u64 = 10 * 1024 * 1024 * 1024;
 /// The longest id of a person, circle or project, in bytes (core C-SITE).
 pub const ID_MAX_BYTES: usize = 22;
 
+/// Previews (`GET /v1/files/preview`) the gateway works on at once: a preview may decode
+/// a 100-megapixel image (M-DAILY). More wait their turn.
+pub const PREVIEWS_AT_ONCE: usize = 2;
+/// Seconds a preview waits for its turn before it is answered `503 preview_busy`.
+pub const PREVIEW_QUEUE_WAIT_SECS: u64 = 20;
+
 // ---- chat ---------------------------------------------------------------------------
 
 /// Seconds one chat turn may take, upstream reply included (`agent.timeout_secs`).

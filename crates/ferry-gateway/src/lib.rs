@@ -22,6 +22,7 @@ mod me;
 mod member;
 mod node_link;
 mod nodes;
+pub mod preview;
 mod projects;
 mod range;
 mod shares;
@@ -316,6 +317,7 @@ pub fn router(state: AppState) -> Router {
         .merge(shares::routes())
         .merge(nodes::routes())
         .merge(tus::routes())
+        .merge(preview::routes())
         .merge(mcp)
         .fallback(assets::serve)
         .method_not_allowed_fallback(|| async {
@@ -328,7 +330,9 @@ pub fn router(state: AppState) -> Router {
             header::REFERRER_POLICY,
             HeaderValue::from_static("no-referrer"),
         ))
-        .layer(SetResponseHeaderLayer::overriding(
+        // A route may only set a stricter policy of its own (a preview's picture answers
+        // `default-src 'none'`); every other answer gets the page's.
+        .layer(SetResponseHeaderLayer::if_not_present(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(assets::CONTENT_SECURITY_POLICY),
         ))

@@ -64,6 +64,27 @@ pub enum PreviewError {
     #[error("the image could not be encoded: {0}")]
     Encode(String),
 
+    /// The file holds nothing to render as an image.
+    #[error("{media_type} has no image to preview; its preview is text or a list")]
+    NoImage {
+        /// The media type the content was found to be.
+        media_type: String,
+    },
+
+    /// Rendering a PDF page failed, ran out of its memory or time, or crashed.
+    #[error("the first page could not be rendered ({reason})")]
+    RenderFailed {
+        /// What went wrong, in a few words.
+        reason: String,
+    },
+
+    /// The process that renders PDF pages could not be started.
+    #[error("PDF pages cannot be rendered on this server ({reason})")]
+    RenderUnavailable {
+        /// Why the process could not start.
+        reason: String,
+    },
+
     /// Even the smallest rendering tried is over the byte budget.
     #[error("the image could not be made to fit in {limit_bytes} bytes")]
     CannotFit {
@@ -84,6 +105,9 @@ impl PreviewError {
             Self::Damaged { .. } => Code::DamagedFile,
             Self::Encode(_) => Code::ImageEncodeFailed,
             Self::CannotFit { .. } => Code::ImageCannotFit,
+            Self::NoImage { .. } => Code::NoPreviewImage,
+            Self::RenderFailed { .. } => Code::RenderFailed,
+            Self::RenderUnavailable { .. } => Code::RenderUnavailable,
         }
     }
 

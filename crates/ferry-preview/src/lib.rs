@@ -13,7 +13,9 @@ mod error;
 mod hash;
 mod json;
 pub mod limits;
+mod panel;
 mod pdf;
+mod pdf_render;
 mod raster;
 mod read;
 mod table;
@@ -31,6 +33,8 @@ pub use limits::{
     IMAGE_INPUT_MAX_BYTES, IMAGE_PIXELS_MAX, MODEL_IMAGE_MAX_BYTES, MODEL_IMAGE_MAX_SIDE_PIXELS,
     PREVIEW_TEXT_MAX_BYTES, THUMBNAIL_MAX_SIDE_PIXELS,
 };
+pub use panel::{ArchiveMember, PanelContent, PanelPreview, panel_image, panel_preview};
+pub use pdf_render::{PdfRenderer, render_in_this_process};
 pub use raster::ModelImage;
 
 use detect::{DOCX_MEDIA_TYPE, Detected, Kind};

@@ -86,3 +86,51 @@ pub const PARAGRAPH_SHOWN_MAX_CHARS: usize = 600;
 
 /// Bytes of `word/document.xml` inflated while looking for the first paragraph.
 pub const DOCX_XML_READ_MAX_BYTES: u64 = 4 * 1024 * 1024;
+
+// ------------------------------------------------------------ the Files panel's preview
+
+/// Head of a text, JSON or CSV file shown in the Files panel.
+pub const PANEL_TEXT_MAX_BYTES: usize = 64 * 1024;
+
+/// Rows of a table shown in the Files panel, the header row included.
+pub const PANEL_TABLE_ROWS_MAX: usize = 100;
+
+/// Columns of a table shown in the Files panel; the rest of each row is dropped.
+pub const PANEL_TABLE_COLUMNS_MAX: usize = 50;
+
+/// Characters of one table cell shown in the Files panel before it is cut.
+pub const PANEL_CELL_MAX_CHARS: usize = 200;
+
+/// Archive members listed in the Files panel before the list is cut.
+pub const PANEL_MEMBERS_MAX: usize = 1000;
+
+/// Bytes of a PDF's first-page text shown in the Files panel.
+pub const PANEL_PDF_TEXT_MAX_BYTES: usize = 16 * 1024;
+
+/// Largest file whose SHA-256 the Files panel computes; a larger one shows none, so a
+/// click on a 4 GiB upload does not read 4 GiB.
+pub const PANEL_HASH_MAX_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Longest side of the image the Files panel shows (an image scaled, a PDF page).
+pub const PANEL_IMAGE_MAX_SIDE_PIXELS: u32 = 1024;
+
+/// Largest PNG the Files panel is sent; 1024×1024 RGBA is 4 MiB raw, and PNG's worst
+/// case is barely above raw.
+pub const PANEL_IMAGE_MAX_BYTES: usize = 8 * 1024 * 1024;
+
+/// Most a PDF page is enlarged to reach the panel's size, so a page of one point does
+/// not become a huge bitmap of nothing.
+pub const PDF_RENDER_MAX_SCALE: f32 = 4.0;
+
+/// Address space of the process that renders a PDF page (`RLIMIT_AS`): a stream that
+/// inflates without end makes that process fail, not the gateway.
+pub const PDF_RENDER_MEMORY_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// CPU seconds the PDF rendering process may use (`RLIMIT_CPU`).
+pub const PDF_RENDER_CPU_MAX_SECS: u64 = 10;
+
+/// Wall-clock milliseconds a PDF rendering may take before its process is killed.
+pub const PDF_RENDER_WALL_MAX_MILLIS: u64 = 15_000;
+
+/// Bytes of the rendering process's error output kept for the log.
+pub(crate) const PDF_RENDER_STDERR_MAX_BYTES: u64 = 4096;

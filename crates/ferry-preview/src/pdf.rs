@@ -13,7 +13,7 @@ use crate::wording::count;
 
 /// What the PDF parser found.
 #[derive(Debug)]
-enum PdfSummary {
+pub(crate) enum PdfSummary {
     Encrypted,
     Parsed {
         pages: u64,
@@ -27,17 +27,7 @@ pub(crate) fn preview_pdf<R: Read + Seek>(
     reader: &mut R,
     size: u64,
 ) -> Result<String, PreviewError> {
-    if size > PDF_INPUT_MAX_BYTES {
-        return Err(PreviewError::TooLarge {
-            purpose: "opening a PDF",
-            size,
-            limit: PDF_INPUT_MAX_BYTES,
-        });
-    }
-    reader.rewind()?;
-    let mut bytes = Vec::new();
-    reader.take(PDF_INPUT_MAX_BYTES).read_to_end(&mut bytes)?;
-    Ok(match parse_isolated(bytes)? {
+    Ok(match summarize(reader, size)? {
         PdfSummary::Encrypted => {
             "PDF document, encrypted: it needs a password, so its pages cannot be read.".to_owned()
         }
@@ -62,6 +52,30 @@ pub(crate) fn preview_pdf<R: Read + Seek>(
             out
         }
     })
+}
+
+/// The page count and first page's text of the PDF in `reader`, `size` bytes long.
+pub(crate) fn summarize<R: Read + Seek>(
+    reader: &mut R,
+    size: u64,
+) -> Result<PdfSummary, PreviewError> {
+    parse_isolated(read_pdf(reader, size)?)
+}
+
+/// The whole PDF, which every PDF parser here needs in memory, within
+/// `PDF_INPUT_MAX_BYTES`.
+pub(crate) fn read_pdf<R: Read + Seek>(reader: &mut R, size: u64) -> Result<Vec<u8>, PreviewError> {
+    if size > PDF_INPUT_MAX_BYTES {
+        return Err(PreviewError::TooLarge {
+            purpose: "opening a PDF",
+            size,
+            limit: PDF_INPUT_MAX_BYTES,
+        });
+    }
+    reader.rewind()?;
+    let mut bytes = Vec::new();
+    reader.take(PDF_INPUT_MAX_BYTES).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Parses on a thread of its own: a large stack keeps lopdf's recursive

@@ -51,7 +51,7 @@ pub(crate) fn preview_table<R: Read + Seek>(
 
 /// Picks `;` or tab over `,` when the header row has more of them, as
 /// spreadsheets in many locales export.
-fn sniff_separator(head: &str) -> u8 {
+pub(crate) fn sniff_separator(head: &str) -> u8 {
     let header = head.lines().next().unwrap_or_default();
     let occurrences = |separator: char| header.matches(separator).count();
     [b';', b'\t']

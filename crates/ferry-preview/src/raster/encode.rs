@@ -11,9 +11,9 @@ use super::ModelImage;
 use super::fit::{fit_within, shrink};
 use crate::error::PreviewError;
 use crate::limits::{
-    JPEG_QUALITY_STEPS, MODEL_IMAGE_MAX_BYTES, MODEL_IMAGE_MAX_SIDE_PIXELS,
-    PNG_PREFERRED_MAX_PIXELS, SHRINK_STEP_KEEP_PERCENT, SHRINK_STEPS_MAX, THUMBNAIL_MAX_BYTES,
-    THUMBNAIL_MAX_SIDE_PIXELS,
+    JPEG_QUALITY_STEPS, MODEL_IMAGE_MAX_BYTES, MODEL_IMAGE_MAX_SIDE_PIXELS, PANEL_IMAGE_MAX_BYTES,
+    PANEL_IMAGE_MAX_SIDE_PIXELS, PNG_PREFERRED_MAX_PIXELS, SHRINK_STEP_KEEP_PERCENT,
+    SHRINK_STEPS_MAX, THUMBNAIL_MAX_BYTES, THUMBNAIL_MAX_SIDE_PIXELS,
 };
 
 /// The bounds one rendering must meet.
@@ -21,6 +21,8 @@ use crate::limits::{
 pub(crate) struct RenderTarget {
     pub max_side_pixels: u32,
     pub max_bytes: usize,
+    /// PNG only, never JPEG: what the Files panel shows.
+    pub lossless: bool,
 }
 
 impl RenderTarget {
@@ -28,12 +30,21 @@ impl RenderTarget {
     pub(crate) const MODEL: Self = Self {
         max_side_pixels: MODEL_IMAGE_MAX_SIDE_PIXELS,
         max_bytes: MODEL_IMAGE_MAX_BYTES,
+        lossless: false,
     };
 
     /// The small rendering attached to a preview.
     pub(crate) const THUMBNAIL: Self = Self {
         max_side_pixels: THUMBNAIL_MAX_SIDE_PIXELS,
         max_bytes: THUMBNAIL_MAX_BYTES,
+        lossless: false,
+    };
+
+    /// The image the Files panel shows beside the tree.
+    pub(crate) const PANEL: Self = Self {
+        max_side_pixels: PANEL_IMAGE_MAX_SIDE_PIXELS,
+        max_bytes: PANEL_IMAGE_MAX_BYTES,
+        lossless: true,
     };
 }
 
@@ -47,7 +58,7 @@ pub(crate) fn render(
     let (mut width, mut height) = fit_within(source_width, source_height, target.max_side_pixels);
     for _ in 0..SHRINK_STEPS_MAX {
         let scaled = scale(source, width, height);
-        if let Some((mime, bytes)) = encode_within(&scaled, target.max_bytes)? {
+        if let Some((mime, bytes)) = encode_within(&scaled, target)? {
             return Ok(ModelImage {
                 mime,
                 bytes,
@@ -83,14 +94,18 @@ fn scale(source: &DynamicImage, width: u32, height: u32) -> Cow<'_, DynamicImage
 /// qualities; `None` when nothing fits `max_bytes` at this size.
 fn encode_within(
     image: &DynamicImage,
-    max_bytes: usize,
+    target: RenderTarget,
 ) -> Result<Option<(&'static str, Vec<u8>)>, PreviewError> {
+    let max_bytes = target.max_bytes;
     let transparent = uses_transparency(image);
     let pixels = u64::from(image.width()) * u64::from(image.height());
-    if transparent || pixels <= PNG_PREFERRED_MAX_PIXELS {
+    if target.lossless || transparent || pixels <= PNG_PREFERRED_MAX_PIXELS {
         let png = encode_png(image, transparent)?;
         if png.len() <= max_bytes {
             return Ok(Some(("image/png", png)));
+        }
+        if target.lossless {
+            return Ok(None);
         }
     }
     let opaque = flatten_onto_white(image);
@@ -183,6 +198,7 @@ mod tests {
         let target = RenderTarget {
             max_side_pixels: 400,
             max_bytes: 40 * 1024,
+            lossless: false,
         };
         let rendered = render(&DynamicImage::ImageRgba8(noise), target).unwrap();
         assert!(rendered.bytes.len() <= target.max_bytes);

@@ -43,6 +43,20 @@ test('375 px wide: no horizontal scroll, both panels visible', { timeout: 30000 
     assert.ok(await page.getByRole('button', { name: 'Upload', exact: true }).isVisible());
     assert.ok(await page.getByRole('textbox', { name: 'Message', exact: true }).isVisible());
     assert.ok(await page.getByRole('button', { name: 'Send', exact: true }).isVisible());
+    // Every control a finger may need is at least 40 px each way (M-DAILY looks).
+    const small = await page.evaluate(() =>
+      [...document.querySelectorAll('#files button, #files input, #files select, #chat button, #chat textarea')]
+        .filter((el) => el.offsetParent !== null && el.getClientRects().length > 0)
+        .map((el) => {
+          // A checkbox is pressed through its label, which is the target that counts.
+          const target = el.type === 'checkbox' && el.closest('label') ? el.closest('label') : el;
+          const r = target.getBoundingClientRect();
+          const label = (el.getAttribute('aria-label') || el.textContent || el.id || el.className).trim();
+          return { label: label.slice(0, 40), width: Math.round(r.width), height: Math.round(r.height) };
+        })
+        .filter((b) => b.width < 39.5 || b.height < 39.5),
+    );
+    assert.deepEqual(small, [], `touch targets under 40 px at 375 px: ${JSON.stringify(small)}`);
     await page.screenshot({ path: artifact('mobile-375.png'), fullPage: true });
     assert.equal(page.problems.length, 0, problems(page));
   } finally {

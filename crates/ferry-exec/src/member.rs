@@ -382,23 +382,7 @@ pub(crate) fn perform(
                     .map_err(site_error)?,
             };
             let to_dir = folder.place_dir(&place).map_err(site_error)?;
-            let id = FileId {
-                dev: staged.dev,
-                ino: staged.ino,
-            };
-            ferry_fs::place_temporary(
-                &from_dir,
-                &staged.temp,
-                &to_dir,
-                &name,
-                id,
-                ferry_fs::Placement {
-                    mode: PLACED_FILE_MODE,
-                    owner,
-                    replace: existing == Existing::Replace,
-                },
-            )
-            .map_err(site_error_from_fs)?;
+            place_staged(&from_dir, &staged, &to_dir, &name, existing, owner)?;
             staged_in.take(&staged.temp);
             MemberReply::Done
         }
@@ -432,23 +416,7 @@ pub(crate) fn perform(
         } => {
             let from_dir = staged_public(project, &staged, &folder, &public)?;
             let to_dir = folder.upload_folder(into.as_deref()).map_err(site_error)?;
-            let id = FileId {
-                dev: staged.dev,
-                ino: staged.ino,
-            };
-            ferry_fs::place_temporary(
-                &from_dir,
-                &staged.temp,
-                &to_dir,
-                &name,
-                id,
-                ferry_fs::Placement {
-                    mode: PLACED_FILE_MODE,
-                    owner,
-                    replace: existing == Existing::Replace,
-                },
-            )
-            .map_err(site_error_from_fs)?;
+            place_staged(&from_dir, &staged, &to_dir, &name, existing, owner)?;
             MemberReply::Done
         }
         MemberAction::Discard { staged } => {
@@ -473,6 +441,29 @@ fn opened_file(
         inode: download.meta.inode,
     };
     Ok((MemberReply::Opened(opened), Some(download.file)))
+}
+
+/// Places the temporary `staged`, lying in `from`, at `name` in `to`: the person's alone,
+/// given to `owner` (container mode), replacing a file there only when `existing` says so.
+fn place_staged(
+    from: &Dir,
+    staged: &StagedFile,
+    to: &Dir,
+    name: &str,
+    existing: Existing,
+    owner: Option<(u32, u32)>,
+) -> Result<(), RequestError> {
+    let id = FileId {
+        dev: staged.dev,
+        ino: staged.ino,
+    };
+    let placement = ferry_fs::Placement {
+        mode: PLACED_FILE_MODE,
+        owner,
+        replace: existing == Existing::Replace,
+    };
+    ferry_fs::place_temporary(from, &staged.temp, to, name, id, placement)
+        .map_err(site_error_from_fs)
 }
 
 /// The folder a resumable upload's temporary lies in: `public/` of the workspace it was

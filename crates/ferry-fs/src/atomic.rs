@@ -258,6 +258,28 @@ pub struct Placement {
     pub replace: bool,
 }
 
+/// Opens the temporary `temp_name` of `dir` with `access`, only while it is still the
+/// regular file `expect`: a name swapped meanwhile (a link, another file) is refused, and
+/// no link is followed.
+pub(crate) fn open_staged(
+    dir: &Dir,
+    temp_name: &str,
+    expect: FileId,
+    access: OFlags,
+) -> Result<File, FsError> {
+    check_temporary_name(temp_name)?;
+    let flags = access | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = File::from(
+        rustix::fs::openat(dir.fd(), temp_name, flags, Mode::empty())
+            .map_err(FsError::from_errno)?,
+    );
+    let meta = file.metadata().map_err(FsError::from)?;
+    if !meta.is_file() || meta.dev() != expect.dev || meta.ino() != expect.ino {
+        return Err(FsError::PathEscapes);
+    }
+    Ok(file)
+}
+
 /// Places the temporary `temp_name` of `dir`, which another process filled and fsynced,
 /// at `target` in `target_dir`: only while it is still the regular file `expect` (a name
 /// swapped meanwhile is refused), as `placement` says; a link or a folder at the target
@@ -270,17 +292,8 @@ pub fn place_temporary(
     expect: FileId,
     placement: Placement,
 ) -> Result<(), FsError> {
-    check_temporary_name(temp_name)?;
     check_name(target)?;
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = File::from(
-        rustix::fs::openat(dir.fd(), temp_name, flags, Mode::empty())
-            .map_err(FsError::from_errno)?,
-    );
-    let meta = file.metadata().map_err(FsError::from)?;
-    if !meta.is_file() || meta.dev() != expect.dev || meta.ino() != expect.ino {
-        return Err(FsError::PathEscapes);
-    }
+    let file = open_staged(dir, temp_name, expect, OFlags::RDONLY)?;
     rustix::fs::fchmod(&file, Mode::from_raw_mode(placement.mode)).map_err(FsError::from_errno)?;
     if let Some((uid, gid)) = placement.owner {
         fchown(std::os::fd::AsFd::as_fd(&file), uid, gid)?;

@@ -6,12 +6,11 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::OFlags;
 use sha2::{Digest, Sha256};
 
-use crate::atomic::check_temporary_name;
 use crate::{Dir, FileId, FsError};
 
 /// Bytes read at a time when a reopened file is hashed again.
@@ -23,17 +22,7 @@ const WRITEBACK_STEP_BYTES: u64 = 8 * 1024 * 1024;
 /// still the regular file `expect` (a name swapped meanwhile is refused); no link is
 /// followed.
 pub fn reopen_temporary(dir: &Dir, temp_name: &str, expect: FileId) -> Result<File, FsError> {
-    check_temporary_name(temp_name)?;
-    let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = File::from(
-        rustix::fs::openat(dir.fd(), temp_name, flags, Mode::empty())
-            .map_err(FsError::from_errno)?,
-    );
-    let meta = file.metadata().map_err(FsError::from)?;
-    if !meta.is_file() || meta.dev() != expect.dev || meta.ino() != expect.ino {
-        return Err(FsError::PathEscapes);
-    }
-    Ok(file)
+    crate::atomic::open_staged(dir, temp_name, expect, OFlags::RDWR)
 }
 
 /// Where a [`PartFile`] stood before a part: [`PartFile::rewind`] goes back to it.

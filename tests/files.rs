@@ -2379,3 +2379,41 @@ fn names_that_are_not_utf8_list_download_move_and_delete_by_the_listed_path() {
     );
     site.finish();
 }
+
+#[test]
+fn a_temporary_cannot_be_named_to_download_move_or_delete_it() {
+    // An upload in progress lies in public/ under a hidden temporary name: it is never
+    // listed, and naming it exactly must not bring it into sight half-written.
+    let site = Site::start();
+    let half = site.public().join(".ferry-tmp-upload-in-progress");
+    write_file(&half, "half of a file");
+    let http = client();
+    for path in [
+        "public/.ferry-tmp-upload-in-progress",
+        "public/./.ferry-tmp-upload-in-progress",
+    ] {
+        let got = http
+            .get(site.server.url("/v1/files/content"))
+            .query(&[("path", path)])
+            .bearer_auth(site.token())
+            .send()
+            .unwrap();
+        assert_eq!(got.status().as_u16(), 404, "{path}");
+        let moved = http
+            .post(site.server.url("/v1/files/move"))
+            .bearer_auth(site.token())
+            .json(&json!({"from": path, "to": "public/stolen.txt"}))
+            .send()
+            .unwrap();
+        assert_eq!(moved.status().as_u16(), 404, "{path}");
+        let deleted = http
+            .delete(site.server.url("/v1/files"))
+            .query(&[("path", path)])
+            .bearer_auth(site.token())
+            .send()
+            .unwrap();
+        assert_eq!(deleted.status().as_u16(), 404, "{path}");
+    }
+    assert_eq!(std::fs::read(&half).unwrap(), b"half of a file");
+    assert!(!site.public().join("stolen.txt").exists());
+}

@@ -410,6 +410,10 @@ fn a_folder_comes_back_whole_through_another_reader() {
     symlink("self", reports.join("self")).unwrap();
     mkfifo(&reports.join("fifo"));
     write_file(&reports.join(".ferry-tmp-half"), "half");
+    // Fine names here, but a separator to many unzippers: `..\..\evil.txt` would be
+    // unpacked two folders above the target (zip-slip).
+    write_file(&reports.join("..\\..\\evil.txt"), "evil");
+    std::fs::create_dir_all(reports.join("C:\\Windows")).unwrap();
 
     let response = site.archive(&[("path", "public/Relatórios 2026")]);
     assert_eq!(response.status().as_u16(), 200);

@@ -127,7 +127,7 @@ async fn run(gateway: &GatewayArgs, command: FilesCommand) -> Result<(), ClientE
     match command {
         FilesCommand::Ls { path, json } => {
             let listing = client.list(project).await?;
-            let path = path.unwrap_or_else(|| "public".to_owned());
+            let path = path.unwrap_or_else(|| listing.root.clone());
             let entries = listing.under(&path).ok_or_else(|| ClientError::Api {
                 status: ferry_client::StatusCode::NOT_FOUND,
                 code: "not_found".to_owned(),

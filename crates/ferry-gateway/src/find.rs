@@ -28,6 +28,7 @@ use crate::auth::Member;
 use crate::extract::QueryParams;
 use crate::files::content_disposition;
 use crate::member::out_of_turn;
+use crate::turns::PersonTurns;
 use crate::{ApiError, AppState, blocking};
 
 /// The routes of this module, merged into the gateway's router.
@@ -55,6 +56,12 @@ pub async fn search(
     // Refused here first, so a bad query never reaches the person's worker; the worker
     // checks it again.
     SearchQuery::parse(&params.q)?;
+    // A content search reads up to hundreds of MiB: one at a time per person, so a
+    // person's burst of them queues behind itself rather than taking every core.
+    let _turn = match params.content {
+        true => Some(content_turns().take(&who.person).await),
+        false => None,
+    };
     let action = MemberAction::Search {
         query: params.q,
         content: params.content,
@@ -66,6 +73,12 @@ pub async fn search(
         (MemberReply::Found(found), _) => Ok(Json(found)),
         _ => Err(out_of_turn()),
     }
+}
+
+/// The people's turns at content searches.
+fn content_turns() -> &'static PersonTurns {
+    static TURNS: std::sync::OnceLock<PersonTurns> = std::sync::OnceLock::new();
+    TURNS.get_or_init(PersonTurns::default)
 }
 
 #[derive(Deserialize)]

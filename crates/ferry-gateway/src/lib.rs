@@ -30,6 +30,7 @@ mod tally;
 mod terminal_upload;
 mod terminals;
 mod trash;
+mod turns;
 mod tus;
 mod upload;
 

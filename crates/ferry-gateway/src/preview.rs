@@ -27,6 +27,8 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::Semaphore;
 
+use crate::turns::PersonTurns;
+
 use crate::auth::Member;
 use crate::extract::QueryParams;
 use crate::member::out_of_turn;
@@ -59,6 +61,12 @@ enum Format {
 fn turns() -> &'static Arc<Semaphore> {
     static TURNS: OnceLock<Arc<Semaphore>> = OnceLock::new();
     TURNS.get_or_init(|| Arc::new(Semaphore::new(PREVIEWS_AT_ONCE)))
+}
+
+/// One preview at a time per person, so a person's slow previews never hold every slot.
+fn person_turns() -> &'static PersonTurns {
+    static TURNS: OnceLock<PersonTurns> = OnceLock::new();
+    TURNS.get_or_init(PersonTurns::default)
 }
 
 async fn preview(
@@ -94,13 +102,18 @@ async fn preview(
         (MemberReply::Opened(meta), Some(file)) => (meta, file),
         _ => return Err(out_of_turn()),
     };
-    let turn = tokio::time::timeout(
-        Duration::from_secs(PREVIEW_QUEUE_WAIT_SECS),
-        turns().clone().acquire_owned(),
-    )
+    let turn = tokio::time::timeout(Duration::from_secs(PREVIEW_QUEUE_WAIT_SECS), async {
+        let own = person_turns().take(&who.person).await;
+        turns()
+            .clone()
+            .acquire_owned()
+            .await
+            .ok()
+            .map(|shared| (own, shared))
+    })
     .await
     .ok()
-    .and_then(Result::ok)
+    .flatten()
     .ok_or_else(|| {
         ApiError::new(
             Code::PreviewBusy,

@@ -87,8 +87,12 @@ impl ZipPlan {
 
     fn walk(&mut self, dir: &Dir, rel: &str, depth: usize) -> Result<(), SiteError> {
         let mut entries = dir.entries()?;
+        // A backslash is a separator to many unzippers (APPNOTE 4.4.17 names '/' alone):
+        // `..\..\x`, a fine name here, would land outside the folder it is unpacked in.
         entries.retain(|e| {
-            !is_temporary(&e.name) && matches!(e.meta.kind, EntryKind::File | EntryKind::Dir)
+            !is_temporary(&e.name)
+                && !e.name.contains('\\')
+                && matches!(e.meta.kind, EntryKind::File | EntryKind::Dir)
         });
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         for entry in entries {
@@ -172,6 +176,16 @@ impl ZipPlan {
                 meta.size.max(planned.size),
                 &mut file,
             )?;
+            // A file written while it was read would stand in the zip as neither its old
+            // nor its new version: the download fails rather than end as if whole.
+            let after =
+                Metadata::of_file(&file).map_err(|e| std::io::Error::other(e.to_string()))?;
+            if (after.size, after.mtime) != (meta.size, meta.mtime) {
+                return Err(std::io::Error::other(format!(
+                    "{name} changed while it was being zipped; download the folder again"
+                ))
+                .into());
+            }
         }
         zip.finish()
     }

@@ -40,6 +40,11 @@ impl PublicPath {
         if parts.next() != Some(PUBLIC_DIR_NAME) {
             return Err(SiteError::OutsidePublic);
         }
+        // A temporary (an upload or a write in progress) is never shown, so it cannot be
+        // named either: downloaded, moved into sight or shared half-written.
+        if path.split('/').any(is_temporary) {
+            return Err(FsError::NotFound.into());
+        }
         Ok(PublicPath {
             rel: parts.collect::<Vec<_>>().join("/"),
         })

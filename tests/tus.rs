@@ -491,8 +491,8 @@ fn creation_refuses_bad_declarations() {
     );
     let missing = metadata(&[("filename", "a.txt"), ("folder", "public/none")]);
     assert_eq!(
-        post(&[("Upload-Length", "5"), ("Upload-Metadata", &missing)]).0,
-        404
+        post(&[("Upload-Length", "5"), ("Upload-Metadata", &missing)]),
+        (404, "folder_not_found".into())
     );
     assert!(temporaries(&server.data).is_empty());
 }

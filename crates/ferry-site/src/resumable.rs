@@ -4,10 +4,10 @@
 //! dropped connection, a reloaded page and a restart of the gateway; and the folder of
 //! `public/` a finished upload is placed in.
 
-use ferry_fs::{Dir, Follow, FsError};
+use ferry_fs::Dir;
 use rusqlite::Row;
 
-use crate::public::{PublicFolder, PublicPath};
+use crate::public::{PublicFolder, PublicPlace};
 use crate::{Site, SiteError};
 
 pub(crate) const SCHEMA: &str = "
@@ -226,25 +226,14 @@ impl Site {
 
 impl PublicFolder {
     /// The folder a member's upload is placed in: `public/` itself for none (or
-    /// `public`), else an existing folder beneath it reached with no link followed.
-    /// `public/attachments` and what lies beneath it are the system's (`managed_by_system`).
+    /// `public`), else an existing folder beneath it reached with no link followed
+    /// (`folder_not_found` when there is none), never `public/attachments` nor what lies
+    /// beneath it (`managed_by_system`). The same rules as `POST /v1/media`'s `folder`.
     pub fn upload_folder(&self, folder: Option<&str>) -> Result<Dir, SiteError> {
-        let Some(folder) = folder else {
-            return Ok(self.dir().try_clone()?);
+        let place = match folder {
+            Some(folder) => PublicPlace::upload_folder(folder)?,
+            None => PublicPlace::Public,
         };
-        let path = PublicPath::parse(folder)?;
-        if path.is_root() {
-            return Ok(self.dir().try_clone()?);
-        }
-        let rel = path.rel();
-        if rel == crate::layout::ATTACHMENTS_DIR_NAME
-            || rel.starts_with(&format!("{}/", crate::layout::ATTACHMENTS_DIR_NAME))
-        {
-            return Err(SiteError::ManagedBySystem);
-        }
-        match self.dir().open_dir(rel, Follow::Never) {
-            Err(FsError::NotFound) => Err(SiteError::Fs(FsError::NotFound)),
-            other => Ok(other?),
-        }
+        self.place_dir(&place)
     }
 }

@@ -27,4 +27,4 @@ pub use names::Platform;
 pub use plan::{EntryType, Limits, Plan, PlanOptions, PlannedEntry, plan};
 pub use policy::PathPolicy;
 pub use writer::{EntryMeta, TarWriter};
-pub use zip_writer::{ZipError, ZipWriter};
+pub use zip_writer::{ZipError, ZipWriter, civil_from_days};

@@ -361,8 +361,9 @@ fn dos_time(t: SystemTime) -> (u16, u16) {
     (time as u16, date as u16)
 }
 
-/// The proleptic Gregorian (year, month, day) of a count of days since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+/// The proleptic Gregorian (year, month, day) of a count of days since 1970-01-01: the
+/// one calendar both a zip's DOS dates and the site's RFC 3339 times are written with.
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

@@ -2398,21 +2398,21 @@ fn a_temporary_cannot_be_named_to_download_move_or_delete_it() {
             .bearer_auth(site.token())
             .send()
             .unwrap();
-        assert_eq!(got.status().as_u16(), 404, "{path}");
+        assert_eq!(got.status().as_u16(), 400, "{path}");
         let moved = http
             .post(site.server.url("/v1/files/move"))
             .bearer_auth(site.token())
             .json(&json!({"from": path, "to": "public/stolen.txt"}))
             .send()
             .unwrap();
-        assert_eq!(moved.status().as_u16(), 404, "{path}");
+        assert_eq!(moved.status().as_u16(), 400, "{path}");
         let deleted = http
             .delete(site.server.url("/v1/files"))
             .query(&[("path", path)])
             .bearer_auth(site.token())
             .send()
             .unwrap();
-        assert_eq!(deleted.status().as_u16(), 404, "{path}");
+        assert_eq!(deleted.status().as_u16(), 400, "{path}");
     }
     assert_eq!(std::fs::read(&half).unwrap(), b"half of a file");
     assert!(!site.public().join("stolen.txt").exists());

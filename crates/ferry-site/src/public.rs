@@ -41,9 +41,14 @@ impl PublicPath {
             return Err(SiteError::OutsidePublic);
         }
         // A temporary (an upload or a write in progress) is never shown, so it cannot be
-        // named either: downloaded, moved into sight or shared half-written.
-        if path.split('/').any(is_temporary) {
-            return Err(FsError::NotFound.into());
+        // named either: downloaded, moved into sight or shared half-written. Its name is
+        // ferry's own, as a new folder's would be.
+        if let Some(temporary) = path.split('/').find(|c| is_temporary(c)) {
+            return Err(FsError::UnusableName {
+                name: temporary.to_owned(),
+                why: "names starting with `.ferry-tmp` are ferry's own temporaries",
+            }
+            .into());
         }
         Ok(PublicPath {
             rel: parts.collect::<Vec<_>>().join("/"),

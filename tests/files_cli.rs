@@ -292,7 +292,7 @@ fn a_stopped_put_resumes_through_tus_where_the_gateway_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let bytes: Vec<u8> = (0..40 * 1024 * 1024u32).map(|i| (i % 241) as u8).collect();
     std::fs::write(dir.path().join("big.csv"), &bytes).unwrap();
-    let state = dir.path().join("state/ferry/uploads");
+    let state = dir.path().join("state/ferry/resumable-uploads");
 
     // A run stopped (SIGKILL) once the gateway holds at least one whole part.
     let mut cmd = ferry_command();

@@ -362,14 +362,12 @@ fn unreadable_entries_are_refused_as_permission_denied(site: &Site, gw: &HostGat
     }
     // The quota cannot be counted past it: the upload says so and what to do. (A delete
     // for good frees room, so the next upload counts again; one into the trash does not.)
-    let (status, _) = request(
-        gw,
-        "DELETE",
-        "/v1/files?path=public/y.txt&forever=true",
-        token,
-        None,
-    );
-    assert_eq!(status, 204);
+    let forever = client()
+        .delete(gw.url("/v1/files?path=public/y.txt&forever=true"))
+        .bearer_auth(token)
+        .send()
+        .unwrap();
+    assert_eq!(forever.status().as_u16(), 204);
     let (status, body) = gw.upload(token, "z.txt", b"z", None);
     assert_error(status, &body, 403, "permission_denied");
     let message = body["error"]["message"].as_str().unwrap();

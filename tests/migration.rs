@@ -847,6 +847,11 @@ fn raw_string_start(s: &str) -> Option<usize> {
 fn names_legacy_path(literal: &str) -> bool {
     let is_sep = |c: Option<char>| c.is_none_or(|c| c == '/' || c == '\\');
     literal.match_indices(LEGACY).any(|(at, _)| {
+        // The API's resumable uploads (`/v1/uploads`, spec M-DAILY) are a route, not a
+        // folder.
+        if literal[..at].ends_with("v1/") {
+            return false;
+        }
         let before = literal[..at].chars().next_back();
         let after = literal[at + LEGACY.len()..].chars().next();
         is_sep(before) && is_sep(after)

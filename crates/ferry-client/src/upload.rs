@@ -62,8 +62,8 @@ pub struct Uploaded {
     pub resumed_from: u64,
 }
 
-/// The folder remembering unfinished resumable uploads: `$XDG_STATE_HOME/ferry/uploads`,
-/// else `~/.local/state/ferry/uploads`.
+/// The folder remembering unfinished resumable uploads: `$XDG_STATE_HOME/ferry/resumable-uploads`,
+/// else `~/.local/state/ferry/resumable-uploads`.
 pub fn resume_state_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
@@ -73,7 +73,7 @@ pub fn resume_state_dir() -> Option<PathBuf> {
                 .filter(|v| !v.is_empty())
                 .map(|home| PathBuf::from(home).join(".local/state"))
         })?;
-    Some(base.join("ferry").join("uploads"))
+    Some(base.join("ferry").join("resumable-uploads"))
 }
 
 impl Client {

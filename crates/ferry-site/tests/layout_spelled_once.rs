@@ -39,11 +39,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "the one place the layout is spelled",
     ),
     (
-        "ferry-client/src/upload.rs",
-        "the client's own state folder on the person's machine (`~/.local/state/ferry/uploads`), \
-         not a path of the site",
-    ),
-    (
         "ferry-docs/src/lint.rs",
         "the M-DOCS check looks for the words documents must or must not carry; \
          `layout_and_docs_check_agree` below ties them to the layout",

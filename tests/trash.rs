@@ -309,6 +309,9 @@ fn a_trash_entry_swapped_for_a_link_is_not_restored() {
     assert_eq!(upload(&server, token, "a.txt", b"mine", None).0, 201);
     let id = deleted(&server, token, "public/a.txt");
     let entry = trash_dir(&server, "me").join(&id);
+    // The trashed file's inode stays in use (a second name, outside the trash), so no
+    // file planted below can be handed its number.
+    std::fs::hard_link(&entry, server.data.parent().unwrap().join("original")).unwrap();
     std::fs::remove_file(&entry).unwrap();
     symlink(&outside, &entry).unwrap();
 
@@ -318,8 +321,7 @@ fn a_trash_entry_swapped_for_a_link_is_not_restored() {
         std::fs::symlink_metadata(public.join("a.txt")).is_err(),
         "nothing restored"
     );
-    // Another file in its place (a new inode) is refused the same way. It is made before
-    // the link goes, so the file system cannot hand it the inode just freed.
+    // Another file in its place (a new inode) is refused the same way.
     let planted = entry.with_file_name("planted");
     std::fs::write(&planted, b"planted").unwrap();
     std::fs::rename(&planted, &entry).unwrap();

@@ -52,6 +52,22 @@ function dialogShell(id, titleId) {
   return dialog;
 }
 
+/**
+ * What a failure does in one of these dialogs: a lost sign-in closes it (the page asks
+ * for a token again), anything else is said inside it, in `place`.
+ */
+function failIn(dialog, place) {
+  return (err) => {
+    if (err && err.status === 401) {
+      dialog.close();
+      return;
+    }
+    place.replaceChildren(
+      el("p", { role: "alert", className: "alert" }, nameNode(err && err.message ? err.message : String(err), "shown-text")),
+    );
+  };
+}
+
 export function createTrashAndShares({ alerts, reload }) {
   // ------------------------------------------------------------------ delete + undo
 
@@ -91,15 +107,7 @@ export function createTrashAndShares({ alerts, reload }) {
   );
   trashClose.addEventListener("click", () => trash.close());
 
-  function trashFailed(err) {
-    if (err && err.status === 401) {
-      trash.close();
-      return;
-    }
-    trashError.replaceChildren(
-      el("p", { role: "alert", className: "alert" }, nameNode(err && err.message ? err.message : String(err), "shown-text")),
-    );
-  }
+  const trashFailed = failIn(trash, trashError);
 
   function trashRow(entry) {
     const where = entry.project ? `${entry.path} in ${entry.project}` : entry.path;
@@ -225,15 +233,7 @@ export function createTrashAndShares({ alerts, reload }) {
 
   let sharing = null;
 
-  function shareFailed(err) {
-    if (err && err.status === 401) {
-      share.close();
-      return;
-    }
-    shareError.replaceChildren(
-      el("p", { role: "alert", className: "alert" }, nameNode(err && err.message ? err.message : String(err), "shown-text")),
-    );
-  }
+  const shareFailed = failIn(share, shareError);
 
   copyButton.addEventListener("click", async () => {
     copied.textContent = (await copy(linkField.value, linkField)) ? "Copied." : "Selected: press Ctrl+C to copy.";

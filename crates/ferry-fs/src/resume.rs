@@ -11,6 +11,7 @@ use std::os::unix::fs::FileExt;
 use rustix::fs::OFlags;
 use sha2::{Digest, Sha256};
 
+use crate::sink::start_writeback;
 use crate::{Dir, FileId, FsError};
 
 /// Bytes read at a time when a reopened file is hashed again.
@@ -126,20 +127,6 @@ impl PartFile {
     /// The SHA-256 of every byte in the file.
     pub fn sha256(&self) -> [u8; 32] {
         self.hasher.clone().finalize().into()
-    }
-}
-
-/// Asks the kernel to start writing a range back now (it does not wait for it).
-fn start_writeback(file: &File, offset: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: plain syscall on a descriptor we own; a failure only loses the head start.
-    unsafe {
-        libc::sync_file_range(
-            file.as_raw_fd(),
-            offset as i64,
-            len as i64,
-            libc::SYNC_FILE_RANGE_WRITE,
-        );
     }
 }
 

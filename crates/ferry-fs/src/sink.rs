@@ -244,7 +244,7 @@ impl Drop for ByteSink {
 }
 
 /// Asks the kernel to start writing a range back now (it does not wait for it).
-fn start_writeback(file: &File, offset: u64, len: u64) {
+pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) {
     use std::os::fd::AsRawFd;
     // SAFETY: plain syscall on a descriptor we own; a failure only loses the head start.
     unsafe {

@@ -87,6 +87,24 @@ fn fit_id(base: &str, suffix: &str) -> String {
     format!("{cut}{suffix}")
 }
 
+/// Random bytes in an unguessable record id (a trash entry, a share link): 160 bits.
+const RECORD_ID_RANDOM_BYTES: usize = 20;
+/// Characters in a record id: those bytes in lower-case base32.
+const RECORD_ID_CHARS: usize = 32;
+
+/// A fresh unguessable record id.
+pub(crate) fn new_record_id() -> String {
+    ferry_fs::random_base32::<RECORD_ID_RANDOM_BYTES>()
+}
+
+/// Whether `id` is spelled as a record id (checked before it names anything).
+pub(crate) fn is_record_id(id: &str) -> bool {
+    id.len() == RECORD_ID_CHARS
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

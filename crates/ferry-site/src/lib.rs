@@ -57,9 +57,6 @@ pub use shown::{delivery_notice, person_relative};
 pub use site::{DEFAULT_PERSON, Project, Site, project_folder_error};
 pub use time::rfc3339;
 pub use tokens::{Principal, TokenKind};
-pub use trash::{
-    TRASH_ID_CHARS, TrashEntry, TrashError, TrashRoom, Trashed, is_trash_id, open_trash,
-    purge_trash,
-};
+pub use trash::{TrashEntry, TrashError, TrashRoom, Trashed, open_trash, purge_trash};
 pub use usage::{Counter, QuotaClaim, USAGE_RECOUNT_AFTER};
 pub use workspace::{Workspace, open_container};

@@ -17,13 +17,9 @@ use ferry_config::limits::{
 use hmac::Mac;
 
 use crate::db::now_secs;
-use crate::ids::check_id;
+use crate::ids::{check_id, is_record_id, new_record_id};
 use crate::{Site, SiteError};
 
-/// Random bytes in a share id: 160 bits, spelled as 32 base32 characters.
-const SHARE_ID_RANDOM_BYTES: usize = 20;
-/// Characters in a share id.
-const SHARE_ID_CHARS: usize = 32;
 /// Hex digits in a share link's signature (HMAC-SHA256).
 const SHARE_SIG_HEX_CHARS: usize = 64;
 /// The path of a share link, before its id.
@@ -125,14 +121,6 @@ fn share_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Share> {
     })
 }
 
-/// Whether `id` is spelled as a share id.
-fn is_share_id(id: &str) -> bool {
-    id.len() == SHARE_ID_CHARS
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b))
-}
-
 /// Checks a life asked for in seconds against the bounds of a link.
 pub fn check_share_expiry(secs: i64) -> Result<u64, ShareError> {
     match u64::try_from(secs) {
@@ -169,7 +157,7 @@ impl Site {
             return Err(ShareError::TooMany.into());
         }
         let share = Share {
-            id: ferry_fs::random_base32::<SHARE_ID_RANDOM_BYTES>(),
+            id: new_record_id(),
             person: person.to_owned(),
             project: project.map(str::to_owned),
             path: path.to_owned(),
@@ -230,7 +218,7 @@ impl Site {
 
     /// Revokes `person`'s link `id`; anyone else's, or none, is [`ShareError::Unknown`].
     pub fn revoke_share(&self, person: &str, id: &str) -> Result<(), SiteError> {
-        if !is_share_id(id) {
+        if !is_record_id(id) {
             return Err(ShareError::Unknown.into());
         }
         let changed = self.db.conn().execute(
@@ -249,7 +237,7 @@ impl Site {
     /// learn that it expired or was revoked.
     pub fn open_share_at(&self, id: &str, sig: &str, now: SystemTime) -> Result<Share, SiteError> {
         let unknown = || SiteError::from(ShareError::Unknown);
-        if !is_share_id(id) || sig.len() != SHARE_SIG_HEX_CHARS {
+        if !is_record_id(id) || sig.len() != SHARE_SIG_HEX_CHARS {
             return Err(unknown());
         }
         let sig = data_encoding::HEXLOWER

@@ -14,14 +14,10 @@ use ferry_codes::Code;
 use ferry_fs::{Dir, EntryKind, Follow, FsError, typed_name};
 
 use crate::db::now_secs;
-use crate::ids::check_id;
+use crate::ids::{check_id, is_record_id, new_record_id};
 use crate::public::{NodeKind, PublicFolder, PublicPath};
 use crate::{Site, SiteError, layout};
 
-/// Random bytes in a trash id: 160 bits, spelled as 32 base32 characters.
-const TRASH_ID_RANDOM_BYTES: usize = 20;
-/// Characters in a trash id.
-pub const TRASH_ID_CHARS: usize = 32;
 /// Seconds in a day, for `files.trash_days`.
 const SECS_PER_DAY: u64 = 24 * 60 * 60;
 
@@ -119,14 +115,6 @@ pub struct Trashed {
     pub inode: u64,
 }
 
-/// Whether `id` is spelled as a trash id (checked before it names anything).
-pub fn is_trash_id(id: &str) -> bool {
-    id.len() == TRASH_ID_CHARS
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b))
-}
-
 /// What an entry is, as the trash records it (anything not a folder or a link, a FIFO
 /// the agent made say, is kept as a file).
 fn kind_of(kind: EntryKind) -> NodeKind {
@@ -186,7 +174,7 @@ impl Site {
         if let Some(project) = project {
             check_id("project", project)?;
         }
-        let id = ferry_fs::random_base32::<TRASH_ID_RANDOM_BYTES>();
+        let id = new_record_id();
         let now = now_secs();
         let keep = self
             .config()
@@ -245,7 +233,7 @@ impl Site {
     /// The entry `id` of `person`'s trash; anything else (another person's, a malformed
     /// id, one still being moved, one whose time is over) is [`TrashError::Unknown`].
     pub fn trash_entry(&self, person: &str, id: &str) -> Result<TrashEntry, SiteError> {
-        if !is_trash_id(id) {
+        if !is_record_id(id) {
             return Err(TrashError::Unknown.into());
         }
         self.db
@@ -329,7 +317,7 @@ pub fn open_trash(root: &Dir, person: &str) -> Result<Dir, SiteError> {
 
 /// Removes the entry `id` from a trash folder for good; one already gone is no failure.
 pub fn purge_trash(trash: &Dir, id: &str) -> Result<(), SiteError> {
-    if !is_trash_id(id) {
+    if !is_record_id(id) {
         return Err(TrashError::Unknown.into());
     }
     match trash.remove(id) {
@@ -351,7 +339,7 @@ impl PublicFolder {
     ) -> Result<Trashed, SiteError> {
         let path = PublicPath::parse(path)?;
         path.require_member_managed()?;
-        if !is_trash_id(id) {
+        if !is_record_id(id) {
             return Err(TrashError::Unknown.into());
         }
         let meta = self.dir().metadata(path.rel())?;
@@ -404,7 +392,7 @@ impl PublicFolder {
         entry: &TrashEntry,
         name: Option<&str>,
     ) -> Result<String, SiteError> {
-        if !is_trash_id(&entry.id) {
+        if !is_record_id(&entry.id) {
             return Err(TrashError::Unknown.into());
         }
         let original = PublicPath::parse(&entry.path)?;

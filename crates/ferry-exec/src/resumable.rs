@@ -90,7 +90,7 @@ impl ResumableFile {
 
     /// Makes the bytes durable and has the person place the file at `name` in `folder`.
     pub fn place(
-        &self,
+        &mut self,
         requester: &Requester,
         folder: Option<&str>,
         name: &str,

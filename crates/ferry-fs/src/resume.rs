@@ -3,13 +3,20 @@
 //! everything written is kept as it goes; a part that must not be kept (its checksum did
 //! not match) is cut off again, digest included. Found again by its identity after a
 //! restart ([`reopen_temporary`]), its bytes are hashed once more from the disk.
+//!
+//! While a part streams in, its bytes are hashed on a thread of their own beside the
+//! writes ([`Digest`]): hashing costs more than writing into the page cache, and done in
+//! turn with it every part took their sum.
 
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::thread::JoinHandle;
 
+use bytes::Bytes;
 use rustix::fs::OFlags;
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
 use crate::sink::start_writeback;
 use crate::{Dir, FileId, FsError};
@@ -18,6 +25,8 @@ use crate::{Dir, FileId, FsError};
 const REHASH_CHUNK_BYTES: usize = 1024 * 1024;
 /// Bytes written between two requests to start writeback (as [`crate::ByteSink`]).
 const WRITEBACK_STEP_BYTES: u64 = 8 * 1024 * 1024;
+/// Chunks written but not yet hashed: the memory a part may hold beyond the writes.
+const UNHASHED_CHUNKS_MAX: usize = 8;
 
 /// Opens the temporary `temp_name` of `dir` for reading and writing, only while it is
 /// still the regular file `expect` (a name swapped meanwhile is refused); no link is
@@ -33,11 +42,71 @@ pub struct PartMark {
     hasher: Sha256,
 }
 
+/// The sha256 of everything appended: idle, or running on its own thread while a part
+/// streams in.
+#[derive(Debug)]
+enum Digest {
+    Idle(Sha256),
+    Running {
+        chunks: SyncSender<Bytes>,
+        hashing: JoinHandle<Sha256>,
+    },
+}
+
+impl Digest {
+    /// Hashes `chunk` after everything before it, on the hashing thread (started on the
+    /// first chunk of a part).
+    fn feed(&mut self, chunk: Bytes) {
+        if let Digest::Idle(hasher) = self {
+            let (chunks, queued) = sync_channel::<Bytes>(UNHASHED_CHUNKS_MAX);
+            let mut running = hasher.clone();
+            let started = std::thread::Builder::new()
+                .name("ferry-part-hash".into())
+                .spawn(move || {
+                    for chunk in queued {
+                        running.update(&chunk);
+                    }
+                    running
+                });
+            match started {
+                Ok(hashing) => *self = Digest::Running { chunks, hashing },
+                // No thread to be had: hashed here, in turn with the writes.
+                Err(_) => return hasher.update(&chunk),
+            }
+        }
+        if let Digest::Running { chunks, .. } = self
+            && chunks.send(chunk).is_err()
+        {
+            // Only a panic ends the thread while its sender lives: settling says so.
+            self.settle();
+        }
+    }
+
+    /// Waits for every chunk fed so far to be hashed.
+    fn settle(&mut self) -> &mut Sha256 {
+        if matches!(self, Digest::Running { .. }) {
+            let Digest::Running { chunks, hashing } =
+                std::mem::replace(self, Digest::Idle(Sha256::new()))
+            else {
+                unreachable!("matched above")
+            };
+            drop(chunks);
+            // A hashing thread that panicked lost bytes: no digest would be true.
+            let hasher = hashing.join().expect("the hashing thread does not panic");
+            *self = Digest::Idle(hasher);
+        }
+        match self {
+            Digest::Idle(hasher) => hasher,
+            Digest::Running { .. } => unreachable!("settled above"),
+        }
+    }
+}
+
 /// A staged file that grows by parts.
 #[derive(Debug)]
 pub struct PartFile {
     file: File,
-    hasher: Sha256,
+    digest: Digest,
     size: u64,
     written_back: u64,
 }
@@ -47,7 +116,7 @@ impl PartFile {
     pub fn new(file: File) -> PartFile {
         PartFile {
             file,
-            hasher: Sha256::new(),
+            digest: Digest::Idle(Sha256::new()),
             size: 0,
             written_back: 0,
         }
@@ -77,7 +146,7 @@ impl PartFile {
         }
         Ok(PartFile {
             file,
-            hasher,
+            digest: Digest::Idle(hasher),
             size,
             written_back: size,
         })
@@ -89,20 +158,20 @@ impl PartFile {
     }
 
     /// Where the file stands now, to come back to.
-    pub fn mark(&self) -> PartMark {
+    pub fn mark(&mut self) -> PartMark {
         PartMark {
             size: self.size,
-            hasher: self.hasher.clone(),
+            hasher: self.digest.settle().clone(),
         }
     }
 
-    /// Appends `bytes` at the end.
-    pub fn append(&mut self, bytes: &[u8]) -> Result<(), FsError> {
+    /// Appends `bytes` at the end (hashed beside the write; see [`Digest`]).
+    pub fn append(&mut self, bytes: Bytes) -> Result<(), FsError> {
         self.file
-            .write_all_at(bytes, self.size)
+            .write_all_at(&bytes, self.size)
             .map_err(FsError::from)?;
-        self.hasher.update(bytes);
         self.size += bytes.len() as u64;
+        self.digest.feed(bytes);
         if self.size - self.written_back >= WRITEBACK_STEP_BYTES {
             start_writeback(&self.file, self.written_back, self.size - self.written_back);
             self.written_back = self.size;
@@ -115,7 +184,8 @@ impl PartFile {
         self.file.set_len(mark.size).map_err(FsError::from)?;
         self.size = mark.size;
         self.written_back = self.written_back.min(mark.size);
-        self.hasher = mark.hasher;
+        self.digest.settle();
+        self.digest = Digest::Idle(mark.hasher);
         Ok(())
     }
 
@@ -125,8 +195,8 @@ impl PartFile {
     }
 
     /// The SHA-256 of every byte in the file.
-    pub fn sha256(&self) -> [u8; 32] {
-        self.hasher.clone().finalize().into()
+    pub fn sha256(&mut self) -> [u8; 32] {
+        self.digest.settle().clone().finalize().into()
     }
 }
 
@@ -146,11 +216,11 @@ mod tests {
         let (name, file) = crate::create_temporary(&dir).unwrap();
         let id = FileId::of(&file).unwrap();
         let mut part = PartFile::new(file);
-        part.append(b"hello ").unwrap();
+        part.append(Bytes::from_static(b"hello ")).unwrap();
         let mark = part.mark();
-        part.append(b"junk").unwrap();
+        part.append(Bytes::from_static(b"junk")).unwrap();
         part.rewind(mark).unwrap();
-        part.append(b"world").unwrap();
+        part.append(Bytes::from_static(b"world")).unwrap();
         assert_eq!(part.size(), 11);
         assert_eq!(
             crate::hex(&part.sha256()),
@@ -158,9 +228,43 @@ mod tests {
         );
         drop(part);
         let again = reopen_temporary(&dir, &name, id).unwrap();
-        let part = PartFile::reopen(again, 6).unwrap();
+        let mut part = PartFile::reopen(again, 6).unwrap();
         assert_eq!(part.size(), 6);
         assert_eq!(crate::hex(&part.sha256()), crate::sha256_hex(b"hello "));
+    }
+
+    #[test]
+    fn the_digest_hashed_beside_the_writes_is_that_of_the_kept_bytes_in_order() {
+        let (tmp, dir) = temp_dir();
+        let (name, file) = crate::create_temporary(&dir).unwrap();
+        let mut part = PartFile::new(file);
+        let mut kept = Vec::new();
+        // More chunks per part than the hashing thread queues, of uneven sizes, and a
+        // part cut off while its chunks are still being hashed.
+        for round in 0u32..6 {
+            let mark = part.mark();
+            let mut this_part = Vec::new();
+            for i in 0u32..(3 * UNHASHED_CHUNKS_MAX as u32) {
+                let chunk: Vec<u8> = (0..(i * 37 + round) % 5000 + 1)
+                    .map(|b| (b ^ i ^ round) as u8)
+                    .collect();
+                this_part.extend_from_slice(&chunk);
+                part.append(Bytes::from(chunk)).unwrap();
+            }
+            if round % 3 == 1 {
+                part.rewind(mark).unwrap();
+            } else {
+                kept.extend_from_slice(&this_part);
+            }
+        }
+        assert_eq!(part.size(), kept.len() as u64);
+        assert_eq!(crate::hex(&part.sha256()), crate::sha256_hex(&kept));
+        // Asking twice changes nothing, and appending goes on after it.
+        assert_eq!(crate::hex(&part.sha256()), crate::sha256_hex(&kept));
+        part.append(Bytes::from_static(b"tail")).unwrap();
+        kept.extend_from_slice(b"tail");
+        assert_eq!(crate::hex(&part.sha256()), crate::sha256_hex(&kept));
+        assert_eq!(std::fs::read(tmp.path().join(name)).unwrap(), kept);
     }
 
     #[test]

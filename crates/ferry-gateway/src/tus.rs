@@ -987,7 +987,7 @@ fn write_part(
                     failure = Some(ferry_site::SiteError::from(e).into());
                     break;
                 }
-                if let Err(e) = file.part().append(&chunk) {
+                if let Err(e) = file.part().append(chunk.clone()) {
                     failure = Some(ferry_site::SiteError::from(e).into());
                     break;
                 }
@@ -1072,7 +1072,7 @@ fn place(
         true => Existing::Replace,
         false => Existing::Keep,
     };
-    let file = held.file.take().ok_or_else(unknown_upload)?;
+    let mut file = held.file.take().ok_or_else(unknown_upload)?;
     held.ended = true;
     let placed = file.place(&requester, record.folder.as_deref(), &record.name, existing);
     let sha256 = match placed {

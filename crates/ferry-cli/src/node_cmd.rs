@@ -111,7 +111,13 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
         // A node whose stderr is gone still runs (as its own log lines do).
         let _ = writeln!(std::io::stderr(), "ferry node run: warning: {warning}");
     }
-    let runtime = tokio::runtime::Runtime::new()?;
+    // One thread runs the node's tasks (file reads and hashing of archives go to the
+    // blocking pool): a keystroke crosses the link reader, the terminal's pumps and the
+    // link writer, and on one thread each hand-off is a queue push, not a wake-up of
+    // another thread.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let exit = runtime.block_on(ferry_node::connect::run(settings));
     if exit.status() != 0 {
         let _ = writeln!(std::io::stderr(), "ferry node run: {exit}");

@@ -25,7 +25,7 @@ use ferry_codes::Code;
 use ferry_config::limits::{
     NODE_HANDSHAKE_TIMEOUT, NODE_HANDSHAKES_MAX, NODE_HANDSHAKES_PER_SOURCE_MAX,
 };
-use ferry_node::frame::FRAME_MAX_BYTES;
+use ferry_node::frame::{FRAME_MAX_BYTES, LINK_READ_BUFFER_BYTES};
 use ferry_node::handshake::{VerifiedNode, gateway_handshake_admitting};
 use ferry_node::hub::Hub;
 use ferry_node::mux::{LinkConfig, Role};
@@ -175,6 +175,7 @@ pub(crate) async fn connect(
     Ok(upgrade
         .max_message_size(FRAME_MAX_BYTES)
         .max_frame_size(FRAME_MAX_BYTES)
+        .read_buffer_size(LINK_READ_BUFFER_BYTES)
         .on_upgrade(move |socket| serve_node(state, socket, (slot, source))))
 }
 

@@ -35,6 +35,11 @@ pub const FRAME_CONTROL_MAX_BYTES: usize = 64 * 1024;
 /// Most bytes of one frame, header included: the WebSocket's own message limit should be
 /// set to this, so an oversized message is refused before it is read whole.
 pub const FRAME_MAX_BYTES: usize = FRAME_HEADER_BYTES + FRAME_DATA_MAX_BYTES;
+/// Bytes the WebSocket under the link asks the socket for at a time. Its library zeroes
+/// that much of its buffer before every read, even one that finds a keystroke or nothing
+/// at all (128 KiB by default, the largest single cost of a keystroke's relay); a large
+/// frame takes a few more reads instead.
+pub const LINK_READ_BUFFER_BYTES: usize = 32 * 1024;
 
 /// The END flag: the sender's half of the stream ends with this frame.
 const FLAG_END: u8 = 0b0000_0001;

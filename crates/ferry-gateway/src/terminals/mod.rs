@@ -30,6 +30,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use ferry_codes::Code;
 use ferry_config::limits::{NODE_STALL_SECS, TERMINAL_WS_MESSAGE_MAX_BYTES};
+use ferry_node::frame::LINK_READ_BUFFER_BYTES;
 use ferry_node::terminal::{TERMINAL_OPEN, TerminalOpenArgs, TerminalOpenHead, check_size};
 use serde::Deserialize;
 
@@ -102,7 +103,9 @@ pub(crate) async fn terminal(
                 })?
                 .protocols([access::TERMINAL_PROTOCOL])
                 .max_message_size(TERMINAL_WS_MESSAGE_MAX_BYTES)
-                .max_frame_size(TERMINAL_WS_MESSAGE_MAX_BYTES),
+                .max_frame_size(TERMINAL_WS_MESSAGE_MAX_BYTES)
+                // Keystrokes: see LINK_READ_BUFFER_BYTES for why the read is kept small.
+                .read_buffer_size(LINK_READ_BUFFER_BYTES),
         )
     };
     let terminals = state.terminals.clone();

@@ -17,17 +17,21 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use crate::frame::{ErrorBody, FRAME_HEADER_BYTES, FRAME_MAX_BYTES, Frame, Kind};
+use crate::frame::{
+    ErrorBody, FRAME_HEADER_BYTES, FRAME_MAX_BYTES, Frame, Kind, LINK_READ_BUFFER_BYTES,
+};
 
 /// A byte stream the WebSocket runs over: TCP, or TLS over TCP.
 pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
-/// The WebSocket refuses a message or frame past one link frame before reading it whole.
+/// The WebSocket refuses a message or frame past one link frame before reading it whole,
+/// and reads [`LINK_READ_BUFFER_BYTES`] at a time.
 pub(crate) fn ws_config() -> WebSocketConfig {
     WebSocketConfig::default()
         .max_message_size(Some(FRAME_MAX_BYTES))
         .max_frame_size(Some(FRAME_MAX_BYTES))
+        .read_buffer_size(LINK_READ_BUFFER_BYTES)
 }
 
 /// The error frame the gateway sent on stream 0, if it sent one.

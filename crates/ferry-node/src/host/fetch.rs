@@ -111,23 +111,21 @@ fn read_exactly(
     let mut left = size;
     while left > 0 {
         let want = usize::try_from(left).map_or(CHUNK_BYTES, |left| left.min(CHUNK_BYTES));
-        let mut chunk = vec![0u8; want];
-        let mut filled = 0;
-        while filled < want {
-            match file.read(&mut chunk[filled..]) {
-                Ok(0) => {
-                    return Err(refuse(
-                        Code::ChangedMeanwhile,
-                        format!(
-                            "{shown} shrank while it was read: it had {size} bytes, then only {}",
-                            size - left + filled as u64
-                        ),
-                    ));
-                }
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(super::errors::fs_error(FsError::from_io(e), shown)),
+        // Read into spare capacity: a zeroed buffer would cost a pass over every byte.
+        let mut chunk = Vec::with_capacity(want);
+        let read = (&mut file).take(want as u64).read_to_end(&mut chunk);
+        match read {
+            Ok(n) if n < want => {
+                return Err(refuse(
+                    Code::ChangedMeanwhile,
+                    format!(
+                        "{shown} shrank while it was read: it had {size} bytes, then only {}",
+                        size - left + n as u64
+                    ),
+                ));
             }
+            Ok(_) => {}
+            Err(e) => return Err(super::errors::fs_error(FsError::from_io(e), shown)),
         }
         left -= want as u64;
         if chunks.blocking_send(Bytes::from(chunk)).is_err() {

@@ -289,6 +289,10 @@ codes! {
     /// The upload link's signature is not valid.
     BadSignature = "bad_signature" => 403,
 
+    // ------------------------------------------------------------- operations
+    /// The metadata database or the media store does not answer (`GET /readyz`).
+    NotReady = "not_ready" => 503,
+
     // ------------------------------------------------------------- chat and upstreams
     /// No agent is configured.
     NoAgent = "no_agent" => 503,
@@ -530,6 +534,7 @@ mod tests {
             ("upstream_timeout", 504),
             ("upstream_error", 502),
             ("no_agent", 503),
+            ("not_ready", 503),
             ("quota_exceeded", 507),
             ("too_many_turns", 429),
             ("too_many_sessions", 429),

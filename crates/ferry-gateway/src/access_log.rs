@@ -15,14 +15,26 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http_body::{Body as _, Frame, SizeHint};
 
-/// Logs the request once its answer's body is done with.
+/// Logs the request once its answer's body is done with, and counts it in the metrics
+/// (S-OPS): the request body's bytes as they are read, the rest with the log line.
 pub(crate) async fn access_log(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
-    let route = match request.extensions().get::<MatchedPath>() {
+    let matched = request.extensions().get::<MatchedPath>();
+    let label = matched
+        .map_or(crate::ops::OTHER_ROUTE, |m| m.as_str())
+        .to_owned();
+    let route = match matched {
         Some(matched) => matched.as_str().to_owned(),
         None => request.uri().path().to_owned(),
     };
+    let request = request.map(|body| {
+        Body::new(Counted {
+            inner: body,
+            route: label.clone(),
+            bytes: 0,
+        })
+    });
     let response = next.run(request).await;
     let status = response.status();
     let (parts, body) = response.into_parts();
@@ -38,6 +50,7 @@ pub(crate) async fn access_log(request: Request, next: Next) -> Response {
         line: Some(Line {
             method,
             route,
+            label,
             status,
             started,
             bytes: 0,
@@ -50,6 +63,8 @@ pub(crate) async fn access_log(request: Request, next: Next) -> Response {
 struct Line {
     method: Method,
     route: String,
+    /// The route's label in the metrics: its pattern, or `other`.
+    label: String,
     status: StatusCode,
     started: Instant,
     bytes: u64,
@@ -57,7 +72,9 @@ struct Line {
 
 impl Line {
     fn write(&self, finished: bool) {
-        let ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let took = self.started.elapsed();
+        crate::ops::request_done(&self.method, &self.label, self.status, self.bytes, took);
+        let ms = took.as_secs_f64() * 1000.0;
         let (method, route, status, bytes) =
             (&self.method, &self.route, self.status.as_u16(), self.bytes);
         let cut = if finished { "" } else { " (cut off)" };
@@ -118,6 +135,48 @@ impl Drop for Logged {
         if let Some(line) = self.line.take() {
             let finished = self.inner.is_end_stream() || self.length == Some(line.bytes);
             line.write(finished);
+        }
+    }
+}
+
+/// A request body that counts the bytes read of it, told to the metrics when it is
+/// dropped (read whole or not).
+struct Counted {
+    inner: Body,
+    route: String,
+    bytes: u64,
+}
+
+impl http_body::Body for Counted {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            self.bytes += data.len() as u64;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            crate::ops::request_bytes(&self.route, self.bytes);
         }
     }
 }

@@ -450,9 +450,11 @@ pub async fn stream(
     }
     crate::interactions::page_opened(&state, &who.person).await;
     let admin = who.kind == ferry_site::TokenKind::Admin;
-    let scope = (rx, listening, project);
-    let events =
-        futures_util::stream::unfold(scope, move |(mut rx, listening, project)| async move {
+    // The stream's state holds the count of open streams up while it lives.
+    let scope = (rx, listening, project, crate::ops::OpenStream::open());
+    let events = futures_util::stream::unfold(
+        scope,
+        move |(mut rx, listening, project, open)| async move {
             loop {
                 let event = match rx.recv().await {
                     Ok(event) if event.is_for(&listening.person, admin, project.as_deref()) => {
@@ -468,9 +470,10 @@ pub async fn stream(
                     }),
                     Err(broadcast::error::RecvError::Closed) => return None,
                 };
-                return Some((Ok(event.to_sse()), (rx, listening, project)));
+                return Some((Ok(event.to_sse()), (rx, listening, project, open)));
             }
-        });
+        },
+    );
     let events = events.take_until(state.closing.clone().cancelled_owned());
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE_INTERVAL).text("ping")))
 }

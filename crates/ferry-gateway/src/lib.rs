@@ -22,6 +22,7 @@ mod me;
 mod member;
 mod node_link;
 mod nodes;
+mod ops;
 pub mod preview;
 mod projects;
 mod range;
@@ -102,6 +103,7 @@ impl AppState {
     /// API key when `agent.api_key_env` names one.
     pub fn new(site: Arc<Site>) -> Result<AppState, StartError> {
         let agent_key = site.config().agent.api_key()?;
+        ops::install();
         let server = &site.config().server;
         let pace = Pace {
             idle: Duration::from_secs(server.body_idle_timeout_secs),
@@ -297,7 +299,9 @@ where
 pub fn router(state: AppState) -> Router {
     let mcp = mcp::routes(&state);
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
         .route("/v1/events", get(events::stream))
         .route("/v1/chat", post(chat::chat))
         .route("/v1/chat/history", get(chat::history))

@@ -37,6 +37,22 @@ pub struct SqliteMediaRecords {
 }
 
 impl Site {
+    /// Bytes and count of the distinct blobs the media records hold (S-OPS's media store
+    /// size); a blob no record holds any longer, waiting for the sweeper, is not counted.
+    pub fn media_stored(&self) -> Result<(u64, u64), crate::SiteError> {
+        let row = self.db.row(
+            "SELECT COALESCE(SUM(size), 0), COUNT(*) \
+             FROM (SELECT MAX(size) AS size FROM media GROUP BY sha256)",
+            [],
+            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+        )?;
+        let (bytes, blobs) = row.unwrap_or((0, 0));
+        Ok((
+            u64::try_from(bytes).unwrap_or(0),
+            u64::try_from(blobs).unwrap_or(0),
+        ))
+    }
+
     /// The media store of this site: blobs under [`MEDIA_DIR`], records in the metadata
     /// database, records kept `[media] ttl_hours`.
     pub fn media(&self) -> Result<MediaStore, MediaError> {

@@ -83,6 +83,12 @@ impl Site {
         data.join(SERVICE_DIR).join(DB_FILE).is_file()
     }
 
+    /// Whether the metadata database answers a query (`GET /readyz`).
+    pub fn ping(&self) -> Result<(), SiteError> {
+        self.db.row("SELECT 1", [], |row| row.get::<_, i64>(0))?;
+        Ok(())
+    }
+
     /// The data directory as the operator named it.
     pub fn path(&self) -> &Path {
         &self.root_path

@@ -341,9 +341,17 @@ impl Toolbox {
             Err(e) => return ToolOutput::error(&e),
         };
         match spec.on_node(&args) {
-            Some(run) => run(self, args)
-                .await
-                .unwrap_or_else(|e| ToolOutput::error(&e)),
+            Some(run) => {
+                let started = std::time::Instant::now();
+                let outcome = run(self, args).await;
+                metrics::histogram!(
+                    "ferry_node_call_duration_seconds",
+                    "tool" => spec.name,
+                    "outcome" => if outcome.is_ok() { "ok" } else { "error" },
+                )
+                .record(started.elapsed());
+                outcome.unwrap_or_else(|e| ToolOutput::error(&e))
+            }
             // Callers ask `runs_on_node` first; a blocking body never runs on the runtime.
             None => ToolOutput::error(&ToolError::new(
                 Code::InvalidArguments,

@@ -1,0 +1,216 @@
+//! Operating a gateway (spec scale S-OPS) through the real binary: `GET /healthz`,
+//! `GET /readyz` (and its 503 naming the media store when that cannot be read) and
+//! `GET /metrics` in the Prometheus text format, scraped after real traffic.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::json;
+use support::{Server, assert_error, client, json_answer, mcp, upload};
+
+/// The families S-OPS names, as `/metrics` must show them.
+const FAMILIES: &[&str] = &[
+    "ferry_http_requests_total",
+    "ferry_http_request_bytes_total",
+    "ferry_http_response_bytes_total",
+    "ferry_upload_duration_seconds",
+    "ferry_node_call_duration_seconds",
+    "ferry_event_streams_open",
+    "ferry_nodes_connected",
+    "ferry_media_store_bytes",
+    "ferry_media_store_blobs",
+];
+
+fn scrape(server: &Server, token: &str) -> String {
+    let response = client()
+        .get(server.url("/metrics"))
+        .bearer_auth(token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let kind = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
+    response.text().unwrap()
+}
+
+/// The value of the sample `name{labels}` (labels in the order they were recorded), or
+/// of `name` alone.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let (key, value) = line.rsplit_once(' ')?;
+            (key == series).then(|| value.parse().ok())?
+        })
+}
+
+/// The families that have a `# TYPE` line.
+fn families(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split(' ').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn healthz_and_readyz_answer_and_readyz_names_the_store_that_cannot_be_read() {
+    let server = Server::start();
+    for path in ["/healthz", "/readyz"] {
+        let response = client().get(server.url(path)).send().unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+        assert_eq!(response.text().unwrap(), "ok", "{path}");
+    }
+    // The media store's folder replaced by a file: the store does not answer. (A mode
+    // would not do: the tests run as root, whom no mode stops.)
+    let media = server.data.join(".ferry/media");
+    let aside = server.data.join(".ferry/media-aside");
+    std::fs::create_dir_all(&media).unwrap();
+    std::fs::rename(&media, &aside).unwrap();
+    std::fs::write(&media, b"not a folder").unwrap();
+    let (status, body) = json_answer(client().get(server.url("/readyz")).send().unwrap());
+    assert_error(status, &body, 503, "not_ready");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("media store"), "{message}");
+    // /healthz says only that the process answers.
+    let response = client().get(server.url("/healthz")).send().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    // Put back, ready again without a restart.
+    std::fs::remove_file(&media).unwrap();
+    std::fs::rename(&aside, &media).unwrap();
+    let response = client().get(server.url("/readyz")).send().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+}
+
+#[test]
+fn metrics_are_for_admins_only() {
+    let server = Server::start();
+    let person = server.add_person("pat");
+    let harness = server.create_token("me", "harness");
+    for token in [
+        None,
+        Some("fy_not_a_token"),
+        Some(&person[..]),
+        Some(&harness[..]),
+    ] {
+        let mut request = client().get(server.url("/metrics"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let (status, body) = json_answer(request.send().unwrap());
+        assert_error(status, &body, 404, "no_route");
+    }
+    scrape(&server, &server.token);
+}
+
+#[test]
+fn metrics_show_every_family_after_real_traffic() {
+    let server = Server::start();
+    let token = server.token.clone();
+
+    // An upload of 1000 bytes and a download of it.
+    let bytes = vec![b'x'; 1000];
+    let (status, body) = upload(&server, &token, "counted.txt", &bytes, None);
+    assert_eq!(status, 201, "{body}");
+    let response = client()
+        .get(server.url("/v1/files/content?path=public/counted.txt"))
+        .bearer_auth(&token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.bytes().unwrap().len(), 1000);
+    // A request no route has: counted as `other`, never by its path.
+    let response = client()
+        .get(server.url("/v1/no-such-route-7f3a"))
+        .bearer_auth(&token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+    // A call against a node that does not exist: a node call that failed.
+    let harness = server.create_token("me", "harness");
+    let out = mcp::drive(&json!({
+        "server": mcp::http(&server.url("/mcp"), &harness),
+        "steps": [mcp::call("dir_list", json!({"node": "no-such-node", "path": "/srv"}))],
+    }));
+    assert!(mcp::is_error(&out["results"][0]), "{out}");
+
+    // One event stream open while scraping.
+    let events = client()
+        .get(server.url("/v1/events"))
+        .bearer_auth(&token)
+        .timeout(Duration::from_secs(60))
+        .send()
+        .unwrap();
+    assert_eq!(events.status().as_u16(), 200);
+
+    let text = scrape(&server, &token);
+    let found = families(&text);
+    for family in FAMILIES {
+        assert!(found.contains(*family), "no family {family} in:\n{text}");
+    }
+    let upload_requests = sample(
+        &text,
+        r#"ferry_http_requests_total{method="POST",route="/v1/media",status="201"}"#,
+    );
+    assert_eq!(upload_requests, Some(1.0), "{text}");
+    // The multipart body carried the 1000 bytes and its framing.
+    let bytes_in = sample(
+        &text,
+        r#"ferry_http_request_bytes_total{route="/v1/media"}"#,
+    )
+    .unwrap();
+    assert!((1000.0..2000.0).contains(&bytes_in), "{bytes_in}\n{text}");
+    let bytes_out = sample(
+        &text,
+        r#"ferry_http_response_bytes_total{route="/v1/files/content"}"#,
+    );
+    assert_eq!(bytes_out, Some(1000.0), "{text}");
+    assert_eq!(
+        sample(
+            &text,
+            r#"ferry_upload_duration_seconds_count{kind="media"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            r#"ferry_http_requests_total{method="GET",route="other",status="404"}"#
+        )
+        .is_some(),
+        "{text}"
+    );
+    assert!(!text.contains("no-such-route-7f3a"), "{text}");
+    assert_eq!(
+        sample(
+            &text,
+            r#"ferry_node_call_duration_seconds_count{tool="dir_list",outcome="error"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "ferry_event_streams_open"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(sample(&text, "ferry_nodes_connected"), Some(0.0), "{text}");
+
+    // The stream closed: the gauge goes back down.
+    drop(events);
+    let mut open = None;
+    for _ in 0..50 {
+        open = sample(&scrape(&server, &token), "ferry_event_streams_open");
+        if open == Some(0.0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(open, Some(0.0));
+}

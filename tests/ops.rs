@@ -1,14 +1,20 @@
 //! Operating a gateway (spec scale S-OPS) through the real binary: `GET /healthz`,
-//! `GET /readyz` (and its 503 naming the media store when that cannot be read) and
-//! `GET /metrics` in the Prometheus text format, scraped after real traffic.
+//! `GET /readyz` (and its 503 naming the media store when that cannot be read),
+//! `GET /metrics` in the Prometheus text format, scraped after real traffic, and the
+//! drain on SIGTERM within `server.shutdown_grace_secs`.
 
 mod support;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::io::{ErrorKind, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{Server, assert_error, client, json_answer, mcp, upload};
+use support::{
+    Options, Server, assert_error, assert_no_temporaries, client, json_answer, mcp, multipart,
+    read_response, sha256_hex, status_of, upload,
+};
 
 /// The families S-OPS names, as `/metrics` must show them.
 const FAMILIES: &[&str] = &[
@@ -213,4 +219,116 @@ fn metrics_show_every_family_after_real_traffic() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(open, Some(0.0));
+}
+
+/// A `POST /v1/media` of `content` as `name` on a raw connection, of which only the
+/// headers and the first `first` bytes of the body are sent; the rest is returned.
+fn start_upload(server: &Server, name: &str, content: &[u8], first: usize) -> (TcpStream, Vec<u8>) {
+    let body = multipart("drainb0undary", &[("file", Some(name), content)]);
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    let head = format!(
+        "POST /v1/media HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: multipart/form-data; boundary=drainb0undary\r\n\
+         Content-Length: {}\r\n\r\n",
+        server.addr,
+        server.token,
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&body[..first]).unwrap();
+    (stream, body[first..].to_vec())
+}
+
+fn terminate(server: &Server) {
+    let pid = libc::pid_t::try_from(server.pid()).unwrap();
+    // SAFETY: a signal to the gateway this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+}
+
+/// Waits until a new connection to `addr` is refused; panics after `limit`.
+#[track_caller]
+fn wait_refused(addr: &str, limit: Duration) {
+    let until = Instant::now() + limit;
+    loop {
+        match TcpStream::connect(addr) {
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => return,
+            other => assert!(Instant::now() < until, "still connecting: {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn gateway_with_grace(grace_secs: u64) -> Server {
+    Server::start_with(Options {
+        env: vec![
+            (
+                "FERRY_SERVER__SHUTDOWN_GRACE_SECS".into(),
+                grace_secs.to_string(),
+            ),
+            (
+                "FERRY_MEDIA__MAX_UPLOAD_BYTES".into(),
+                (80u64 << 20).to_string(),
+            ),
+        ],
+        ..Options::default()
+    })
+}
+
+#[test]
+fn sigterm_lets_an_upload_in_flight_finish_refuses_new_connections_then_exits() {
+    let mut server = gateway_with_grace(60);
+    let content: Vec<u8> = (0..64u32 << 20).map(|i| (i % 251) as u8).collect();
+    let (mut stream, rest) = start_upload(&server, "drained.txt", &content, 4 << 20);
+    std::thread::sleep(Duration::from_millis(200));
+    terminate(&server);
+    wait_refused(&server.addr, Duration::from_secs(10));
+    assert!(
+        server.is_running(),
+        "the gateway left before the upload was done"
+    );
+    stream.write_all(&rest).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let answer = read_response(&mut stream);
+    assert_eq!(
+        status_of(&answer),
+        201,
+        "{}",
+        &answer[..answer.len().min(500)]
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(json["size"], 64u64 << 20);
+    assert_eq!(json["sha256"], sha256_hex(&content));
+    let status = server
+        .exit_within(Duration::from_secs(20))
+        .expect("the gateway did not exit once its last request was done");
+    assert!(status.success(), "{status}");
+    let placed = std::fs::read(server.workspace("me", None).join("public/drained.txt")).unwrap();
+    assert!(placed == content, "the placed file differs");
+    assert_no_temporaries(&server);
+}
+
+#[test]
+fn sigterm_ends_an_upload_still_running_at_the_grace_and_leaves_nothing_half_written() {
+    let mut server = gateway_with_grace(2);
+    let content: Vec<u8> = vec![b'y'; 8 << 20];
+    // Half the body, then nothing more: the upload is still running when the grace ends.
+    let (_stream, _rest) = start_upload(&server, "stalled.txt", &content, 4 << 20);
+    std::thread::sleep(Duration::from_millis(200));
+    let terminated = Instant::now();
+    terminate(&server);
+    let status = server
+        .exit_within(Duration::from_secs(15))
+        .expect("the gateway did not exit after its grace");
+    assert!(status.success(), "{status}");
+    let took = terminated.elapsed();
+    assert!(
+        took >= Duration::from_secs(2),
+        "left before the grace: {took:?}"
+    );
+    let public = server.workspace("me", None).join("public");
+    assert!(!public.join("stalled.txt").exists());
+    assert_no_temporaries(&server);
 }

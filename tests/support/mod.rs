@@ -256,6 +256,11 @@ impl Server {
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
     }
+
+    /// How the process ended, if it did within `limit`.
+    pub fn exit_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        exit_within(&mut self.child, limit)
+    }
 }
 
 impl Drop for Server {

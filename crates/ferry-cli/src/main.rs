@@ -399,6 +399,7 @@ fn serve(data: &Path, config: Config) -> Result<()> {
     ferry_tools::log_sandbox(&config);
     let listen = config.server.listen.clone();
     let header_timeout = Duration::from_secs(config.server.header_read_timeout_secs);
+    let grace = Duration::from_secs(config.server.shutdown_grace_secs);
     let created = !Site::exists(data);
     let site = Site::open(data, config)
         .with_context(|| format!("opening the site at {}", data.display()))?;
@@ -464,7 +465,7 @@ fn serve(data: &Path, config: Config) -> Result<()> {
             shutdown_signal().await;
             state.close_streams();
         };
-        ferry_gateway::serve(listener, router, header_timeout, shutdown).await?;
+        ferry_gateway::serve(listener, router, header_timeout, shutdown, grace).await?;
         Ok(())
     })
 }

@@ -18,6 +18,10 @@ pub const BODY_IDLE_TIMEOUT_SECS: u64 = 30;
 pub const BODY_MIN_BYTES_PER_SEC: u64 = 1024;
 /// Seconds a client has to send the request headers (`server.header_read_timeout_secs`).
 pub const HEADER_READ_TIMEOUT_SECS: u64 = 30;
+/// Seconds a stopping gateway lets requests in flight finish (`server.shutdown_grace_secs`).
+pub const SHUTDOWN_GRACE_SECS: u64 = 30;
+/// The longest grace a stopping gateway may be given: an hour.
+pub const SHUTDOWN_GRACE_MAX_SECS: u64 = 3600;
 /// Live event streams (`GET /v1/events`) one person may hold open at once (`server.max_event_streams`).
 pub const MAX_EVENT_STREAMS: u32 = 16;
 

@@ -12,8 +12,8 @@ use crate::limits::{
     MAX_EVENT_STREAMS, MEDIA_MAX_BYTES, MEDIA_TTL_HOURS, PERSON_MAX_BYTES,
 };
 use crate::limits::{
-    FOLDER_ZIP_MAX_BYTES, MEDIA_RESUMABLE_EXPIRY_SECS, MEDIA_RESUMABLE_MAX_BYTES, TRASH_DAYS,
-    TRASH_MAX_BYTES,
+    FOLDER_ZIP_MAX_BYTES, MEDIA_RESUMABLE_EXPIRY_SECS, MEDIA_RESUMABLE_MAX_BYTES,
+    SHUTDOWN_GRACE_SECS, TRASH_DAYS, TRASH_MAX_BYTES,
 };
 
 /// The whole effective configuration.
@@ -102,6 +102,8 @@ pub struct ServerConfig {
     pub header_read_timeout_secs: u64,
     /// Live event streams one person may hold open; more are `429`.
     pub max_event_streams: u32,
+    /// Seconds a stopping gateway (SIGTERM, Ctrl-C) lets requests in flight finish.
+    pub shutdown_grace_secs: u64,
 }
 
 impl Default for ServerConfig {
@@ -112,6 +114,7 @@ impl Default for ServerConfig {
             body_min_bytes_per_sec: BODY_MIN_BYTES_PER_SEC,
             header_read_timeout_secs: HEADER_READ_TIMEOUT_SECS,
             max_event_streams: MAX_EVENT_STREAMS,
+            shutdown_grace_secs: SHUTDOWN_GRACE_SECS,
         }
     }
 }

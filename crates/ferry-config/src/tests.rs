@@ -226,6 +226,19 @@ fn config_validation_limits() {
 }
 
 #[test]
+fn the_shutdown_grace_is_0_to_an_hour() {
+    assert_eq!(Config::default().server.shutdown_grace_secs, 30);
+    for ok in ["0", "3599", "3600"] {
+        let c = Config::load(None, env(&[("FERRY_SERVER__SHUTDOWN_GRACE_SECS", ok)])).unwrap();
+        assert_eq!(c.server.shutdown_grace_secs.to_string(), ok);
+    }
+    let err =
+        Config::load(None, env(&[("FERRY_SERVER__SHUTDOWN_GRACE_SECS", "3601")])).unwrap_err();
+    assert!(matches!(err, ConfigError::Invalid { .. }), "{err}");
+    assert!(err.to_string().contains("at most 3600"), "{err}");
+}
+
+#[test]
 fn config_agent_ids_only_in_container_mode() {
     let mut c = Config::default();
     c.site.agent_uid = Some(1);

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::limits::SHUTDOWN_GRACE_MAX_SECS;
 use crate::load::env_var_for;
 use crate::sections::DEFAULT_HELPER_PATH;
 use crate::{Config, ConfigError, SiteMode, TOOL_NAMES};
@@ -27,6 +28,12 @@ impl Config {
             return Err(invalid(
                 "server.header_read_timeout_secs",
                 "must be greater than 0, or every request is cut off",
+            ));
+        }
+        if self.server.shutdown_grace_secs > SHUTDOWN_GRACE_MAX_SECS {
+            return Err(invalid(
+                "server.shutdown_grace_secs",
+                &format!("must be at most {SHUTDOWN_GRACE_MAX_SECS} (an hour)"),
             ));
         }
         if let Some(upstream) = &self.agent.upstream

@@ -374,6 +374,7 @@ pub async fn serve(
     router: Router,
     header_read_timeout: Duration,
     shutdown: impl std::future::Future<Output = ()>,
+    grace: Duration,
 ) -> std::io::Result<()> {
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
@@ -416,9 +417,14 @@ pub async fn serve(
             }
         });
     }
+    // Closed now, so a new connection is refused at once rather than left waiting in
+    // the backlog of a server that will never take it.
+    drop(listener);
     tokio::select! {
         () = graceful.shutdown() => {}
-        () = tokio::time::sleep(Duration::from_secs(10)) => tracing::warn!("closing with requests still open"),
+        () = tokio::time::sleep(grace) => {
+            tracing::warn!("closing with requests still open after {} s", grace.as_secs());
+        }
     }
     Ok(())
 }

@@ -137,6 +137,14 @@ fn metrics_show_every_family_after_real_traffic() {
         .send()
         .unwrap();
     assert_eq!(response.status().as_u16(), 404);
+    // A method HTTP does not define: counted as `other`, never by its name.
+    let odd = reqwest::Method::from_bytes(b"FROBNICATE7F3A").unwrap();
+    let response = client()
+        .request(odd, server.url("/v1/files"))
+        .bearer_auth(&token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 405);
     // A call against a node that does not exist: a node call that failed.
     let harness = server.create_token("me", "harness");
     let out = mcp::drive(&json!({
@@ -193,6 +201,15 @@ fn metrics_show_every_family_after_real_traffic() {
         "{text}"
     );
     assert!(!text.contains("no-such-route-7f3a"), "{text}");
+    assert!(
+        sample(
+            &text,
+            r#"ferry_http_requests_total{method="other",route="/v1/files",status="405"}"#
+        )
+        .is_some(),
+        "{text}"
+    );
+    assert!(!text.contains("FROBNICATE"), "{text}");
     assert_eq!(
         sample(
             &text,

@@ -18,7 +18,8 @@
 //! | `ferry_media_store_bytes`, `ferry_media_store_blobs` | gauge | |
 //!
 //! A route label is the route's pattern (`/v1/nodes/{id}/approve`), never a path: a
-//! request for a path no route has counts as `other`, so no client can grow the label set.
+//! request for a path no route has counts as `other`, and so does a method HTTP does not
+//! define, so no client can grow the label set.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -126,7 +127,7 @@ pub(crate) fn request_done(
 ) {
     metrics::counter!(
         "ferry_http_requests_total",
-        "method" => method.as_str().to_owned(),
+        "method" => method_label(method),
         "route" => route.to_owned(),
         "status" => status.as_str().to_owned(),
     )
@@ -135,6 +136,23 @@ pub(crate) fn request_done(
         .increment(bytes_out);
     if let Some(kind) = upload_kind(method, route) {
         metrics::histogram!("ferry_upload_duration_seconds", "kind" => kind).record(took);
+    }
+}
+
+/// The method's label: one of the methods HTTP defines, else `other`, since a client
+/// may send any token as a method and each would be a series of its own.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    match method.as_str() {
+        "GET" => "GET",
+        "HEAD" => "HEAD",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        "OPTIONS" => "OPTIONS",
+        "CONNECT" => "CONNECT",
+        "TRACE" => "TRACE",
+        _ => "other",
     }
 }
 

@@ -86,8 +86,20 @@ fn healthz_and_readyz_answer_and_readyz_names_the_store_that_cannot_be_read() {
     // /healthz says only that the process answers.
     let response = client().get(server.url("/healthz")).send().unwrap();
     assert_eq!(response.status().as_u16(), 200);
-    // Put back, ready again without a restart.
+    // Gone altogether: not ready, and the readiness check does not make it anew.
     std::fs::remove_file(&media).unwrap();
+    let (status, body) = json_answer(client().get(server.url("/readyz")).send().unwrap());
+    assert_error(status, &body, 503, "not_ready");
+    assert!(
+        !media.exists(),
+        "the readiness check made the store's folder"
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        !message.contains(&*server.data.to_string_lossy()),
+        "{message}"
+    );
+    // Put back, ready again without a restart.
     std::fs::rename(&aside, &media).unwrap();
     let response = client().get(server.url("/readyz")).send().unwrap();
     assert_eq!(response.status().as_u16(), 200);
@@ -105,6 +117,13 @@ fn metrics_are_for_admins_only() {
         Some(&harness[..]),
     ] {
         let mut request = client().get(server.url("/metrics"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let (status, body) = json_answer(request.send().unwrap());
+        assert_error(status, &body, 404, "no_route");
+        // Nor does another method tell that the route exists.
+        let mut request = client().post(server.url("/metrics"));
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
@@ -348,4 +367,36 @@ fn sigterm_ends_an_upload_still_running_at_the_grace_and_leaves_nothing_half_wri
     let public = server.workspace("me", None).join("public");
     assert!(!public.join("stalled.txt").exists());
     assert_no_temporaries(&server);
+}
+
+#[test]
+fn sigterm_does_not_wait_past_its_grace_for_a_tool_call_that_waits() {
+    let mut server = gateway_with_grace(2);
+    // A page open, so that a pick waits for the person (ten minutes at most).
+    let _events = client()
+        .get(server.url("/v1/events"))
+        .bearer_auth(&server.token)
+        .timeout(Duration::from_secs(60))
+        .send()
+        .unwrap();
+    let harness = server.create_token("me", "harness");
+    let url = server.url("/mcp");
+    let picking = std::thread::spawn(move || {
+        mcp::try_drive(&json!({
+            "server": mcp::http(&url, &harness),
+            "steps": [mcp::call("file_pick", json!({"prompt": "which file?"}))],
+            "timeout_secs": 30,
+        }))
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!picking.is_finished(), "the pick did not wait");
+    let terminated = Instant::now();
+    terminate(&server);
+    let status = server
+        .exit_within(Duration::from_secs(15))
+        .expect("the gateway waited for the pick past its grace");
+    assert!(status.success(), "{status}");
+    let took = terminated.elapsed();
+    assert!(took < Duration::from_secs(8), "exited only after {took:?}");
+    let _ = picking.join();
 }

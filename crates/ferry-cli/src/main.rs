@@ -432,7 +432,7 @@ fn serve(data: &Path, config: Config) -> Result<()> {
     let state =
         ferry_gateway::AppState::new(Arc::new(site))?.with_worker(mcp_cmd::worker_program()?);
     let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&listen)
             .await
             .with_context(|| format!("listening on {listen}"))?;
@@ -467,8 +467,16 @@ fn serve(data: &Path, config: Config) -> Result<()> {
         };
         ferry_gateway::serve(listener, router, header_timeout, shutdown, grace).await?;
         Ok(())
-    })
+    });
+    // The grace is over: work still running (an agent's command or wait on a blocking
+    // thread, a tool call) is abandoned rather than waited for, which dropping the
+    // runtime would do without end.
+    runtime.shutdown_timeout(SHUTDOWN_STRAGGLERS);
+    served
 }
+
+/// How long a stopping gateway waits, after its grace, for blocking work to notice.
+const SHUTDOWN_STRAGGLERS: Duration = Duration::from_millis(500);
 
 async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

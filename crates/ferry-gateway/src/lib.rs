@@ -221,6 +221,11 @@ impl AppState {
     pub fn start_background(&self) -> Result<(), ferry_site::SiteError> {
         self.site.revoke_relay_tokens()?;
         self.site.clear_node_connections()?;
+        // The media store's folder is made here, at start, and never by `/readyz`, which
+        // reports it missing instead.
+        if let Err(e) = self.site.media() {
+            tracing::warn!("the media store cannot be opened: {e}");
+        }
         tokio::spawn(events::watch_attachments(self.clone()));
         tokio::spawn(interactions::sweep_picks(self.clone()));
         tokio::spawn(sweep_saved_output(self.clone()));
@@ -301,7 +306,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics))
+        .route("/metrics", get(ops::metrics).fallback(nodes::other_method))
         .route("/v1/events", get(events::stream))
         .route("/v1/chat", post(chat::chat))
         .route("/v1/chat/history", get(chat::history))

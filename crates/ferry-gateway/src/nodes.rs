@@ -42,7 +42,7 @@ pub(crate) fn routes() -> Router<AppState> {
 
 /// Another method on a node route: told to an admin, hidden from anyone else like the
 /// route itself.
-async fn other_method(_: Admin) -> ApiError {
+pub(crate) async fn other_method(_: Admin) -> ApiError {
     ApiError::new(
         Code::MethodNotAllowed,
         "this route does not take that method",

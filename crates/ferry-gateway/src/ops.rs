@@ -194,12 +194,17 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<&'static str
             e.message
         )));
     }
-    let store = match state.site.media() {
-        Ok(store) => store,
-        Err(e) => return Err(not_ready(format!("the media store cannot be opened: {e}"))),
-    };
-    if let Err(e) = store.blobs().ready().await {
-        return Err(not_ready(format!("the media store does not answer: {e}")));
+    // Looked at without opening the store, which would make a missing folder anew.
+    let store = state.site.media_dir();
+    let readable = tokio::task::spawn_blocking(move || std::fs::read_dir(&store).map(drop)).await;
+    match readable {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            return Err(not_ready(format!(
+                "the media store's folder (.ferry/media in the data folder) cannot be read: {e}"
+            )));
+        }
+        Err(e) => return Err(ApiError::internal("readiness check", e)),
     }
     Ok("ok")
 }

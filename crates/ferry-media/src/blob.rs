@@ -136,16 +136,6 @@ impl Blobs {
         })
     }
 
-    /// Whether the store answers (`GET /readyz`): on the local file system, its folder
-    /// can be read.
-    pub async fn ready(&self) -> Result<(), MediaError> {
-        let root = self.root.clone();
-        tokio::task::spawn_blocking(move || std::fs::read_dir(&root).map(drop))
-            .await
-            .map_err(|e| MediaError::Source(std::io::Error::other(e)))?
-            .map_err(MediaError::from)
-    }
-
     /// Streams `content` into a temporary, hashing as it goes; more than `max_bytes`
     /// bytes is [`MediaError::TooLarge`] and leaves nothing behind.
     pub async fn stage<S>(&self, content: S, max_bytes: u64) -> Result<Staged, MediaError>

@@ -53,10 +53,15 @@ impl Site {
         ))
     }
 
+    /// The folder of the media store's blobs, [`MEDIA_DIR`] in the data folder.
+    pub fn media_dir(&self) -> std::path::PathBuf {
+        self.path().join(MEDIA_DIR)
+    }
+
     /// The media store of this site: blobs under [`MEDIA_DIR`], records in the metadata
     /// database, records kept `[media] ttl_hours`.
     pub fn media(&self) -> Result<MediaStore, MediaError> {
-        let blobs = Blobs::local(&self.path().join(MEDIA_DIR))?;
+        let blobs = Blobs::local(&self.media_dir())?;
         let records = Arc::new(SqliteMediaRecords {
             db: self.db.clone(),
         });

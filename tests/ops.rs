@@ -294,6 +294,13 @@ fn wait_refused(addr: &str, limit: Duration) {
     }
 }
 
+/// Waits for the gateway to exit, within `limit`, with status 0.
+#[track_caller]
+fn exits_cleanly(server: &mut Server, limit: Duration, otherwise: &str) {
+    let status = server.exit_within(limit).expect(otherwise);
+    assert!(status.success(), "{status}");
+}
+
 fn gateway_with_grace(grace_secs: u64) -> Server {
     Server::start_with(Options {
         env: vec![
@@ -337,10 +344,11 @@ fn sigterm_lets_an_upload_in_flight_finish_refuses_new_connections_then_exits() 
         serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
     assert_eq!(json["size"], 64u64 << 20);
     assert_eq!(json["sha256"], sha256_hex(&content));
-    let status = server
-        .exit_within(Duration::from_secs(20))
-        .expect("the gateway did not exit once its last request was done");
-    assert!(status.success(), "{status}");
+    exits_cleanly(
+        &mut server,
+        Duration::from_secs(20),
+        "the gateway did not exit once its last request was done",
+    );
     let placed = std::fs::read(server.workspace("me", None).join("public/drained.txt")).unwrap();
     assert!(placed == content, "the placed file differs");
     assert_no_temporaries(&server);
@@ -355,10 +363,11 @@ fn sigterm_ends_an_upload_still_running_at_the_grace_and_leaves_nothing_half_wri
     std::thread::sleep(Duration::from_millis(200));
     let terminated = Instant::now();
     terminate(&server);
-    let status = server
-        .exit_within(Duration::from_secs(15))
-        .expect("the gateway did not exit after its grace");
-    assert!(status.success(), "{status}");
+    exits_cleanly(
+        &mut server,
+        Duration::from_secs(15),
+        "the gateway did not exit after its grace",
+    );
     let took = terminated.elapsed();
     assert!(
         took >= Duration::from_secs(2),
@@ -392,10 +401,11 @@ fn sigterm_does_not_wait_past_its_grace_for_a_tool_call_that_waits() {
     assert!(!picking.is_finished(), "the pick did not wait");
     let terminated = Instant::now();
     terminate(&server);
-    let status = server
-        .exit_within(Duration::from_secs(15))
-        .expect("the gateway waited for the pick past its grace");
-    assert!(status.success(), "{status}");
+    exits_cleanly(
+        &mut server,
+        Duration::from_secs(15),
+        "the gateway waited for the pick past its grace",
+    );
     let took = terminated.elapsed();
     assert!(took < Duration::from_secs(8), "exited only after {took:?}");
     let _ = picking.join();

@@ -196,16 +196,14 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<&'static str
     }
     // Looked at without opening the store, which would make a missing folder anew.
     let store = state.site.media_dir();
-    let readable = tokio::task::spawn_blocking(move || std::fs::read_dir(&store).map(drop)).await;
-    match readable {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            return Err(not_ready(format!(
+    blocking(move || {
+        std::fs::read_dir(&store).map(drop).map_err(|e| {
+            not_ready(format!(
                 "the media store's folder (.ferry/media in the data folder) cannot be read: {e}"
-            )));
-        }
-        Err(e) => return Err(ApiError::internal("readiness check", e)),
-    }
+            ))
+        })
+    })
+    .await?;
     Ok("ok")
 }
 

@@ -89,7 +89,25 @@ pub struct Server {
     pub token: String,
     pub data: PathBuf,
     options: Options,
+    /// The PostgreSQL database of this site's metadata, on a run that asks for one
+    /// (`FERRY_TEST_METADATA=postgres`); dropped with the server.
+    metadata: Option<ferry_sql::testing::PostgresDatabase>,
     _tmp: tempfile::TempDir,
+}
+
+/// The variable that points a gateway or a command at PostgreSQL metadata.
+pub const METADATA_URL: &str = "FERRY_METADATA__URL";
+
+/// On a run with `FERRY_TEST_METADATA=postgres`, a fresh PostgreSQL database for one
+/// site's metadata (every gateway and command of the site is pointed at it).
+fn test_metadata(options: &Options) -> Option<ferry_sql::testing::PostgresDatabase> {
+    if options.env.iter().any(|(k, _)| k == METADATA_URL) {
+        return None;
+    }
+    match std::env::var(ferry_site::testing::ENGINE_VARIABLE).as_deref() {
+        Ok("postgres") => Some(ferry_sql::testing::PostgresDatabase::create()),
+        _ => None,
+    }
 }
 
 /// Starts `ferry serve` on `data` (logging to `<dir>/server.log`, appended) and returns
@@ -154,7 +172,13 @@ impl Server {
         })
     }
 
-    pub fn start_with(options: Options) -> Server {
+    pub fn start_with(mut options: Options) -> Server {
+        let metadata = test_metadata(&options);
+        if let Some(db) = &metadata {
+            options
+                .env
+                .push((METADATA_URL.to_owned(), db.url().to_owned()));
+        }
         let tmp = tempfile::tempdir().unwrap();
         let data = tmp.path().join("site");
         std::fs::create_dir_all(&data).unwrap();
@@ -174,6 +198,7 @@ impl Server {
             token: token.to_owned(),
             data,
             options,
+            metadata,
             _tmp: tmp,
         }
     }
@@ -211,11 +236,75 @@ impl Server {
 
     /// Runs the `ferry` CLI on this server's data dir.
     pub fn ferry(&self, args: &[&str]) -> Output {
-        ferry_command()
-            .args(args)
-            .env("FERRY_DATA", &self.data)
-            .output()
-            .unwrap()
+        self.ferry_on_site().args(args).output().unwrap()
+    }
+
+    /// The `ferry` command set for this server's site: its data dir and, on a
+    /// PostgreSQL run, its metadata database.
+    pub fn ferry_on_site(&self) -> Command {
+        let mut cmd = ferry_command();
+        cmd.env("FERRY_DATA", &self.data);
+        for (key, value) in &self.options.env {
+            if key == METADATA_URL {
+                cmd.env(key, value);
+            }
+        }
+        cmd
+    }
+
+    /// Starts another gateway on this one's site (its data dir and metadata), with logs
+    /// of its own; signed in with this one's token.
+    pub fn start_beside(&self) -> Server {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = Options {
+            listen: None,
+            ..self.options.clone()
+        };
+        let (child, stdout, line) = spawn_serve(tmp.path(), &self.data, &options);
+        let base = line.trim_end_matches('/').to_owned();
+        // Ready once it hears the other gateways' events.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while client()
+            .get(format!("{base}/readyz"))
+            .send()
+            .map_or(true, |r| r.status().as_u16() != 200)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{base} never got ready"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Server {
+            child,
+            stdout,
+            addr: base.trim_start_matches("http://").to_owned(),
+            base,
+            token: self.token.clone(),
+            data: self.data.clone(),
+            options,
+            metadata: None,
+            _tmp: tmp,
+        }
+    }
+
+    /// The site beside the gateway, opened as another process would (with the
+    /// gateway's metadata).
+    pub fn site(&self) -> ferry_site::Site {
+        let mut config = ferry_config::Config::default();
+        config.metadata.url = self
+            .options
+            .env
+            .iter()
+            .find(|(k, _)| k == METADATA_URL)
+            .map(|(_, v)| v.clone());
+        ferry_site::Site::open(&self.data, config).expect("the site opens beside the gateway")
+    }
+
+    /// Kills the gateway at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Adds a person with the CLI and returns their token (the last line it prints).

@@ -437,6 +437,7 @@ fn serve(data: &Path, config: Config) -> Result<()> {
             .await
             .with_context(|| format!("listening on {listen}"))?;
         let addr = listener.local_addr()?;
+        let state = state.with_address(addr);
         state.start_background()?;
         let shown = std::fs::canonicalize(data).unwrap_or_else(|_| data.to_path_buf());
         let how = if created { "created" } else { "opened" };
@@ -459,13 +460,15 @@ fn serve(data: &Path, config: Config) -> Result<()> {
         }
         let _ = stdout.flush();
         drop(stdout);
-        let state = state.with_address(addr);
         let router = ferry_gateway::router(state.clone());
+        let stopping = state.clone();
         let shutdown = async move {
             shutdown_signal().await;
-            state.close_streams();
+            stopping.close_streams();
         };
-        ferry_gateway::serve(listener, router, header_timeout, shutdown, grace).await?;
+        let served = ferry_gateway::serve(listener, router, header_timeout, shutdown, grace).await;
+        state.stopped().await;
+        served?;
         Ok(())
     });
     // The grace is over: work still running (an agent's command or wait on a blocking

@@ -41,6 +41,17 @@ pub(crate) enum SiteCommand {
         #[command(flatten)]
         site: SiteArgs,
     },
+    /// Copies the site's SQLite metadata into an empty PostgreSQL database (spec S-META),
+    /// in one transaction, and checks every table's row count. The SQLite file is left as
+    /// it was. Stop the gateway first: what it writes during the copy stays behind. The
+    /// password comes from FERRY_METADATA__PASSWORD or the URL.
+    MigrateMetadata {
+        /// The PostgreSQL database to copy into: postgres://user@host/db.
+        #[arg(long, value_name = "URL")]
+        to: String,
+        #[command(flatten)]
+        site: SiteArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -75,7 +86,35 @@ pub(crate) fn site(command: SiteCommand) -> Result<ExitCode> {
             _ => init_host(&site, helper_source, helper_path),
         },
         SiteCommand::Check { site } => check(&site),
+        SiteCommand::MigrateMetadata { to, site } => migrate_metadata(&site, &to),
     }
+}
+
+fn migrate_metadata(args: &SiteArgs, to: &str) -> Result<ExitCode> {
+    if !to.starts_with("postgres://") && !to.starts_with("postgresql://") {
+        bail!("--to takes a postgres:// address");
+    }
+    if !Site::exists(&args.data) {
+        bail!("there is no site at {}", args.data.display());
+    }
+    let config = load_config(args)?;
+    let copied = ferry_site::migrate_metadata(&args.data, to, config.metadata.password.as_deref())
+        .context("copying the metadata to PostgreSQL")?;
+    for table in &copied {
+        println!(
+            "{:<20} {:>8} rows in SQLite, {:>8} in PostgreSQL",
+            table.table, table.sqlite, table.postgres
+        );
+    }
+    println!(
+        "copied; every count matches. Set [metadata] url in ferry.toml (its password in \
+         FERRY_METADATA__PASSWORD) and start the gateway; {} is left as it was.",
+        args.data
+            .join(ferry_site::layout::SERVICE_DIR)
+            .join(ferry_site::DB_FILE)
+            .display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The exit status of a set-up that left some person out (the others were set up).

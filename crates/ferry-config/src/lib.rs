@@ -17,8 +17,8 @@ pub use error::ConfigError;
 pub use nodes::{NodePolicyConfig, NodesConfig};
 pub use sections::{
     AgentConfig, AgentIds, ApiKey, Config, DEFAULT_HELPER_PATH, DeleteApproval, DeliveriesConfig,
-    ExecConfig, FilesConfig, LimitsConfig, MediaConfig, SandboxChoice, ServerConfig, SiteConfig,
-    SiteMode, TOOL_NAMES, ToolsConfig,
+    ExecConfig, FilesConfig, LimitsConfig, MediaConfig, MetadataConfig, SandboxChoice,
+    ServerConfig, SiteConfig, SiteMode, TOOL_NAMES, ToolsConfig,
 };
 
 #[cfg(test)]

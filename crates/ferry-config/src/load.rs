@@ -111,6 +111,12 @@ impl Config {
         if let Some(upstream) = &mut shown.agent.upstream {
             *upstream = without_secrets(upstream);
         }
+        if let Some(url) = &mut shown.metadata.url {
+            *url = without_secrets(url);
+        }
+        if shown.metadata.password.is_some() {
+            shown.metadata.password = Some("REDACTED".to_owned());
+        }
         let body = toml::to_string_pretty(&shown)
             .expect("Config holds only strings, u32/u64 below i64::MAX, lists and tables");
         format!(

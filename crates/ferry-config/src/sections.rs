@@ -40,6 +40,21 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Nodes: the transfer caps and the gateway's policy per node (N-PAIR, N-TOOLS).
     pub nodes: crate::NodesConfig,
+    /// Where the metadata lives: SQLite in `.ferry/` unless a PostgreSQL URL is given (S-META).
+    pub metadata: MetadataConfig,
+}
+
+/// The `[metadata]` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetadataConfig {
+    /// `postgres://user@host/db`: the metadata moves to PostgreSQL; absent, SQLite.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The PostgreSQL password, best given as `FERRY_METADATA__PASSWORD`; wins over one
+    /// in the URL. Never printed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
 }
 
 /// How ferry is deployed relative to the agents whose files it serves.

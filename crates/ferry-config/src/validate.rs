@@ -36,6 +36,14 @@ impl Config {
                 &format!("must be at most {SHUTDOWN_GRACE_MAX_SECS} (an hour)"),
             ));
         }
+        if let Some(url) = &self.metadata.url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            return Err(invalid(
+                "metadata.url",
+                "must be a postgres:// address (leave it out for SQLite in .ferry/)",
+            ));
+        }
         if let Some(upstream) = &self.agent.upstream
             && !(upstream.starts_with("http://") || upstream.starts_with("https://"))
         {

@@ -75,9 +75,9 @@ const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(15);
 #[derive(Clone, Debug, Serialize)]
 pub struct FileEvent {
     #[serde(skip)]
-    person: String,
-    project: Option<String>,
-    paths: Vec<String>,
+    pub(crate) person: String,
+    pub(crate) project: Option<String>,
+    pub(crate) paths: Vec<String>,
 }
 
 /// One watched workspace: a person and a project (`None`: the main workspace).
@@ -125,12 +125,12 @@ enum Refused {
 /// A node changed (`id: None`: some nodes, which were not all heard of).
 #[derive(Clone, Debug, Serialize)]
 pub struct NodesEvent {
-    id: Option<String>,
+    pub(crate) id: Option<String>,
 }
 
 /// What one person's pages are told.
 #[derive(Clone, Debug)]
-enum PageEvent {
+pub(crate) enum PageEvent {
     Files(FileEvent),
     Interactions(InteractionsEvent),
     /// For every admin's pages.
@@ -175,6 +175,11 @@ pub struct Events {
     /// Held from reading a person's `public/attachments/` to comparing it with `known`, so
     /// every reading is compared with the one before it and a change is published once.
     comparing: tokio::sync::Mutex<()>,
+    /// Where events are shared with the site's other gateways, when it has a shared
+    /// metadata database (set at start).
+    pub(crate) shared: std::sync::OnceLock<crate::events_shared::Outbox>,
+    /// What hears the other gateways' events, on such a site (set at start).
+    pub(crate) listener: std::sync::OnceLock<ferry_site::SiteListener>,
 }
 
 impl Default for Events {
@@ -186,6 +191,8 @@ impl Default for Events {
             refused: Mutex::new(HashSet::new()),
             interactions: Default::default(),
             comparing: tokio::sync::Mutex::new(()),
+            shared: std::sync::OnceLock::new(),
+            listener: std::sync::OnceLock::new(),
         }
     }
 }
@@ -193,8 +200,7 @@ impl Default for Events {
 impl Events {
     /// Tells `person`'s open pages that `paths` changed in a workspace.
     pub fn publish(&self, person: &str, project: Option<&str>, paths: Vec<String>) {
-        // No receiver is not an error: nobody has a page open.
-        let _ = self.tx.send(PageEvent::Files(FileEvent {
+        self.send(PageEvent::Files(FileEvent {
             person: person.to_owned(),
             project: project.map(str::to_owned),
             paths,
@@ -203,9 +209,23 @@ impl Events {
 
     /// Tells the admins' open pages that the node `id` changed.
     pub(crate) fn publish_nodes(&self, id: &str) {
-        let _ = self.tx.send(PageEvent::Nodes(NodesEvent {
+        self.send(PageEvent::Nodes(NodesEvent {
             id: Some(id.to_owned()),
         }));
+    }
+
+    /// Sends an event to this gateway's pages and shares it with the other gateways'.
+    fn send(&self, event: PageEvent) {
+        if let Some(outbox) = self.shared.get() {
+            outbox.share(&event);
+        }
+        self.deliver(event);
+    }
+
+    /// Sends an event to this gateway's pages only (one another gateway shared).
+    pub(crate) fn deliver(&self, event: PageEvent) {
+        // No receiver is not an error: nobody has a page open.
+        let _ = self.tx.send(event);
     }
 
     /// Tells a person's open pages which of their requests are pending now.
@@ -214,7 +234,7 @@ impl Events {
     }
 
     /// The people with at least one page open.
-    fn watched(&self) -> Vec<String> {
+    pub(crate) fn watched(&self) -> Vec<String> {
         self.lock().keys().cloned().collect()
     }
 
@@ -274,8 +294,13 @@ impl Events {
             };
             if let Some(before) = before {
                 let changed = ferry_site::attachments_changed(before, &now);
+                // For this gateway's pages only: every gateway compares for its own.
                 if !changed.is_empty() {
-                    self.publish(person, project.as_deref(), changed);
+                    self.deliver(PageEvent::Files(FileEvent {
+                        person: person.to_owned(),
+                        project: project.clone(),
+                        paths: changed,
+                    }));
                 }
             }
             let read = Instant::now();
@@ -488,7 +513,7 @@ pub async fn announce_node_changes(state: AppState) {
             Err(broadcast::error::RecvError::Lagged(_)) => None,
             Err(broadcast::error::RecvError::Closed) => return,
         };
-        let _ = state.events.tx.send(PageEvent::Nodes(NodesEvent { id }));
+        state.events.send(PageEvent::Nodes(NodesEvent { id }));
     }
 }
 

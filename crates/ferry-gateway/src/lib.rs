@@ -12,6 +12,7 @@ mod deliveries;
 mod delivery_name;
 mod error;
 mod events;
+mod events_shared;
 mod extract;
 mod files;
 mod find;
@@ -85,6 +86,9 @@ pub struct AppState {
     agent_key: Option<ferry_config::ApiKey>,
     /// The resumable uploads this gateway has touched (tus, `/v1/uploads`).
     uploads: Arc<tus::Uploads>,
+    /// This gateway among the site's gateways (S-GATEWAYS): what it holds for itself
+    /// (relay tokens, node marks) carries it.
+    gateway_id: Arc<str>,
 }
 
 /// Why the gateway could not be set up.
@@ -128,6 +132,7 @@ impl AppState {
             address: None,
             agent_key,
             uploads: Arc::default(),
+            gateway_id: ferry_fs::random_base32::<10>().into(),
         })
     }
 
@@ -208,19 +213,22 @@ impl AppState {
             return Ok(token.clone());
         }
         let (site, who) = (self.site.clone(), person.to_owned());
-        let token = blocking(move || site.create_relay_token(&who)).await?;
+        let gateway = self.gateway_id.clone();
+        let token = blocking(move || site.create_relay_token(&who, &gateway)).await?;
         tokens.insert(person.to_owned(), token.clone());
         Ok(token)
     }
 
     /// Starts the work that runs beside the requests: noticing files agents write into
     /// `public/attachments/` for the pages that are open, sweeping, closing the links of
-    /// nodes revoked on the data dir. Revokes the relay tokens an earlier run of the
-    /// gateway left behind, and clears the `connected` marks it left: no node is
-    /// connected to a gateway that is only starting.
+    /// nodes revoked on the data dir. Registers this gateway among the site's (S-GATEWAYS)
+    /// and keeps marking it seen; the relay tokens and node marks of gateways that are
+    /// gone (an earlier run of this one among them) are swept.
     pub fn start_background(&self) -> Result<(), ferry_site::SiteError> {
-        self.site.revoke_relay_tokens()?;
-        self.site.clear_node_connections()?;
+        let address = self.address.map(|a| a.to_string()).unwrap_or_default();
+        self.site.register_gateway(&self.gateway_id, &address)?;
+        events_shared::start(self);
+        tokio::spawn(beat(self.clone(), address));
         // The media store's folder is made here, at start, and never by `/readyz`, which
         // reports it missing instead.
         if let Err(e) = self.site.media() {
@@ -236,6 +244,42 @@ impl AppState {
         tokio::spawn(node_link::watch_revocations(self.clone()));
         tokio::spawn(events::announce_node_changes(self.clone()));
         Ok(())
+    }
+
+    /// This gateway stops: it leaves the site's gateways, and its relay tokens and node
+    /// marks go with it (the other gateways' stay).
+    pub async fn stopped(&self) {
+        let (site, id) = (self.site.clone(), self.gateway_id.clone());
+        if let Err(e) = blocking(move || site.gateway_stopped(&id)).await {
+            tracing::warn!("leaving the site's gateways: {}", e.message);
+        }
+    }
+}
+
+/// Marks the gateway seen every [`ferry_site::GATEWAY_BEAT_SECS`], and sweeps what
+/// gateways that stopped beating left behind.
+async fn beat(state: AppState, address: String) {
+    let mut ticks = tokio::time::interval(Duration::from_secs(ferry_site::GATEWAY_BEAT_SECS));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = state.closing.cancelled() => return,
+        }
+        let (site, id, address) = (
+            state.site.clone(),
+            state.gateway_id.clone(),
+            address.clone(),
+        );
+        let beat = blocking(move || {
+            site.gateway_seen(&id, &address)?;
+            site.sweep_gateways()
+        })
+        .await;
+        if let Err(e) = beat {
+            tracing::warn!("marking this gateway seen: {}", e.message);
+        }
     }
 }
 

@@ -66,11 +66,11 @@ impl NodeLinks {
     }
 
     /// Writes the node's `connected` mark as the hub has it now.
-    async fn mark(&self, site: &Arc<Site>, node_id: &str) {
+    async fn mark(&self, site: &Arc<Site>, node_id: &str, gateway: &Arc<str>) {
         let _turn = self.marks.lock().await;
         let connected = self.hub.is_connected(node_id);
-        let (site, id) = (site.clone(), node_id.to_owned());
-        if let Err(e) = blocking(move || site.set_node_connected(&id, connected)).await {
+        let (site, id, gateway) = (site.clone(), node_id.to_owned(), gateway.clone());
+        if let Err(e) = blocking(move || site.set_node_connected(&id, connected, &gateway)).await {
             tracing::warn!(node = node_id, "recording the link's state: {}", e.message);
         }
     }
@@ -231,7 +231,7 @@ async fn serve_node(state: AppState, socket: WebSocket, slot: (OwnedSemaphorePer
     let link = Link::spawn(sink, stream, LinkConfig::new(Role::Gateway), None);
     let links = &state.nodes;
     let generation = links.hub.attach(&node.id, link.clone());
-    links.mark(&state.site, &node.id).await;
+    links.mark(&state.site, &node.id, &state.gateway_id).await;
     drop(slot);
     // A revoke that came between the admission and the attach found no link to close.
     if revoked_meanwhile(&state.site, &node.id).await {
@@ -241,7 +241,7 @@ async fn serve_node(state: AppState, socket: WebSocket, slot: (OwnedSemaphorePer
     let cause = link.closed().await;
     links.hub.detach(&node.id, generation);
     drop(link);
-    links.mark(&state.site, &node.id).await;
+    links.mark(&state.site, &node.id, &state.gateway_id).await;
     tracing::info!(node = node.id, "node disconnected: {cause}");
 }
 

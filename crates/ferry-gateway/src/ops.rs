@@ -183,8 +183,9 @@ pub(crate) async fn healthz() -> &'static str {
     "ok"
 }
 
-/// `GET /readyz`: `ok` when the metadata database and the media store both answer,
-/// else 503 `not_ready` naming which does not, and why.
+/// `GET /readyz`: `ok` when the metadata database and the media store both answer (and,
+/// on a site several gateways share, this one hears the others' events), else 503
+/// `not_ready` naming which does not, and why.
 pub(crate) async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
     let site = state.site.clone();
     let metadata = blocking(move || site.ping()).await;
@@ -204,6 +205,11 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<&'static str
         })
     })
     .await?;
+    if !crate::events_shared::hearing(&state) {
+        return Err(not_ready(
+            "not yet hearing the other gateways' events (PostgreSQL notifications)".into(),
+        ));
+    }
     Ok("ok")
 }
 

@@ -255,7 +255,7 @@ fn site_samples() -> Vec<SiteError> {
             why: "is a symbolic link".into(),
         },
         SiteError::UnknownToken("fy_abc".into()),
-        SiteError::Db(rusqlite::Error::QueryReturnedNoRows),
+        SiteError::Db(ferry_sql::Error::Unreachable("down".into())),
         SiteError::Io(io::Error::other("layout")),
         SiteError::UnknownNode("\"0123\"".into()),
         SiteError::BadNodeHello("the name must have 1 to 64 bytes".into()),

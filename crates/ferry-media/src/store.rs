@@ -152,8 +152,11 @@ impl MediaStore {
         let created = seconds(SystemTime::now());
         let record = MediaRecord {
             id: MediaId::issue(original_name, &sniffed.extension),
-            original_name: original_name.to_owned(),
-            source,
+            original_name: kept_text(original_name),
+            source: MediaSource {
+                path: kept_text(&source.path),
+                ..source
+            },
             size: staged.size,
             sha256: staged.sha256.clone(),
             media_type: sniffed.media_type,
@@ -226,4 +229,10 @@ pub(crate) fn seconds(time: SystemTime) -> i64 {
     time.duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
+}
+
+/// A name or path as the records keep it: a NUL (which no file system allows in a name,
+/// and no metadata engine stores in text alike) becomes U+FFFD; everything else stays.
+fn kept_text(text: &str) -> String {
+    text.replace('\0', "\u{FFFD}")
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::db::{Db, now_secs};
+use crate::db::{Db, Exec, now_secs, params};
 use crate::{Site, SiteError, check_id};
 
 pub(crate) const SCHEMA: &str = "
@@ -77,19 +77,17 @@ pub struct Artifact {
 /// person knows them) into their workspace-relative form; a row from a site folder that
 /// has since moved keeps only its file name. Runs at every open; a no-op once done.
 pub(crate) fn relativize_legacy_paths(db: &Db, data: &Path) -> Result<(), SiteError> {
-    let conn = db.conn();
-    let legacy = {
-        let mut stmt =
-            conn.prepare("SELECT id, person, path FROM artifacts WHERE path LIKE '/%'")?;
-        stmt.query_map([], |row| {
-            Ok((
-                row.get::<_, i64>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
+    let legacy = db.rows(
+        "SELECT id, person, path FROM artifacts WHERE substr(path, 1, 1) = '/'",
+        params![],
+        |row| {
+            Ok::<_, SiteError>((
+                row.get::<i64>(0)?,
+                row.get::<String>(1)?,
+                row.get::<String>(2)?,
             ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?
-    };
+        },
+    )?;
     for (id, person, path) in legacy {
         let abs = Path::new(&path);
         let rel = crate::person_relative(data, &person, abs).unwrap_or_else(|| {
@@ -97,7 +95,10 @@ pub(crate) fn relativize_legacy_paths(db: &Db, data: &Path) -> Result<(), SiteEr
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         });
-        conn.execute("UPDATE artifacts SET path = ?1 WHERE id = ?2", (rel, id))?;
+        db.execute(
+            "UPDATE artifacts SET path = ?1 WHERE id = ?2",
+            params![rel, id],
+        )?;
     }
     Ok(())
 }
@@ -107,18 +108,17 @@ impl Site {
     /// is left as it was, a changed one gets a new row (the manifest is a history).
     pub fn record_artifact(&self, person: &str, record: &Artifact) -> Result<bool, SiteError> {
         check_id("person", person)?;
-        let seen = self.db.row(
+        let seen = self.db.exists(
             "SELECT 1 FROM artifacts WHERE person = ?1 AND kind = ?2 AND path = ?3 AND sha256 = ?4",
-            (person, record.kind.as_str(), &record.path, &record.sha256),
-            |_| Ok(()),
+            params![person, record.kind.as_str(), &record.path, &record.sha256],
         )?;
-        if seen.is_some() {
+        if seen {
             return Ok(false);
         }
-        self.db.conn().execute(
+        self.db.execute(
             "INSERT INTO artifacts (person, kind, task, slug, path, size, sha256, delivered_as, \
              mtime, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            (
+            params![
                 person,
                 record.kind.as_str(),
                 &record.task,
@@ -128,8 +128,8 @@ impl Site {
                 &record.sha256,
                 &record.delivered_as,
                 record.mtime,
-                now_secs(),
-            ),
+                now_secs()
+            ],
         )?;
         Ok(true)
     }
@@ -146,8 +146,8 @@ impl Site {
         let newest = self.db.row(
             "SELECT size, mtime FROM artifacts WHERE person = ?1 AND kind = 'artifact' \
              AND path = ?2 ORDER BY id DESC LIMIT 1",
-            (person, path),
-            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+            params![person, path],
+            |row| Ok::<_, SiteError>((row.get::<i64>(0)?, row.get::<i64>(1)?)),
         )?;
         Ok(newest == Some((size as i64, mtime)))
     }
@@ -155,40 +155,38 @@ impl Site {
     /// The person's manifest, oldest first.
     pub fn artifacts(&self, person: &str) -> Result<Vec<Artifact>, SiteError> {
         self.require_person(person)?;
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
+        self.db.rows(
             "SELECT kind, task, slug, path, size, sha256, delivered_as, created FROM artifacts \
              WHERE person = ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([person], |row| {
-            let kind: String = row.get(0)?;
-            Ok(Artifact {
-                kind: if kind == "delivery" {
-                    ArtifactKind::Delivery
-                } else {
-                    ArtifactKind::Artifact
-                },
-                task: row.get(1)?,
-                slug: row.get(2)?,
-                path: row.get(3)?,
-                size: row.get::<_, i64>(4)?.max(0) as u64,
-                sha256: row.get(5)?,
-                delivered_as: row.get(6)?,
-                mtime: 0,
-                created: crate::rfc3339(
-                    std::time::UNIX_EPOCH
-                        + std::time::Duration::from_secs(row.get::<_, i64>(7)?.max(0) as u64),
-                ),
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            params![person],
+            |row| {
+                let kind: String = row.get(0)?;
+                Ok(Artifact {
+                    kind: if kind == "delivery" {
+                        ArtifactKind::Delivery
+                    } else {
+                        ArtifactKind::Artifact
+                    },
+                    task: row.get(1)?,
+                    slug: row.get(2)?,
+                    path: row.get(3)?,
+                    size: row.get::<i64>(4)?.max(0) as u64,
+                    sha256: row.get(5)?,
+                    delivered_as: row.get(6)?,
+                    mtime: 0,
+                    created: crate::rfc3339(
+                        std::time::UNIX_EPOCH
+                            + std::time::Duration::from_secs(row.get::<i64>(7)?.max(0) as u64),
+                    ),
+                })
+            },
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_config::Config;
 
     fn record(site: &Site, path: &str) {
         site.record_artifact(
@@ -213,7 +211,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let data = std::fs::canonicalize(tmp.path()).unwrap();
         {
-            let site = Site::open(&data, Config::default()).unwrap();
+            let site = Site::open(&data, crate::testing::config(&data)).unwrap();
             site.add_person("me").unwrap();
             let home = data.join("home/me/drafts/a.txt");
             let private = data.join("private/people/me/artifacts/q3/r.md");
@@ -222,7 +220,7 @@ mod tests {
             record(&site, "/elsewhere/old-site/home/me/b.txt");
             record(&site, "shared/public/c.txt");
         }
-        let site = Site::open(&data, Config::default()).unwrap();
+        let site = Site::open(&data, crate::testing::config(&data)).unwrap();
         let paths: Vec<String> = site
             .artifacts("me")
             .unwrap()

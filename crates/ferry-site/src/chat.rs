@@ -9,7 +9,9 @@
 
 use ferry_config::limits::{CHAT_PAGE_MAX_BYTES, CHAT_PAGE_MAX_MESSAGES};
 
-use crate::db::now_secs;
+use ferry_sql::Engine;
+
+use crate::db::{Db, Exec, now_secs, params};
 use crate::{Site, SiteError};
 
 /// Where each workspace's current conversation starts: after message `after` (M-DAILY
@@ -149,25 +151,38 @@ impl Site {
         max_bytes: u64,
         cost: impl Fn(&ChatMessage) -> u64,
     ) -> Result<Vec<ChatMessage>, SiteError> {
+        // Read a batch of rows at a time, newest first, so a long conversation is never
+        // listed whole when the budget ends after a few messages.
+        const BATCH: i64 = 64;
         let max_text = self.config().agent.max_reply_bytes;
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(&format!(
+        let sql = format!(
             "SELECT {MESSAGE_COLUMNS} FROM chat_messages
-             WHERE person = ?1 AND project = ?2 AND {CURRENT} ORDER BY id DESC"
-        ))?;
-        let rows = stmt.query_map(rusqlite::params![person, project_key(project)], Row::new)?;
-        let (mut messages, mut left) = (Vec::new(), max_bytes);
-        for row in rows {
-            let row = row?;
-            if row.text_max_bytes(max_text) > left {
+             WHERE person = ?1 AND project = ?2 AND id < ?3 AND {CURRENT}
+             ORDER BY id DESC LIMIT ?4"
+        );
+        let (mut messages, mut left, mut before) = (Vec::new(), max_bytes, i64::MAX);
+        'batches: loop {
+            let rows = self.db.rows(
+                &sql,
+                params![person, project_key(project), before, BATCH],
+                Row::new,
+            )?;
+            let last_batch = (rows.len() as i64) < BATCH;
+            for row in rows {
+                before = row.id;
+                if row.text_max_bytes(max_text) > left {
+                    break 'batches;
+                }
+                let m = row.read(&self.db, max_text)?;
+                match left.checked_sub(cost(&m)) {
+                    Some(rest) => left = rest,
+                    None => break 'batches,
+                }
+                messages.push(m);
+            }
+            if last_batch {
                 break;
             }
-            let m = row.read(&conn, max_text)?;
-            match left.checked_sub(cost(&m)) {
-                Some(rest) => left = rest,
-                None => break,
-            }
-            messages.push(m);
         }
         messages.reverse();
         Ok(messages)
@@ -185,25 +200,24 @@ impl Site {
     ) -> Result<ChatPage, SiteError> {
         let limit = limit.clamp(1, CHAT_PAGE_MAX_MESSAGES);
         let max_text = self.config().agent.max_reply_bytes;
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM chat_messages
-             WHERE person = ?1 AND project = ?2 AND id < ?3 AND {CURRENT}
-             ORDER BY id DESC LIMIT ?4"
-        ))?;
         // One more than the page, to know whether an older page exists.
-        let rows = stmt.query_map(
-            rusqlite::params![
+        let rows = self.db.rows(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM chat_messages
+                 WHERE person = ?1 AND project = ?2 AND id < ?3 AND {CURRENT}
+                 ORDER BY id DESC LIMIT ?4"
+            ),
+            params![
                 person,
                 project_key(project),
                 before.unwrap_or(i64::MAX),
                 (limit + 1) as i64
             ],
-            |r| Row::new(r)?.read(&conn, max_text),
+            Row::new,
         )?;
         let (mut messages, mut bytes, mut earlier) = (Vec::new(), 0usize, None);
         for row in rows {
-            let m = row?;
+            let m = row.read(&self.db, max_text)?;
             let full = messages.len() == limit
                 || (!messages.is_empty() && bytes + m.text.len() > CHAT_PAGE_MAX_BYTES);
             if full {
@@ -220,15 +234,13 @@ impl Site {
     /// Starts a new conversation in a workspace: the messages so far are archived (kept,
     /// but no longer listed or sent upstream). Answers the new conversation's mark.
     pub fn new_conversation(&self, person: &str, project: Option<&str>) -> Result<i64, SiteError> {
-        let conn = self.db.conn();
-        conn.execute(
+        self.db.execute(
             "INSERT INTO chat_starts (person, project, after, started)
              VALUES (?1, ?2, (SELECT COALESCE(MAX(id), 0) FROM chat_messages), ?3)
              ON CONFLICT (person, project) DO UPDATE SET after = excluded.after,
                  started = excluded.started",
-            rusqlite::params![person, project_key(project), now_secs()],
+            params![person, project_key(project), now_secs()],
         )?;
-        drop(conn);
         self.conversation_mark(person, project)
     }
 
@@ -240,7 +252,7 @@ impl Site {
             .db
             .row(
                 "SELECT after FROM chat_starts WHERE person = ?1 AND project = ?2",
-                rusqlite::params![person, project_key(project)],
+                params![person, project_key(project)],
                 |r| r.get(0),
             )?
             .unwrap_or(0))
@@ -256,10 +268,10 @@ impl Site {
         attachments: &[String],
     ) -> Result<(), SiteError> {
         let attachments = serde_json::to_string(attachments).unwrap_or_else(|_| "[]".to_owned());
-        self.db.conn().execute(
+        self.db.execute(
             "INSERT INTO chat_messages (person, project, role, text, attachments, created)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            rusqlite::params![
+            params![
                 person,
                 project_key(project),
                 role.as_str(),
@@ -283,11 +295,11 @@ struct Row {
 }
 
 impl Row {
-    fn new(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    fn new(r: &ferry_sql::Row) -> Result<Row, SiteError> {
         Ok(Row {
             id: r.get(0)?,
             role: r.get(1)?,
-            length: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+            length: u64::try_from(r.get::<i64>(2)?).unwrap_or(0),
             attachments: r.get(3)?,
             created: r.get(4)?,
         })
@@ -300,12 +312,24 @@ impl Row {
 
     /// The message with its text; a text longer than a saved reply may be is cut to
     /// `max_text` like a reply, and never read whole.
-    fn read(self, conn: &rusqlite::Connection, max_text: u64) -> rusqlite::Result<ChatMessage> {
-        let mut bytes = vec![0; self.text_max_bytes(max_text) as usize];
-        if !bytes.is_empty() {
-            conn.blob_open("main", "chat_messages", "text", self.id, true)?
-                .read_at_exact(&mut bytes, 0)?;
-        }
+    fn read(self, db: &Db, max_text: u64) -> Result<ChatMessage, SiteError> {
+        let want = self.text_max_bytes(max_text);
+        let bytes: Vec<u8> = if want == 0 {
+            Vec::new()
+        } else {
+            // The first bytes only, cut by the database: a long text never crosses whole.
+            let sql = match db.engine() {
+                Engine::Sqlite => {
+                    "SELECT substr(CAST(text AS BLOB), 1, ?2) FROM chat_messages WHERE id = ?1"
+                }
+                Engine::Postgres => {
+                    "SELECT substring(convert_to(text, 'UTF8') FROM 1 FOR CAST(?2 AS INTEGER))
+                     FROM chat_messages WHERE id = ?1"
+                }
+            };
+            db.row(sql, params![self.id, want], |r| r.get(0))?
+                .unwrap_or_default()
+        };
         let mut text = whole_chars(&bytes);
         if self.length > saved_max_bytes(max_text) {
             // What was read is longer than the cap (the read takes the note's room too).
@@ -361,7 +385,7 @@ mod tests {
 
     fn site_with(config: ferry_config::Config) -> (tempfile::TempDir, Site) {
         let tmp = tempfile::tempdir().unwrap();
-        let site = Site::open(tmp.path(), config).unwrap();
+        let site = Site::open(tmp.path(), crate::testing::metadata(tmp.path(), config)).unwrap();
         site.add_person("me").unwrap();
         (tmp, site)
     }

@@ -1,7 +1,7 @@
 //! Circles (spec core C-SITE): named groups of persons sharing `circles/<circle>/`.
 //! In host mode each circle is the group `fy_circle_<circle>` (spec tools T-ID).
 
-use crate::db::now_secs;
+use crate::db::{Exec, now_secs, params};
 use crate::ids::check_id;
 use crate::{Site, SiteError};
 
@@ -43,21 +43,20 @@ impl Site {
             check_id("person", person)?;
             self.require_person(person)?;
         }
-        {
-            let mut conn = self.db.conn();
-            let tx = conn.transaction()?;
+        self.db.transaction(|tx| {
             tx.execute(
-                "INSERT OR IGNORE INTO circles (id, created) VALUES (?1, ?2)",
-                rusqlite::params![id, now_secs()],
+                "INSERT INTO circles (id, created) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                params![id, now_secs()],
             )?;
             for person in members {
                 tx.execute(
-                    "INSERT OR IGNORE INTO circle_members (circle, person) VALUES (?1, ?2)",
-                    [id, person.as_str()],
+                    "INSERT INTO circle_members (circle, person) VALUES (?1, ?2)
+                     ON CONFLICT DO NOTHING",
+                    params![id, person],
                 )?;
             }
-            tx.commit()?;
-        }
+            Ok::<_, SiteError>(())
+        })?;
         self.make_dir(&crate::layout::circle(id), CIRCLE_DIR_MODE, None)?;
         // Circles are never removed, so the one just written is there.
         self.circle(id)?
@@ -66,21 +65,19 @@ impl Site {
 
     /// One circle, or `None` if there is none by that id.
     pub fn circle(&self, id: &str) -> Result<Option<Circle>, SiteError> {
-        let created = self
-            .db
-            .row("SELECT created FROM circles WHERE id = ?1", [id], |r| {
-                r.get::<_, i64>(0)
-            })?;
+        let created = self.db.row(
+            "SELECT created FROM circles WHERE id = ?1",
+            params![id],
+            |r| r.get::<i64>(0),
+        )?;
         let Some(created) = created else {
             return Ok(None);
         };
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
+        let members = self.db.rows(
             "SELECT person FROM circle_members WHERE circle = ?1 ORDER BY person",
+            params![id],
+            |r| r.get(0),
         )?;
-        let members = stmt
-            .query_map([id], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
         Ok(Some(Circle {
             id: id.to_owned(),
             members,
@@ -90,12 +87,11 @@ impl Site {
 
     /// Every circle with its members, sorted by id.
     pub fn circles(&self) -> Result<Vec<Circle>, SiteError> {
-        let ids: Vec<String> = {
-            let conn = self.db.conn();
-            let mut stmt = conn.prepare("SELECT id FROM circles ORDER BY id")?;
-            stmt.query_map([], |r| r.get(0))?
-                .collect::<Result<_, _>>()?
-        };
+        let ids: Vec<String> =
+            self.db
+                .rows("SELECT id FROM circles ORDER BY id", params![], |r| {
+                    r.get(0)
+                })?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             if let Some(circle) = self.circle(&id)? {
@@ -107,23 +103,21 @@ impl Site {
 
     /// The ids of the circles `person` belongs to, sorted.
     pub fn circles_of(&self, person: &str) -> Result<Vec<String>, SiteError> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
+        Ok(self.db.rows(
             "SELECT circle FROM circle_members WHERE person = ?1 ORDER BY circle",
-        )?;
-        let rows = stmt.query_map([person], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            params![person],
+            |r| r.get(0),
+        )?)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use crate::{Site, SiteError};
-    use ferry_config::Config;
 
     fn site() -> (tempfile::TempDir, Site) {
         let tmp = tempfile::tempdir().unwrap();
-        let site = Site::open(tmp.path(), Config::default()).unwrap();
+        let site = Site::open(tmp.path(), crate::testing::config(tmp.path())).unwrap();
         (tmp, site)
     }
 

@@ -1,16 +1,19 @@
-//! The metadata database: people, projects and tokens, in SQLite on disk.
+//! The metadata database: people, projects, tokens and the rest, in SQLite in the service
+//! folder or in PostgreSQL (spec S-META), through ferry-sql's one interface.
 //!
-//! The gateway and the administration commands open the same file at once, so the
-//! database runs in WAL mode with a busy timeout, and the gateway reads tokens from it
-//! on every request (a token made by `ferry token create` works at once).
+//! The gateway and the administration commands open the same database at once, and the
+//! gateway reads tokens from it on every request (a token made by `ferry token create`
+//! works at once).
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension};
+use ferry_config::MetadataConfig;
+pub(crate) use ferry_sql::{Db, Exec, params};
+use ferry_sql::{Migration, Step};
 
 use crate::SiteError;
+use crate::layout::SERVICE_DIR;
+use crate::site::DB_FILE;
 
 /// The base tables; modules with tables of their own add their schema to `SCHEMAS`.
 const SCHEMA: &str = "
@@ -45,74 +48,103 @@ CREATE TABLE IF NOT EXISTS tokens (
 );
 ";
 
-/// Every schema, run in order at open (each statement is `IF NOT EXISTS`).
-const SCHEMAS: &[&str] = &[
-    SCHEMA,
-    crate::chat::SCHEMA,
-    crate::interactions::SCHEMA,
-    crate::artifacts::SCHEMA,
-    crate::circles::SCHEMA,
-    crate::media::SCHEMA,
-    crate::nodes::SCHEMA,
-    crate::trash::SCHEMA,
-    crate::shares::SCHEMA,
-    crate::resumable::SCHEMA,
+/// The schema's versions, applied in order at open (spec S-META). Version 1 is the
+/// schema as it stood when versions began: on a SQLite database made before then, its
+/// `IF NOT EXISTS` statements and added columns bring it to the same place.
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        steps: &[
+            Step::Sql(SCHEMA),
+            Step::Sql(crate::chat::SCHEMA),
+            Step::Sql(crate::interactions::SCHEMA),
+            Step::Sql(crate::artifacts::SCHEMA),
+            Step::Sql(crate::circles::SCHEMA),
+            Step::Sql(crate::media::SCHEMA),
+            Step::Sql(crate::nodes::SCHEMA),
+            Step::Sql(crate::trash::SCHEMA),
+            Step::Sql(crate::shares::SCHEMA),
+            Step::Sql(crate::resumable::SCHEMA),
+            // Added to databases made before them: whether a node is connected (N-ADMIN) and
+            // a project's display name (M-DAILY; empty: shown by its id).
+            Step::AddColumn {
+                table: "nodes",
+                column: "connected",
+                decl: "INTEGER NOT NULL DEFAULT 0",
+            },
+            Step::AddColumn {
+                table: "projects",
+                column: "name",
+                decl: "TEXT NOT NULL DEFAULT ''",
+            },
+        ],
+    },
+    Migration {
+        // Several gateways on one site (S-GATEWAYS): who is running, and which gateway
+        // holds each node's link.
+        version: 2,
+        steps: &[
+            Step::Sql(crate::gateways::SCHEMA),
+            Step::AddColumn {
+                table: "nodes",
+                column: "gateway",
+                decl: "TEXT NOT NULL DEFAULT ''",
+            },
+            // The order rows were made in, for listings that show it (PostgreSQL has no
+            // rowid): one more than the largest so far at each insert.
+            Step::AddColumn {
+                table: "media",
+                column: "seq",
+                decl: "INTEGER NOT NULL DEFAULT 0",
+            },
+            Step::AddColumn {
+                table: "nodes",
+                column: "seq",
+                decl: "INTEGER NOT NULL DEFAULT 0",
+            },
+            Step::AddColumn {
+                table: "interactions",
+                column: "seq",
+                decl: "INTEGER NOT NULL DEFAULT 0",
+            },
+        ],
+    },
 ];
 
-/// One connection, shared behind a lock: every query here is a point lookup or a tiny write.
-pub(crate) struct Db {
-    conn: Mutex<Connection>,
+/// The value of a `seq` column for a row inserted now into `table`.
+pub(crate) fn next_seq(table: &str) -> String {
+    format!("(SELECT COALESCE(MAX(seq), 0) + 1 FROM {table})")
 }
 
-impl Db {
-    pub(crate) fn open(path: &Path) -> Result<Db, SiteError> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(10))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        for schema in SCHEMAS {
-            conn.execute_batch(schema)?;
-        }
-        crate::nodes::add_connected_column(&conn)?;
-        add_project_name_column(&conn)?;
-        Ok(Db {
-            conn: Mutex::new(conn),
-        })
-    }
+/// Every table of the schema, each after the tables it refers to.
+pub(crate) const TABLES: &[&str] = &[
+    "persons",
+    "circles",
+    "projects",
+    "tokens",
+    "chat_messages",
+    "chat_starts",
+    "interactions",
+    "web_presence",
+    "artifacts",
+    "circle_members",
+    "media",
+    "nodes",
+    "trash",
+    "shares",
+    "resumable_uploads",
+    "gateways",
+];
 
-    /// Runs a one-row query through the statement cache; `None` when no row matches.
-    pub(crate) fn row<T, P: rusqlite::Params>(
-        &self,
-        sql: &str,
-        params: P,
-        map: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    ) -> Result<Option<T>, SiteError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(sql)?;
-        Ok(stmt.query_row(params, map).optional()?)
-    }
-
-    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the lock leaves SQLite itself consistent; carry on.
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// Adds `projects.name` (M-DAILY display names) to a database made before it; an empty
-/// name means the project is shown by its id. Safe when two processes open at once.
-fn add_project_name_column(conn: &Connection) -> rusqlite::Result<()> {
-    let has_column = |conn: &Connection| {
-        conn.prepare("SELECT 1 FROM pragma_table_info('projects') WHERE name = 'name'")?
-            .exists([])
+/// Opens the site's metadata: PostgreSQL when `[metadata] url` names it, else the SQLite
+/// file in the service folder; brings its schema up to date.
+pub(crate) fn open(data: &Path, config: &MetadataConfig) -> Result<Db, SiteError> {
+    let db = match &config.url {
+        Some(url) => Db::postgres(url, config.password.as_deref())?,
+        None => Db::sqlite(&data.join(SERVICE_DIR).join(DB_FILE))?,
     };
-    if has_column(conn)? {
-        return Ok(());
-    }
-    match conn.execute_batch("ALTER TABLE projects ADD COLUMN name TEXT NOT NULL DEFAULT ''") {
-        Err(_) if has_column(conn)? => Ok(()),
-        other => other,
-    }
+    db.migrate(MIGRATIONS)?;
+    Ok(db)
 }
 
 /// Seconds since the Unix epoch, for `created` columns.
@@ -132,9 +164,10 @@ mod tests {
     #[test]
     fn projects_made_before_names_are_shown_by_their_id() {
         let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("old.db");
+        std::fs::create_dir_all(tmp.path().join(SERVICE_DIR)).unwrap();
+        let path = tmp.path().join(SERVICE_DIR).join(DB_FILE);
         {
-            let old = Connection::open(&path).unwrap();
+            let old = rusqlite::Connection::open(&path).unwrap();
             old.execute_batch(
                 "CREATE TABLE persons (id TEXT PRIMARY KEY, created INTEGER NOT NULL);
                  CREATE TABLE projects (person TEXT NOT NULL REFERENCES persons(id),
@@ -145,11 +178,14 @@ mod tests {
             .unwrap();
         }
         for _ in 0..2 {
-            let db = Db::open(&path).unwrap();
+            let db = open(tmp.path(), &MetadataConfig::default()).unwrap();
             let name: String = db
-                .row("SELECT name FROM projects WHERE id = 'q2'", [], |r| {
-                    r.get(0)
-                })
+                .row(
+                    "SELECT name FROM projects WHERE id = 'q2'",
+                    params![],
+                    |r| r.get(0),
+                )
+                .map_err(SiteError::from)
                 .unwrap()
                 .unwrap();
             assert_eq!(name, "");

@@ -105,7 +105,7 @@ pub enum SiteError {
     Fs(#[from] FsError),
     /// The metadata database refused a query.
     #[error("metadata database: {0}")]
-    Db(#[from] rusqlite::Error),
+    Db(#[from] ferry_sql::Error),
     /// Laying out or reading the site's folders failed outside the confined operations.
     #[error("site layout: {0}")]
     Io(#[from] std::io::Error),

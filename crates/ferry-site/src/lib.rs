@@ -10,10 +10,12 @@ mod circles;
 mod db;
 mod error;
 mod folder_zip;
+mod gateways;
 mod ids;
 mod interactions;
 pub mod layout;
 mod media;
+mod metadata_move;
 mod migrate;
 mod nodes;
 mod public;
@@ -35,13 +37,15 @@ pub use check::Finding;
 pub use circles::Circle;
 pub use error::SiteError;
 pub use folder_zip::ZipPlan;
+pub use gateways::{GATEWAY_BEAT_SECS, GATEWAY_SILENT_SECS, GatewaysSwept, SiteListener};
 pub use ids::check_id;
 pub use interactions::{
     ApprovalOutcome, ClaimedPick, INTERACTION_POLL_INTERVAL, Interaction, InteractionError,
     InteractionKind, PickArrival, PickOutcome, PickRequest, PutInPlace,
     WEB_PRESENCE_TOUCH_INTERVAL, WEB_PRESENCE_TTL, is_interaction_id,
 };
-pub use media::SqliteMediaRecords;
+pub use media::DbMediaRecords;
+pub use metadata_move::{TableCopied, migrate_metadata};
 pub use migrate::{legacy_public_target, migrate_legacy_public};
 pub use nodes::{
     NODE_COMMANDS_MAX, NODE_FIELD_MAX_BYTES, NodeHello, NodeRecord, NodeState, NodeView,
@@ -54,9 +58,70 @@ pub use resumable::ResumableRecord;
 pub use search::{Found, FoundLine, SearchQuery, SearchResults, fold};
 pub use shares::{SHARE_ROUTE_PREFIX, Share, ShareError, check_share_expiry};
 pub use shown::{delivery_notice, person_relative};
-pub use site::{DEFAULT_PERSON, Project, Site, project_folder_error};
+pub use site::{DB_FILE, DEFAULT_PERSON, Project, Site, project_folder_error};
 pub use time::rfc3339;
 pub use tokens::{Principal, TokenKind};
 pub use trash::{TrashEntry, TrashError, TrashRoom, Trashed, open_trash, purge_trash};
 pub use usage::{Counter, QuotaClaim, USAGE_RECOUNT_AFTER};
 pub use workspace::{Workspace, open_container};
+
+#[doc(hidden)]
+pub mod testing {
+    //! For tests: the configuration of a test site whose metadata is on the engine the
+    //! run asks for. `FERRY_TEST_METADATA=postgres` puts every test site's metadata in a
+    //! PostgreSQL database of its own (on the server `FERRY_TEST_POSTGRES_URL` names),
+    //! the same one each time the same data folder is opened; otherwise SQLite.
+
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    use ferry_config::Config;
+
+    /// The variable that picks the engine: `postgres`, or `sqlite` (the default).
+    pub const ENGINE_VARIABLE: &str = "FERRY_TEST_METADATA";
+
+    /// The default configuration, with the metadata on the engine of the run.
+    pub fn config(data: &Path) -> Config {
+        metadata(data, Config::default())
+    }
+
+    /// The metadata database of the test site at `data`, opened beside the site (as
+    /// another process would), to change it behind the site's back.
+    pub fn metadata_db(data: &Path) -> ferry_sql::Db {
+        let config = config(data);
+        match &config.metadata.url {
+            Some(url) => ferry_sql::Db::postgres(url, None),
+            None => ferry_sql::Db::sqlite(
+                &data
+                    .join(crate::layout::SERVICE_DIR)
+                    .join(crate::site::DB_FILE),
+            ),
+        }
+        .expect("the test site's metadata database")
+    }
+
+    /// `config` with the metadata on the engine of the run.
+    pub fn metadata(data: &Path, mut config: Config) -> Config {
+        match std::env::var(ENGINE_VARIABLE).as_deref() {
+            Ok("postgres") => {
+                static DATABASES: Mutex<Option<HashMap<PathBuf, String>>> = Mutex::new(None);
+                let key = std::path::absolute(data).unwrap_or_else(|_| data.to_path_buf());
+                let mut databases = DATABASES.lock().unwrap_or_else(|e| e.into_inner());
+                let url = databases
+                    .get_or_insert_with(HashMap::new)
+                    .entry(key)
+                    .or_insert_with(|| {
+                        // Kept for the whole run: the server is a throwaway one.
+                        let db =
+                            Box::leak(Box::new(ferry_sql::testing::PostgresDatabase::create()));
+                        db.url().to_owned()
+                    });
+                config.metadata.url = Some(url.clone());
+            }
+            Ok("sqlite") | Err(_) => {}
+            Ok(other) => panic!("{ENGINE_VARIABLE}={other:?}: say postgres or sqlite"),
+        }
+        config
+    }
+}

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_media::{Blobs, MediaError, MediaId, MediaRecord, MediaRecords, MediaSource, MediaStore};
-use rusqlite::Row;
+use ferry_sql::{Row, Value};
 
 use crate::Site;
-use crate::db::Db;
+use crate::db::{Db, Exec, params};
 use crate::layout::MEDIA_DIR;
 
 pub(crate) const SCHEMA: &str = "
@@ -31,8 +31,8 @@ CREATE INDEX IF NOT EXISTS media_by_blob ON media (sha256);
 const COLUMNS: &str =
     "id, original_name, source_node, source_path, size, sha256, media_type, created, expires";
 
-/// [`MediaRecords`] in the site's SQLite database.
-pub struct SqliteMediaRecords {
+/// [`MediaRecords`] in the site's metadata database.
+pub struct DbMediaRecords {
     db: Arc<Db>,
 }
 
@@ -41,10 +41,10 @@ impl Site {
     /// size); a blob no record holds any longer, waiting for the sweeper, is not counted.
     pub fn media_stored(&self) -> Result<(u64, u64), crate::SiteError> {
         let row = self.db.row(
-            "SELECT COALESCE(SUM(size), 0), COUNT(*) \
-             FROM (SELECT MAX(size) AS size FROM media GROUP BY sha256)",
-            [],
-            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+            "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT), COUNT(*) \
+             FROM (SELECT MAX(size) AS size FROM media GROUP BY sha256) AS blobs",
+            params![],
+            |row| Ok::<_, crate::SiteError>((row.get::<i64>(0)?, row.get::<i64>(1)?)),
         )?;
         let (bytes, blobs) = row.unwrap_or((0, 0));
         Ok((
@@ -62,7 +62,7 @@ impl Site {
     /// database, records kept `[media] ttl_hours`.
     pub fn media(&self) -> Result<MediaStore, MediaError> {
         let blobs = Blobs::local(&self.media_dir())?;
-        let records = Arc::new(SqliteMediaRecords {
+        let records = Arc::new(DbMediaRecords {
             db: self.db.clone(),
         });
         let ttl = Duration::from_secs(self.config().media.ttl_hours.saturating_mul(3600));
@@ -75,76 +75,73 @@ impl Site {
     }
 }
 
-fn db_error(e: rusqlite::Error) -> MediaError {
+fn db_error(e: ferry_sql::Error) -> MediaError {
     MediaError::Records(e.to_string())
 }
 
-fn record_of(row: &Row<'_>) -> rusqlite::Result<Result<MediaRecord, MediaError>> {
-    let id: String = row.get(0)?;
-    let size: i64 = row.get(4)?;
+fn record_of(row: &Row) -> Result<MediaRecord, MediaError> {
+    let get = |e: ferry_sql::Error| db_error(e);
+    let id: String = row.get(0).map_err(get)?;
+    let size: i64 = row.get(4).map_err(get)?;
     // A row this code did not write (an id that no longer parses) is reported, not
     // trusted.
     let Ok(parsed) = MediaId::parse(&id) else {
-        return Ok(Err(MediaError::Records(format!(
+        return Err(MediaError::Records(format!(
             "the media table holds {id:?}, which is not a media id"
-        ))));
+        )));
     };
-    Ok(Ok(MediaRecord {
-        id: parsed,
-        original_name: row.get(1)?,
-        source: MediaSource {
-            node: row.get(2)?,
-            path: row.get(3)?,
-        },
-        size: u64::try_from(size).unwrap_or(0),
-        sha256: row.get(5)?,
-        media_type: row.get(6)?,
-        created: row.get(7)?,
-        expires: row.get(8)?,
-        local_path: None,
-    }))
+    let read = || -> Result<MediaRecord, ferry_sql::Error> {
+        Ok(MediaRecord {
+            id: parsed,
+            original_name: row.get(1)?,
+            source: MediaSource {
+                node: row.get(2)?,
+                path: row.get(3)?,
+            },
+            size: u64::try_from(size).unwrap_or(0),
+            sha256: row.get(5)?,
+            media_type: row.get(6)?,
+            created: row.get(7)?,
+            expires: row.get(8)?,
+            local_path: None,
+        })
+    };
+    read().map_err(get)
 }
 
-impl SqliteMediaRecords {
-    fn many<P: rusqlite::Params>(
-        &self,
-        sql: &str,
-        params: P,
-    ) -> Result<Vec<MediaRecord>, MediaError> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(sql).map_err(db_error)?;
-        let rows = stmt.query_map(params, record_of).map_err(db_error)?;
-        let mut records = Vec::new();
-        for row in rows {
-            records.push(row.map_err(db_error)??);
-        }
-        Ok(records)
+impl DbMediaRecords {
+    fn many(&self, sql: &str, params: &[Value]) -> Result<Vec<MediaRecord>, MediaError> {
+        self.db
+            .rows(sql, params, |r| Ok::<_, ferry_sql::Error>(record_of(r)))
+            .map_err(db_error)?
+            .into_iter()
+            .collect()
     }
 }
 
-impl MediaRecords for SqliteMediaRecords {
+impl MediaRecords for DbMediaRecords {
     fn insert(&self, r: &MediaRecord) -> Result<(), MediaError> {
         let size = i64::try_from(r.size).map_err(|_| MediaError::TooLarge {
             max_bytes: i64::MAX as u64,
         })?;
         self.db
-            .conn()
-            .prepare_cached(&format!(
-                "INSERT INTO media ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-            ))
-            .and_then(|mut stmt| {
-                stmt.execute(rusqlite::params![
+            .execute(
+                &format!(
+                    "INSERT INTO media ({COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, {})",
+                    crate::db::next_seq("media")
+                ),
+                params![
                     r.id.as_str(),
-                    r.original_name,
-                    r.source.node,
-                    r.source.path,
+                    &r.original_name,
+                    &r.source.node,
+                    &r.source.path,
                     size,
-                    r.sha256,
-                    r.media_type,
+                    &r.sha256,
+                    &r.media_type,
                     r.created,
                     r.expires,
-                ])
-            })
+                ],
+            )
             .map_err(db_error)?;
         Ok(())
     }
@@ -152,42 +149,39 @@ impl MediaRecords for SqliteMediaRecords {
     fn get(&self, id: &MediaId) -> Result<Option<MediaRecord>, MediaError> {
         let mut found = self.many(
             &format!("SELECT {COLUMNS} FROM media WHERE id = ?1"),
-            [id.as_str()],
+            params![id.as_str()],
         )?;
         Ok(found.pop())
     }
 
     fn list(&self) -> Result<Vec<MediaRecord>, MediaError> {
         self.many(
-            &format!("SELECT {COLUMNS} FROM media ORDER BY created, rowid"),
-            [],
+            &format!("SELECT {COLUMNS} FROM media ORDER BY created, seq, id"),
+            params![],
         )
     }
 
     fn expired(&self, now: i64) -> Result<Vec<MediaRecord>, MediaError> {
         self.many(
-            &format!("SELECT {COLUMNS} FROM media WHERE expires <= ?1 ORDER BY expires, rowid"),
-            [now],
+            &format!("SELECT {COLUMNS} FROM media WHERE expires <= ?1 ORDER BY expires, seq, id"),
+            params![now],
         )
     }
 
     fn delete(&self, id: &MediaId) -> Result<bool, MediaError> {
         let n = self
             .db
-            .conn()
-            .execute("DELETE FROM media WHERE id = ?1", [id.as_str()])
+            .execute("DELETE FROM media WHERE id = ?1", params![id.as_str()])
             .map_err(db_error)?;
         Ok(n > 0)
     }
 
     fn references(&self, sha256: &str) -> Result<bool, MediaError> {
         self.db
-            .row(
+            .exists(
                 "SELECT 1 FROM media WHERE sha256 = ?1 LIMIT 1",
-                [sha256],
-                |_| Ok(()),
+                params![sha256],
             )
-            .map(|row| row.is_some())
-            .map_err(|e| MediaError::Records(e.to_string()))
+            .map_err(db_error)
     }
 }

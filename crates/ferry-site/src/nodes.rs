@@ -5,10 +5,10 @@
 //! the admin allowed. It takes plain fields so the site does not depend on the link's
 //! crate, and it checks them again: the record outlives the link that brought it.
 
-use rusqlite::Row;
+use ferry_sql::Row;
 use serde::Serialize;
 
-use crate::db::now_secs;
+use crate::db::{Exec, now_secs, params};
 use crate::{Site, SiteError};
 
 pub(crate) const SCHEMA: &str = "
@@ -30,23 +30,6 @@ CREATE TABLE IF NOT EXISTS nodes (
     connected INTEGER NOT NULL DEFAULT 0
 );
 ";
-
-/// Adds the `connected` column to a `nodes` table made before the column existed (run at
-/// every open, after the schemas). Two processes opening at once may both try; the
-/// loser's "duplicate column" is no failure.
-pub(crate) fn add_connected_column(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
-    let has_column = |conn: &rusqlite::Connection| {
-        conn.prepare("SELECT 1 FROM pragma_table_info('nodes') WHERE name = 'connected'")?
-            .exists([])
-    };
-    if has_column(conn)? {
-        return Ok(());
-    }
-    match conn.execute_batch("ALTER TABLE nodes ADD COLUMN connected INTEGER NOT NULL DEFAULT 0") {
-        Err(_) if has_column(conn)? => Ok(()),
-        other => other,
-    }
-}
 
 const COLUMNS: &str = "id, public_key, name, state, platform, shell, advertised, approved, \
      first_seen, last_seen, connected";
@@ -190,83 +173,76 @@ impl Site {
         check_hello(hello)?;
         let commands = json_list(&hello.commands);
         let now = now_secs();
-        let conn = self.db.conn();
-        let tx = conn.unchecked_transaction()?;
-        let known: Option<String> = tx
-            .query_row(
+        self.db.transaction(|tx| {
+            let known: Option<String> = tx.row(
                 "SELECT public_key FROM nodes WHERE id = ?1",
-                [&hello.id],
+                params![&hello.id],
                 |r| r.get(0),
-            )
-            .map(Some)
-            .or_else(|e| match e {
-                rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                e => Err(e),
-            })?;
-        match known {
-            // Ids are a prefix of the key's hash: another key with the same id is refused,
-            // never merged into the node it collides with.
-            Some(key) if key != hello.public_key => {
-                return Err(SiteError::NodeKeyMismatch(hello.id.clone()));
-            }
-            Some(_) => {
-                tx.execute(
-                    "UPDATE nodes SET name = ?2, platform = ?3, shell = ?4, advertised = ?5,
-                     last_seen = ?6 WHERE id = ?1",
-                    rusqlite::params![
-                        hello.id,
-                        hello.name,
-                        hello.platform,
-                        hello.shell,
-                        commands,
-                        now
-                    ],
-                )?;
-            }
-            None => {
-                let max_pending = self.config().nodes.max_pending;
-                let pending: i64 = tx.query_row(
-                    "SELECT COUNT(*) FROM nodes WHERE state = 'pending'",
-                    [],
-                    |r| r.get(0),
-                )?;
-                if usize::try_from(pending).unwrap_or(usize::MAX) >= max_pending {
-                    return Err(SiteError::TooManyPendingNodes(max_pending));
+            )?;
+            match known {
+                // Ids are a prefix of the key's hash: another key with the same id is
+                // refused, never merged into the node it collides with.
+                Some(key) if key != hello.public_key => {
+                    Err(SiteError::NodeKeyMismatch(hello.id.clone()))
                 }
-                tx.execute(
-                    &format!(
-                        "INSERT INTO nodes ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '[]', ?8, ?8, 0)"
-                    ),
-                    rusqlite::params![
-                        hello.id,
-                        hello.public_key,
-                        hello.name,
-                        NodeState::Pending.as_str(),
-                        hello.platform,
-                        hello.shell,
-                        commands,
-                        now
-                    ],
-                )?;
+                Some(_) => {
+                    tx.execute(
+                        "UPDATE nodes SET name = ?2, platform = ?3, shell = ?4, advertised = ?5,
+                         last_seen = ?6 WHERE id = ?1",
+                        params![
+                            &hello.id,
+                            &hello.name,
+                            &hello.platform,
+                            &hello.shell,
+                            &commands,
+                            now
+                        ],
+                    )?;
+                    Ok(())
+                }
+                None => {
+                    let max_pending = self.config().nodes.max_pending;
+                    let pending: i64 = tx
+                        .row(
+                            "SELECT COUNT(*) FROM nodes WHERE state = 'pending'",
+                            params![],
+                            |r| r.get(0),
+                        )?
+                        .unwrap_or(0);
+                    if usize::try_from(pending).unwrap_or(usize::MAX) >= max_pending {
+                        return Err(SiteError::TooManyPendingNodes(max_pending));
+                    }
+                    tx.execute(
+                        &format!(
+                            "INSERT INTO nodes ({COLUMNS}, seq)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '[]', ?8, ?8, 0, {})",
+                            crate::db::next_seq("nodes")
+                        ),
+                        params![
+                            &hello.id,
+                            &hello.public_key,
+                            &hello.name,
+                            NodeState::Pending.as_str(),
+                            &hello.platform,
+                            &hello.shell,
+                            &commands,
+                            now
+                        ],
+                    )?;
+                    Ok(())
+                }
             }
-        }
-        tx.commit()?;
-        drop(conn);
+        })?;
         self.node(&hello.id)
     }
 
     /// Every node, oldest first.
     pub fn nodes(&self) -> Result<Vec<NodeRecord>, SiteError> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM nodes ORDER BY first_seen, rowid"
-        ))?;
-        let rows = stmt.query_map([], record_of)?;
-        let mut nodes = Vec::new();
-        for row in rows {
-            nodes.push(row??);
-        }
-        Ok(nodes)
+        self.db.rows(
+            &format!("SELECT {COLUMNS} FROM nodes ORDER BY first_seen, seq, id"),
+            params![],
+            record_of,
+        )
     }
 
     /// The node with this id; `unknown_node` when there is none (or the id could not be one).
@@ -278,10 +254,10 @@ impl Site {
         self.db
             .row(
                 &format!("SELECT {COLUMNS} FROM nodes WHERE id = ?1"),
-                [id],
+                params![id],
                 record_of,
             )?
-            .ok_or_else(unknown)?
+            .ok_or_else(unknown)
     }
 
     /// Approves the node for `commands`, or with `None` for everything it advertised. The
@@ -329,9 +305,9 @@ impl Site {
             }
         };
         // The state is checked again in the write: a revoke in between wins.
-        let changed = self.db.conn().execute(
+        let changed = self.db.execute(
             "UPDATE nodes SET state = 'approved', approved = ?2 WHERE id = ?1 AND state != 'revoked'",
-            rusqlite::params![node.id, json_list(&approved)],
+            params![&node.id, json_list(&approved)],
         )?;
         if changed == 0 {
             return Err(SiteError::NodeRevoked(node.id));
@@ -343,29 +319,34 @@ impl Site {
     /// revoked node changes nothing.
     pub fn revoke(&self, id: &str) -> Result<NodeRecord, SiteError> {
         let node = self.node(id)?;
-        self.db.conn().execute(
+        self.db.execute(
             "UPDATE nodes SET state = 'revoked' WHERE id = ?1",
-            [&node.id],
+            params![&node.id],
         )?;
         self.node(&node.id)
     }
 
-    /// Records whether the serving gateway holds the node's link (`ferry node list` on
-    /// the data dir shows it). An id that names no node changes nothing.
-    pub fn set_node_connected(&self, id: &str, connected: bool) -> Result<(), SiteError> {
-        self.db.conn().execute(
-            "UPDATE nodes SET connected = ?2 WHERE id = ?1",
-            rusqlite::params![id, connected],
-        )?;
-        Ok(())
-    }
-
-    /// Marks every node not connected: a gateway that starts holds no link yet, and one
-    /// that stopped without clearing its rows (a crash) must not leave them set.
-    pub fn clear_node_connections(&self) -> Result<(), SiteError> {
-        self.db
-            .conn()
-            .execute("UPDATE nodes SET connected = 0 WHERE connected != 0", [])?;
+    /// Records whether gateway `gateway` holds the node's link (`ferry node list` on the
+    /// data dir shows it). Cleared only by the gateway that set it (the node may have
+    /// linked to another meanwhile), or by [`Site::sweep_gateways`] once that gateway is
+    /// gone. An id that names no node changes nothing.
+    pub fn set_node_connected(
+        &self,
+        id: &str,
+        connected: bool,
+        gateway: &str,
+    ) -> Result<(), SiteError> {
+        if connected {
+            self.db.execute(
+                "UPDATE nodes SET connected = 1, gateway = ?2 WHERE id = ?1",
+                params![id, gateway],
+            )?;
+        } else {
+            self.db.execute(
+                "UPDATE nodes SET connected = 0, gateway = '' WHERE id = ?1 AND gateway = ?2",
+                params![id, gateway],
+            )?;
+        }
         Ok(())
     }
 
@@ -448,7 +429,7 @@ fn json_list(items: &[String]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
 }
 
-fn record_of(row: &Row<'_>) -> rusqlite::Result<Result<NodeRecord, SiteError>> {
+fn record_of(row: &Row) -> Result<NodeRecord, SiteError> {
     let id: String = row.get(0)?;
     let state: String = row.get(3)?;
     let advertised: String = row.get(6)?;
@@ -456,15 +437,15 @@ fn record_of(row: &Row<'_>) -> rusqlite::Result<Result<NodeRecord, SiteError>> {
     // A row this code did not write is reported, not trusted.
     let corrupt = |what: &str| SiteError::CorruptRow(format!("node {id:?} has {what}"));
     let Some(state) = NodeState::parse(&state) else {
-        return Ok(Err(corrupt("an unknown state")));
+        return Err(corrupt("an unknown state"));
     };
     let (Ok(advertised), Ok(approved)) = (
         serde_json::from_str::<Vec<String>>(&advertised),
         serde_json::from_str::<Vec<String>>(&approved),
     ) else {
-        return Ok(Err(corrupt("a command list that is not a JSON list")));
+        return Err(corrupt("a command list that is not a JSON list"));
     };
-    Ok(Ok(NodeRecord {
+    Ok(NodeRecord {
         public_key: row.get(1)?,
         name: row.get(2)?,
         state,
@@ -476,5 +457,5 @@ fn record_of(row: &Row<'_>) -> rusqlite::Result<Result<NodeRecord, SiteError>> {
         last_seen: row.get(9)?,
         connected: row.get(10)?,
         id,
-    }))
+    })
 }

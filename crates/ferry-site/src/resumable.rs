@@ -5,8 +5,9 @@
 //! `public/` a finished upload is placed in.
 
 use ferry_fs::Dir;
-use rusqlite::Row;
+use ferry_sql::Row;
 
+use crate::db::{Exec, params};
 use crate::public::{PublicFolder, PublicPlace};
 use crate::{Site, SiteError};
 
@@ -80,8 +81,8 @@ pub struct ResumableRecord {
     pub metadata: String,
 }
 
-fn record_of(row: &Row<'_>) -> rusqlite::Result<ResumableRecord> {
-    let unsigned = |i: usize| -> rusqlite::Result<u64> {
+fn record_of(row: &Row) -> Result<ResumableRecord, SiteError> {
+    let unsigned = |i: usize| -> Result<u64, SiteError> {
         let v: i64 = row.get(i)?;
         Ok(u64::try_from(v).unwrap_or(0))
     };
@@ -92,7 +93,7 @@ fn record_of(row: &Row<'_>) -> rusqlite::Result<ResumableRecord> {
         folder: row.get(3)?,
         name: row.get(4)?,
         given: row.get(5)?,
-        replace: row.get::<_, i64>(6)? != 0,
+        replace: row.get::<i64>(6)? != 0,
         length: unsigned(7)?,
         received: unsigned(8)?,
         temp: row.get(9)?,
@@ -101,7 +102,7 @@ fn record_of(row: &Row<'_>) -> rusqlite::Result<ResumableRecord> {
         created: row.get(12)?,
         expires: row.get(13)?,
         done: row.get(14)?,
-        gone: row.get::<_, i64>(15)? != 0,
+        gone: row.get::<i64>(15)? != 0,
         metadata: row.get(16)?,
     })
 }
@@ -113,31 +114,31 @@ fn signed(v: u64) -> i64 {
 impl Site {
     /// Records a new resumable upload.
     pub fn resumable_insert(&self, r: &ResumableRecord) -> Result<(), SiteError> {
-        self.db
-            .conn()
-            .prepare_cached(&format!(
+        self.db.execute(
+            &format!(
                 "INSERT INTO resumable_uploads ({COLUMNS}) VALUES \
                  (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
-            ))?
-            .execute(rusqlite::params![
-                r.id,
-                r.person,
-                r.project,
-                r.folder,
-                r.name,
-                r.given,
+            ),
+            params![
+                &r.id,
+                &r.person,
+                &r.project,
+                &r.folder,
+                &r.name,
+                &r.given,
                 i64::from(r.replace),
                 signed(r.length),
                 signed(r.received),
-                r.temp,
+                &r.temp,
                 signed(r.dev),
                 signed(r.ino),
                 r.created,
                 r.expires,
-                r.done,
+                &r.done,
                 i64::from(r.gone),
-                r.metadata,
-            ])?;
+                &r.metadata,
+            ],
+        )?;
         Ok(())
     }
 
@@ -145,7 +146,7 @@ impl Site {
     pub fn resumable_get(&self, id: &str) -> Result<Option<ResumableRecord>, SiteError> {
         self.db.row(
             &format!("SELECT {COLUMNS} FROM resumable_uploads WHERE id = ?1"),
-            [id],
+            params![id],
             record_of,
         )
     }
@@ -157,12 +158,10 @@ impl Site {
         received: u64,
         expires: i64,
     ) -> Result<(), SiteError> {
-        self.db
-            .conn()
-            .prepare_cached(
-                "UPDATE resumable_uploads SET received = ?2, expires = ?3 WHERE id = ?1",
-            )?
-            .execute(rusqlite::params![id, signed(received), expires])?;
+        self.db.execute(
+            "UPDATE resumable_uploads SET received = ?2, expires = ?3 WHERE id = ?1",
+            params![id, signed(received), expires],
+        )?;
         Ok(())
     }
 
@@ -174,31 +173,26 @@ impl Site {
         done: &str,
         expires: i64,
     ) -> Result<(), SiteError> {
-        self.db
-            .conn()
-            .prepare_cached(
-                "UPDATE resumable_uploads SET received = ?2, done = ?3, expires = ?4 \
-                 WHERE id = ?1",
-            )?
-            .execute(rusqlite::params![id, signed(received), done, expires])?;
+        self.db.execute(
+            "UPDATE resumable_uploads SET received = ?2, done = ?3, expires = ?4 WHERE id = ?1",
+            params![id, signed(received), done, expires],
+        )?;
         Ok(())
     }
 
     /// Notes that the staged bytes of an expired upload were removed.
     pub fn resumable_mark_gone(&self, id: &str) -> Result<(), SiteError> {
-        self.db
-            .conn()
-            .prepare_cached("UPDATE resumable_uploads SET gone = 1 WHERE id = ?1")?
-            .execute([id])?;
+        self.db.execute(
+            "UPDATE resumable_uploads SET gone = 1 WHERE id = ?1",
+            params![id],
+        )?;
         Ok(())
     }
 
     /// Forgets the upload.
     pub fn resumable_remove(&self, id: &str) -> Result<(), SiteError> {
         self.db
-            .conn()
-            .prepare_cached("DELETE FROM resumable_uploads WHERE id = ?1")?
-            .execute([id])?;
+            .execute("DELETE FROM resumable_uploads WHERE id = ?1", params![id])?;
         Ok(())
     }
 
@@ -207,7 +201,7 @@ impl Site {
         let n: Option<i64> = self.db.row(
             "SELECT COUNT(*) FROM resumable_uploads \
              WHERE person = ?1 AND done IS NULL AND gone = 0",
-            [person],
+            params![person],
             |row| row.get(0),
         )?;
         Ok(usize::try_from(n.unwrap_or(0)).unwrap_or(usize::MAX))
@@ -215,12 +209,13 @@ impl Site {
 
     /// The uploads whose expiry is at or before `now` (Unix seconds).
     pub fn resumable_expired(&self, now: i64) -> Result<Vec<ResumableRecord>, SiteError> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM resumable_uploads WHERE expires <= ?1 ORDER BY expires"
-        ))?;
-        let rows = stmt.query_map([now], record_of)?;
-        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        self.db.rows(
+            &format!(
+                "SELECT {COLUMNS} FROM resumable_uploads WHERE expires <= ?1 ORDER BY expires"
+            ),
+            params![now],
+            record_of,
+        )
     }
 }
 

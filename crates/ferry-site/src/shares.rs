@@ -16,7 +16,7 @@ use ferry_config::limits::{
 };
 use hmac::Mac;
 
-use crate::db::now_secs;
+use crate::db::{Exec, now_secs, params};
 use crate::ids::{check_id, is_record_id, new_record_id};
 use crate::{Site, SiteError};
 
@@ -108,7 +108,7 @@ impl Share {
 
 const COLUMNS: &str = "id, person, project, path, created, expires, revoked";
 
-fn share_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Share> {
+fn share_row(r: &ferry_sql::Row) -> Result<Share, SiteError> {
     let project: String = r.get(2)?;
     Ok(Share {
         id: r.get(0)?,
@@ -117,7 +117,7 @@ fn share_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Share> {
         path: r.get(3)?,
         created: r.get(4)?,
         expires: r.get(5)?,
-        revoked: r.get::<_, i64>(6)? != 0,
+        revoked: r.get::<i64>(6)? != 0,
     })
 }
 
@@ -149,7 +149,7 @@ impl Site {
             .db
             .row(
                 "SELECT COUNT(*) FROM shares WHERE person = ?1 AND revoked = 0 AND expires > ?2",
-                rusqlite::params![person, now],
+                params![person, now],
                 |r| r.get(0),
             )?
             .unwrap_or(0);
@@ -165,10 +165,10 @@ impl Site {
             expires: now.saturating_add(life as i64),
             revoked: false,
         };
-        self.db.conn().execute(
+        self.db.execute(
             "INSERT INTO shares (id, person, project, path, created, expires) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            rusqlite::params![
+            params![
                 share.id,
                 share.person,
                 project.unwrap_or(""),
@@ -207,13 +207,14 @@ impl Site {
 
     /// `person`'s live links (neither expired nor revoked), newest first.
     pub fn shares(&self, person: &str) -> Result<Vec<Share>, SiteError> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM shares WHERE person = ?1 AND revoked = 0 AND expires > ?2 \
-             ORDER BY created DESC, id"
-        ))?;
-        let rows = stmt.query_map(rusqlite::params![person, now_secs()], share_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.rows(
+            &format!(
+                "SELECT {COLUMNS} FROM shares WHERE person = ?1 AND revoked = 0 AND expires > ?2 \
+                 ORDER BY created DESC, id"
+            ),
+            params![person, now_secs()],
+            share_row,
+        )
     }
 
     /// Revokes `person`'s link `id`; anyone else's, or none, is [`ShareError::Unknown`].
@@ -221,9 +222,9 @@ impl Site {
         if !is_record_id(id) {
             return Err(ShareError::Unknown.into());
         }
-        let changed = self.db.conn().execute(
+        let changed = self.db.execute(
             "UPDATE shares SET revoked = 1 WHERE id = ?1 AND person = ?2",
-            [id, person],
+            params![id, person],
         )?;
         if changed == 0 {
             return Err(ShareError::Unknown.into());
@@ -247,7 +248,7 @@ impl Site {
             .db
             .row(
                 &format!("SELECT {COLUMNS} FROM shares WHERE id = ?1"),
-                [id],
+                params![id],
                 share_row,
             )?
             .ok_or_else(unknown)?;
@@ -279,19 +280,17 @@ impl Site {
         let before = now.saturating_sub(SHARE_RECORD_KEEP_SECS as i64);
         Ok(self
             .db
-            .conn()
-            .execute("DELETE FROM shares WHERE expires <= ?1", [before])?)
+            .execute("DELETE FROM shares WHERE expires <= ?1", params![before])?)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_config::Config;
 
     fn site() -> (tempfile::TempDir, Site) {
         let tmp = tempfile::tempdir().unwrap();
-        let site = Site::open(tmp.path(), Config::default()).unwrap();
+        let site = Site::open(tmp.path(), crate::testing::config(tmp.path())).unwrap();
         site.add_person("ann").unwrap();
         site.add_person("bob").unwrap();
         (tmp, site)
@@ -346,10 +345,9 @@ mod tests {
         }
         // A record changed by hand no longer verifies.
         site.db
-            .conn()
             .execute(
                 "UPDATE shares SET path = 'public/other.txt' WHERE id = ?1",
-                [&share.id],
+                params![&share.id],
             )
             .unwrap();
         assert_eq!(

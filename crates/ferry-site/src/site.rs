@@ -7,12 +7,12 @@ use ferry_fs::{AtomicWriter, Dir, Follow, FsError};
 use ferry_config::limits::PROJECT_ID_TRIES_MAX;
 use ferry_config::{Config, SiteMode};
 
-use crate::db::{Db, now_secs};
+use crate::db::{Db, Exec, now_secs, params};
 use crate::ids::check_id;
 use crate::layout::{self, SERVICE_DIR};
 use crate::{SiteError, TokenKind};
 
-/// The SQLite file under [`SERVICE_DIR`].
+/// The SQLite file under [`SERVICE_DIR`], when the metadata is not in PostgreSQL.
 pub const DB_FILE: &str = "site.db";
 /// The person `ferry serve` creates on a new data dir.
 pub const DEFAULT_PERSON: &str = "me";
@@ -67,7 +67,7 @@ impl Site {
         }
         // The service dir must be ours: refuse a link planted in its place.
         root.open_dir(SERVICE_DIR, Follow::Never)?;
-        let db = Db::open(&data.join(SERVICE_DIR).join(DB_FILE))?;
+        let db = crate::db::open(data, &config.metadata)?;
         crate::artifacts::relativize_legacy_paths(&db, &std::fs::canonicalize(data)?)?;
         Ok(Site {
             root_path: data.to_path_buf(),
@@ -78,14 +78,15 @@ impl Site {
         })
     }
 
-    /// Whether a site lives at `data` (its database is there), without making anything.
+    /// Whether a site lives at `data` (its service folder is there; its metadata may be
+    /// in it or in PostgreSQL), without making anything.
     pub fn exists(data: &Path) -> bool {
-        data.join(SERVICE_DIR).join(DB_FILE).is_file()
+        data.join(SERVICE_DIR).is_dir()
     }
 
     /// Whether the metadata database answers a query (`GET /readyz`).
     pub fn ping(&self) -> Result<(), SiteError> {
-        self.db.row("SELECT 1", [], |row| row.get::<_, i64>(0))?;
+        self.db.exists("SELECT 1", params![])?;
         Ok(())
     }
 
@@ -106,11 +107,7 @@ impl Site {
 
     /// On a site without people, creates [`DEFAULT_PERSON`] and returns its admin token.
     pub fn ensure_default_person(&self) -> Result<Option<String>, SiteError> {
-        let count: i64 = self
-            .db
-            .conn()
-            .query_row("SELECT COUNT(*) FROM persons", [], |r| r.get(0))?;
-        if count > 0 {
+        if self.db.exists("SELECT 1 FROM persons LIMIT 1", params![])? {
             return Ok(None);
         }
         self.add_person(DEFAULT_PERSON)?;
@@ -121,9 +118,9 @@ impl Site {
     /// Adds a person and provisions their workspace.
     pub fn add_person(&self, id: &str) -> Result<(), SiteError> {
         check_id("person", id)?;
-        let inserted = self.db.conn().execute(
-            "INSERT OR IGNORE INTO persons (id, created) VALUES (?1, ?2)",
-            rusqlite::params![id, now_secs()],
+        let inserted = self.db.execute(
+            "INSERT INTO persons (id, created) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            params![id, now_secs()],
         )?;
         if inserted == 0 {
             return Err(SiteError::AlreadyExists(format!("person {id:?}")));
@@ -133,10 +130,11 @@ impl Site {
 
     /// Every person, sorted.
     pub fn persons(&self) -> Result<Vec<String>, SiteError> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare("SELECT id FROM persons ORDER BY id")?;
-        let rows = stmt.query_map([], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        Ok(self
+            .db
+            .rows("SELECT id FROM persons ORDER BY id", params![], |r| {
+                r.get(0)
+            })?)
     }
 
     /// Creates what a person's workspace needs, and refreshes the shipped documents.
@@ -239,9 +237,10 @@ impl Site {
 
     /// Records a project; `false` when the person already has one of that id.
     fn insert_project(&self, person: &str, id: &str, name: &str) -> Result<bool, SiteError> {
-        let inserted = self.db.conn().execute(
-            "INSERT OR IGNORE INTO projects (person, id, created, name) VALUES (?1, ?2, ?3, ?4)",
-            rusqlite::params![person, id, now_secs(), name],
+        let inserted = self.db.execute(
+            "INSERT INTO projects (person, id, created, name) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT DO NOTHING",
+            params![person, id, now_secs(), name],
         )?;
         Ok(inserted == 1)
     }
@@ -257,10 +256,9 @@ impl Site {
     ) -> Result<Project, E> {
         if let Err(e) = make_folders(id) {
             self.db
-                .conn()
                 .execute(
                     "DELETE FROM projects WHERE person = ?1 AND id = ?2",
-                    rusqlite::params![person, id],
+                    params![person, id],
                 )
                 .map_err(SiteError::from)?;
             return Err(e);
@@ -269,9 +267,10 @@ impl Site {
             .db
             .row(
                 "SELECT created FROM projects WHERE person = ?1 AND id = ?2",
-                [person, id],
+                params![person, id],
                 |r| r.get(0),
-            )?
+            )
+            .map_err(SiteError::from)?
             .unwrap_or_else(now_secs);
         Ok(Project {
             id: id.to_owned(),
@@ -282,39 +281,43 @@ impl Site {
 
     /// A person's projects, sorted by id.
     pub fn projects(&self, person: &str) -> Result<Vec<Project>, SiteError> {
-        let conn = self.db.conn();
-        let mut stmt =
-            conn.prepare("SELECT id, created, name FROM projects WHERE person = ?1 ORDER BY id")?;
-        let rows = stmt.query_map([person], |r| {
-            let id: String = r.get(0)?;
-            let name: String = r.get(2)?;
-            Ok(Project {
-                name: shown_project_name(&id, &name),
-                id,
-                created: r.get(1)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.rows(
+            "SELECT id, created, name FROM projects WHERE person = ?1 ORDER BY id",
+            params![person],
+            |r| {
+                let id: String = r.get(0)?;
+                let name: String = r.get(2)?;
+                Ok(Project {
+                    name: shown_project_name(&id, &name),
+                    id,
+                    created: r.get(1)?,
+                })
+            },
+        )
     }
 
     /// Fails with [`SiteError::UnknownPerson`] unless `person` exists.
     pub fn require_person(&self, person: &str) -> Result<(), SiteError> {
-        self.db
-            .row("SELECT 1 FROM persons WHERE id = ?1", [person], |_| Ok(()))?
-            .map(|_| ())
-            .ok_or_else(|| SiteError::UnknownPerson(person.to_owned()))
+        if self
+            .db
+            .exists("SELECT 1 FROM persons WHERE id = ?1", params![person])?
+        {
+            Ok(())
+        } else {
+            Err(SiteError::UnknownPerson(person.to_owned()))
+        }
     }
 
     pub(crate) fn require_project(&self, person: &str, project: &str) -> Result<(), SiteError> {
         check_id("project", project).map_err(|_| SiteError::UnknownProject(project.to_owned()))?;
-        self.db
-            .row(
-                "SELECT 1 FROM projects WHERE person = ?1 AND id = ?2",
-                [person, project],
-                |_| Ok(()),
-            )?
-            .map(|_| ())
-            .ok_or_else(|| SiteError::UnknownProject(project.to_owned()))
+        if self.db.exists(
+            "SELECT 1 FROM projects WHERE person = ?1 AND id = ?2",
+            params![person, project],
+        )? {
+            Ok(())
+        } else {
+            Err(SiteError::UnknownProject(project.to_owned()))
+        }
     }
 
     /// Creates `rel` and its missing parents beneath the site; every folder it creates

@@ -3,7 +3,7 @@
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::db::now_secs;
+use crate::db::{Exec, now_secs, params};
 use crate::{Site, SiteError};
 
 /// Every token starts with this, so a leaked one is easy to recognize in a scan.
@@ -12,9 +12,6 @@ const TOKEN_TAG: &str = "fy_";
 const TOKEN_RANDOM_BYTES: usize = 20;
 /// Characters of a token kept in clear as its public handle (for lookup and revocation).
 const TOKEN_PREFIX_CHARS: usize = 12;
-
-/// The purpose of the tokens the gateway mints for the chat relay.
-const RELAY_PURPOSE: &str = "relay";
 
 /// What a token may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,18 +67,15 @@ impl Site {
         self.insert_token(person, kind, "")
     }
 
-    /// Makes the harness token the gateway itself presents to the upstream agent of
-    /// `person` (so that the agent can deliver); [`Site::revoke_relay_tokens`] ends them.
-    pub fn create_relay_token(&self, person: &str) -> Result<String, SiteError> {
-        self.insert_token(person, TokenKind::Harness, RELAY_PURPOSE)
-    }
-
-    /// Revokes the relay tokens of an earlier gateway run.
-    pub fn revoke_relay_tokens(&self) -> Result<usize, SiteError> {
-        Ok(self
-            .db
-            .conn()
-            .execute("DELETE FROM tokens WHERE purpose = ?1", [RELAY_PURPOSE])?)
+    /// Makes the harness token gateway `gateway` itself presents to the upstream agent of
+    /// `person` (so that the agent can deliver). It lasts while that gateway runs: once
+    /// the gateway is gone, [`Site::sweep_gateways`] revokes it.
+    pub fn create_relay_token(&self, person: &str, gateway: &str) -> Result<String, SiteError> {
+        self.insert_token(
+            person,
+            TokenKind::Harness,
+            &crate::gateways::relay_purpose(gateway),
+        )
     }
 
     fn insert_token(
@@ -95,10 +89,10 @@ impl Site {
             "{TOKEN_TAG}{}",
             ferry_fs::random_base32::<TOKEN_RANDOM_BYTES>()
         );
-        self.db.conn().execute(
+        self.db.execute(
             "INSERT INTO tokens (prefix, hash, person, kind, created, purpose)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            rusqlite::params![
+            params![
                 &token[..TOKEN_PREFIX_CHARS],
                 hash(&token).as_slice(),
                 person,
@@ -123,11 +117,11 @@ impl Site {
         {
             return Err(SiteError::UnknownToken(prefix.to_owned()));
         }
-        let pattern = format!("{prefix}%");
-        let n = self
-            .db
-            .conn()
-            .execute("DELETE FROM tokens WHERE prefix LIKE ?1", [pattern])?;
+        // Compared as a prefix, not with LIKE: `_` is a token character and a wildcard.
+        let n = self.db.execute(
+            "DELETE FROM tokens WHERE substr(prefix, 1, ?2) = ?1",
+            params![prefix, prefix.chars().count()],
+        )?;
         if n == 0 {
             return Err(SiteError::UnknownToken(prefix.to_owned()));
         }
@@ -144,8 +138,8 @@ impl Site {
         }
         let row: Option<(Vec<u8>, String, String)> = self.db.row(
             "SELECT hash, person, kind FROM tokens WHERE prefix = ?1",
-            [prefix],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            params![prefix],
+            |r| Ok::<_, SiteError>((r.get(0)?, r.get(1)?, r.get(2)?)),
         )?;
         let Some((stored, person, kind)) = row else {
             return Ok(None);

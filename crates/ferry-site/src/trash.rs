@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use ferry_codes::Code;
 use ferry_fs::{Dir, EntryKind, Follow, FsError, typed_name};
 
-use crate::db::now_secs;
+use crate::db::{Exec, now_secs, params};
 use crate::ids::{check_id, is_record_id, new_record_id};
 use crate::public::{NodeKind, PublicFolder, PublicPath};
 use crate::{Site, SiteError, layout};
@@ -144,7 +144,7 @@ fn kind_parse(text: &str) -> Option<NodeKind> {
 
 const ENTRY_COLUMNS: &str = "id, person, project, path, kind, size, inode, deleted, expires";
 
-fn entry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrashEntry> {
+fn entry_row(r: &ferry_sql::Row) -> Result<TrashEntry, SiteError> {
     let project: String = r.get(2)?;
     let kind: String = r.get(4)?;
     Ok(TrashEntry {
@@ -153,8 +153,8 @@ fn entry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrashEntry> {
         project: (!project.is_empty()).then_some(project),
         path: r.get(3)?,
         kind: kind_parse(&kind),
-        size: r.get::<_, i64>(5)?.max(0) as u64,
-        inode: r.get::<_, i64>(6)? as u64,
+        size: r.get::<i64>(5)?.max(0) as u64,
+        inode: r.get::<i64>(6)? as u64,
         deleted: r.get(7)?,
         expires: r.get(8)?,
     })
@@ -182,10 +182,10 @@ impl Site {
             .trash_days
             .saturating_mul(SECS_PER_DAY)
             .min(i64::MAX as u64) as i64;
-        self.db.conn().execute(
+        self.db.execute(
             "INSERT INTO trash (id, person, project, path, deleted, expires) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            rusqlite::params![
+            params![
                 id,
                 person,
                 project.unwrap_or(""),
@@ -199,9 +199,9 @@ impl Site {
 
     /// Completes the record of an entry now in the trash.
     pub fn trash_moved(&self, id: &str, trashed: Trashed) -> Result<(), SiteError> {
-        self.db.conn().execute(
+        self.db.execute(
             "UPDATE trash SET kind = ?2, size = ?3, inode = ?4 WHERE id = ?1",
-            rusqlite::params![
+            params![
                 id,
                 kind_text(trashed.kind),
                 trashed.size.min(i64::MAX as u64) as i64,
@@ -214,20 +214,20 @@ impl Site {
     /// Removes the record `id` (restored, deleted for good, never moved, or swept).
     pub fn trash_forget(&self, id: &str) -> Result<(), SiteError> {
         self.db
-            .conn()
-            .execute("DELETE FROM trash WHERE id = ?1", [id])?;
+            .execute("DELETE FROM trash WHERE id = ?1", params![id])?;
         Ok(())
     }
 
     /// The entries of `person`'s trash, newest first (every project's), not yet expired.
     pub fn trash_entries(&self, person: &str) -> Result<Vec<TrashEntry>, SiteError> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {ENTRY_COLUMNS} FROM trash WHERE person = ?1 AND kind != '' \
-             AND expires > ?2 ORDER BY deleted DESC, id"
-        ))?;
-        let rows = stmt.query_map(rusqlite::params![person, now_secs()], entry_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.rows(
+            &format!(
+                "SELECT {ENTRY_COLUMNS} FROM trash WHERE person = ?1 AND kind != '' \
+                 AND expires > ?2 ORDER BY deleted DESC, id"
+            ),
+            params![person, now_secs()],
+            entry_row,
+        )
     }
 
     /// The entry `id` of `person`'s trash; anything else (another person's, a malformed
@@ -239,7 +239,7 @@ impl Site {
         self.db
             .row(
                 &format!("SELECT {ENTRY_COLUMNS} FROM trash WHERE id = ?1 AND person = ?2"),
-                [id, person],
+                params![id, person],
                 entry_row,
             )?
             .filter(|e| e.kind.is_some() && e.expires > now_secs())
@@ -251,8 +251,8 @@ impl Site {
         let held: i64 = self
             .db
             .row(
-                "SELECT COALESCE(SUM(size), 0) FROM trash WHERE person = ?1",
-                [person],
+                "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM trash WHERE person = ?1",
+                params![person],
                 |r| r.get(0),
             )?
             .unwrap_or(0);
@@ -267,12 +267,11 @@ impl Site {
             .unwrap_or(Duration::ZERO)
             .as_secs()
             .min(i64::MAX as u64) as i64;
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {ENTRY_COLUMNS} FROM trash WHERE expires <= ?1 ORDER BY expires"
-        ))?;
-        let rows = stmt.query_map([now], entry_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.rows(
+            &format!("SELECT {ENTRY_COLUMNS} FROM trash WHERE expires <= ?1 ORDER BY expires"),
+            params![now],
+            entry_row,
+        )
     }
 }
 

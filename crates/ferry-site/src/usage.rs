@@ -277,7 +277,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let mut config = Config::default();
         config.limits.person_max_bytes = limit;
-        let site = Site::open(tmp.path(), config).unwrap();
+        let site = Site::open(tmp.path(), crate::testing::metadata(tmp.path(), config)).unwrap();
         site.add_person("ann").unwrap();
         site.add_project("ann", "p1").unwrap();
         site.workspace("ann", None).unwrap().public().unwrap();

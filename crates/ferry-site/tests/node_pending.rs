@@ -10,7 +10,11 @@ fn site() -> (tempfile::TempDir, Site) {
     let tmp = tempfile::tempdir().unwrap();
     let mut config = Config::default();
     config.nodes.max_pending = CAP;
-    let site = Site::open(&tmp.path().join("site"), config).unwrap();
+    let site = Site::open(
+        &tmp.path().join("site"),
+        ferry_site::testing::metadata(&tmp.path().join("site"), config),
+    )
+    .unwrap();
     (tmp, site)
 }
 
@@ -69,22 +73,33 @@ fn new_keys_past_the_pending_cap_are_refused_and_not_recorded() {
 }
 
 #[test]
-fn connected_is_set_cleared_and_cleared_for_all() {
+fn connected_marks_belong_to_their_gateway_and_go_with_it() {
     let (_tmp, site) = site();
+    site.register_gateway("gwA", "127.0.0.1:1").unwrap();
+    site.register_gateway("gwB", "127.0.0.1:2").unwrap();
     let a = site.record_hello(&hello('a')).unwrap();
     let b = site.record_hello(&hello('b')).unwrap();
     assert!(!a.connected);
-    site.set_node_connected(&a.id, true).unwrap();
-    site.set_node_connected(&b.id, true).unwrap();
+    site.set_node_connected(&a.id, true, "gwA").unwrap();
+    site.set_node_connected(&b.id, true, "gwB").unwrap();
     assert!(site.node(&a.id).unwrap().connected);
     let shown = serde_json::to_value(site.node(&a.id).unwrap().view(true)).unwrap();
     assert_eq!(shown["connected"], true);
-    site.set_node_connected(&a.id, false).unwrap();
+    // Another gateway cannot clear a mark it does not hold (the node moved to A).
+    site.set_node_connected(&a.id, false, "gwB").unwrap();
+    assert!(site.node(&a.id).unwrap().connected);
+    site.set_node_connected(&a.id, false, "gwA").unwrap();
     assert!(!site.node(&a.id).unwrap().connected);
     assert!(site.node(&b.id).unwrap().connected);
-    site.clear_node_connections().unwrap();
-    assert!(site.nodes().unwrap().iter().all(|n| !n.connected));
+    // A starting (or restarting) gateway leaves the others' marks alone.
+    site.register_gateway("gwC", "127.0.0.1:3").unwrap();
+    assert!(site.node(&b.id).unwrap().connected);
+    // B stops: its marks go, and only its.
+    site.set_node_connected(&a.id, true, "gwA").unwrap();
+    site.gateway_stopped("gwB").unwrap();
+    assert!(!site.node(&b.id).unwrap().connected);
+    assert!(site.node(&a.id).unwrap().connected);
     // An id that names no node changes nothing and is no error.
-    site.set_node_connected("ffffffffffffffffffff", true)
+    site.set_node_connected("ffffffffffffffffffff", true, "gwA")
         .unwrap();
 }

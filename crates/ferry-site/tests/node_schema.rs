@@ -23,23 +23,27 @@ fn a_nodes_table_from_before_the_connected_column_gets_it_at_open() {
         let site = Site::open(&data, Config::default()).unwrap();
         site.record_hello(&hello('c')).unwrap().id
     };
-    // The table as it was made before the column existed.
+    // The table as it was made before the column existed (and before schema versions).
     let db = rusqlite::Connection::open(data.join(".ferry").join("site.db")).unwrap();
     db.execute_batch(
         "CREATE TABLE old_nodes AS SELECT id, public_key, name, state, platform, shell,
              advertised, approved, first_seen, last_seen FROM nodes;
          DROP TABLE nodes;
-         ALTER TABLE old_nodes RENAME TO nodes;",
+         ALTER TABLE old_nodes RENAME TO nodes;
+         DROP TABLE schema_version;",
     )
     .unwrap();
     drop(db);
     let site = Site::open(&data, Config::default()).unwrap();
     let node = site.node(&id).unwrap();
     assert!(!node.connected);
-    site.set_node_connected(&id, true).unwrap();
+    site.register_gateway("gw", "").unwrap();
+    site.set_node_connected(&id, true, "gw").unwrap();
     assert!(site.node(&id).unwrap().connected);
     drop(site);
     // Opening again finds the column and leaves it.
     let site = Site::open(&data, Config::default()).unwrap();
     assert!(site.node(&id).unwrap().connected);
+    site.gateway_stopped("gw").unwrap();
+    assert!(!site.node(&id).unwrap().connected);
 }

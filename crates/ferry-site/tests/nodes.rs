@@ -1,11 +1,14 @@
 //! Pairing records on a site in SQLite on disk (spec nodes N-PAIR, N-ADMIN).
 
-use ferry_config::Config;
 use ferry_site::{NODE_COMMANDS_MAX, NODE_FIELD_MAX_BYTES, NodeHello, NodeState, Site};
 
 fn site() -> (tempfile::TempDir, Site) {
     let tmp = tempfile::tempdir().unwrap();
-    let site = Site::open(&tmp.path().join("site"), Config::default()).unwrap();
+    let site = Site::open(
+        &tmp.path().join("site"),
+        ferry_site::testing::config(&tmp.path().join("site")),
+    )
+    .unwrap();
     (tmp, site)
 }
 
@@ -183,14 +186,14 @@ fn the_records_outlive_the_site_being_reopened() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("site");
     let id = {
-        let site = Site::open(&path, Config::default()).unwrap();
+        let site = Site::open(&path, ferry_site::testing::config(&path)).unwrap();
         let node = site
             .record_hello(&hello('a', "box", &["dir.list"]))
             .unwrap();
         site.approve(&node.id, None).unwrap();
         node.id
     };
-    let site = Site::open(&path, Config::default()).unwrap();
+    let site = Site::open(&path, ferry_site::testing::config(&path)).unwrap();
     assert_eq!(site.served_commands(&id).unwrap(), strings(&["dir.list"]));
 }
 

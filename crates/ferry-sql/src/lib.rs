@@ -24,7 +24,7 @@ mod value;
 use std::path::Path;
 
 pub use migrate::{Migration, Step};
-pub use value::{FromValue, NotStr, Row, Value};
+pub use value::{FromValue, Row, ToValue, Value};
 
 /// What went wrong, with the engine's own words.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +46,14 @@ pub enum Error {
     /// No connection could be had in time (the pool is exhausted or the server is down).
     #[error("the metadata database is unreachable: {0}")]
     Unreachable(String),
+    /// A parameter no engine can store alike (text with a NUL character).
+    #[error("parameter {index}: {why}")]
+    Parameter {
+        /// The parameter, from 1.
+        index: usize,
+        /// Why not.
+        why: &'static str,
+    },
     /// The configuration names no engine this build speaks, or a bad one.
     #[error("{0}")]
     Config(String),
@@ -159,6 +167,14 @@ pub trait Exec {
         }
     }
 
+    /// Whether the statement returns any row.
+    fn exists(&self, sql: &str, params: &[Value]) -> Result<bool, Error> {
+        match self.run(sql, params, Want::Rows)? {
+            Output::Rows(rows) => Ok(!rows.is_empty()),
+            Output::Count(_) => Ok(false),
+        }
+    }
+
     /// Every row, mapped.
     fn rows<T, E: From<Error>>(
         &self,
@@ -191,6 +207,14 @@ impl Db {
     pub fn sqlite(path: &Path) -> Result<Db, Error> {
         Ok(Db {
             inner: Inner::Sqlite(sqlite::Sqlite::open(path)?),
+        })
+    }
+
+    /// Opens an existing SQLite database for reading only (a copy's source: the file is
+    /// left exactly as it was).
+    pub fn sqlite_read_only(path: &Path) -> Result<Db, Error> {
+        Ok(Db {
+            inner: Inner::Sqlite(sqlite::Sqlite::open_read_only(path)?),
         })
     }
 
@@ -241,10 +265,28 @@ impl Db {
         }
     }
 
+    /// Runs `f` once in a transaction, for work with effects outside the database that
+    /// must not be repeated (placing a file). It holds what it reads with
+    /// [`Tx::for_update`]: SQLite's transaction holds the whole database from its start;
+    /// PostgreSQL's runs at `READ COMMITTED` and holds the rows selected `FOR UPDATE`, so
+    /// no conflict can make it fail at commit.
+    pub fn transaction_once<T, E: From<Error>>(
+        &self,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let tx = match &self.inner {
+            Inner::Sqlite(db) => Tx::Sqlite(db.begin()?),
+            Inner::Postgres(pool) => Tx::Postgres(pool.begin(false)?),
+        };
+        let value = f(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
     fn begin(&self) -> Result<Tx<'_>, Error> {
         Ok(match &self.inner {
             Inner::Sqlite(db) => Tx::Sqlite(db.begin()?),
-            Inner::Postgres(pool) => Tx::Postgres(pool.begin()?),
+            Inner::Postgres(pool) => Tx::Postgres(pool.begin(true)?),
         })
     }
 
@@ -336,8 +378,25 @@ fn backoff(attempt: u32) -> std::time::Duration {
     std::time::Duration::from_micros(u64::from(nanos) % ceiling_us.max(1))
 }
 
+/// Refuses what one engine would store and the other not: PostgreSQL has no NUL in text,
+/// so neither engine gets one.
+fn check_params(params: &[Value]) -> Result<(), Error> {
+    for (i, p) in params.iter().enumerate() {
+        if let Value::Text(t) = p
+            && t.contains('\0')
+        {
+            return Err(Error::Parameter {
+                index: i + 1,
+                why: "text with a NUL character cannot be stored",
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Exec for Db {
     fn run(&self, sql: &str, params: &[Value], want: Want) -> Result<Output, Error> {
+        check_params(params)?;
         match &self.inner {
             Inner::Sqlite(db) => sqlite::run(&db.lock(), sql, params, want),
             Inner::Postgres(pool) => pool.lease()?.run(sql, params, want),
@@ -375,10 +434,21 @@ impl Tx<'_> {
             Tx::Postgres(_) => Engine::Postgres,
         }
     }
+
+    /// The clause that ends a `SELECT` whose rows the transaction must hold until it
+    /// ends: `FOR UPDATE` on PostgreSQL; nothing on SQLite, whose transaction holds the
+    /// whole database already.
+    pub fn for_update(&self) -> &'static str {
+        match self {
+            Tx::Sqlite(_) => "",
+            Tx::Postgres(_) => " FOR UPDATE",
+        }
+    }
 }
 
 impl Exec for Tx<'_> {
     fn run(&self, sql: &str, params: &[Value], want: Want) -> Result<Output, Error> {
+        check_params(params)?;
         match self {
             Tx::Sqlite(tx) => tx.run(sql, params, want),
             Tx::Postgres(tx) => tx.run(sql, params, want),

@@ -325,9 +325,13 @@ impl Pool {
         }
     }
 
-    pub(crate) fn begin(&self) -> Result<PgTx<'_>, Error> {
+    pub(crate) fn begin(&self, serializable: bool) -> Result<PgTx<'_>, Error> {
         let lease = self.lease()?;
-        lease.batch("BEGIN ISOLATION LEVEL SERIALIZABLE")?;
+        lease.batch(if serializable {
+            "BEGIN ISOLATION LEVEL SERIALIZABLE"
+        } else {
+            "BEGIN ISOLATION LEVEL READ COMMITTED"
+        })?;
         Ok(PgTx {
             lease,
             done: false,
@@ -360,6 +364,8 @@ impl Pool {
         let config = self.config.clone();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stopping = stop.clone();
+        let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let heard = listening.clone();
         let listen = format!("LISTEN \"{}\"", channel.replace('"', ""));
         let spawned = std::thread::Builder::new()
             .name("ferry-pg-listen".into())
@@ -379,6 +385,7 @@ impl Pool {
                         std::thread::sleep(LISTEN_RETRY);
                         continue;
                     }
+                    heard.store(true, std::sync::atomic::Ordering::Relaxed);
                     if !first {
                         reconnected();
                     }
@@ -398,18 +405,27 @@ impl Pool {
                             }
                         }
                     }
+                    heard.store(false, std::sync::atomic::Ordering::Relaxed);
                 }
             });
         if let Err(e) = spawned {
             tracing::error!("could not start the notifications' thread: {e}");
         }
-        Listener { stop }
+        Listener { stop, listening }
     }
 }
 
 /// Stops its listening thread when dropped.
 pub struct Listener {
     stop: Arc<std::sync::atomic::AtomicBool>,
+    listening: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Listener {
+    /// Whether the listening connection is up now: what is sent meanwhile is heard.
+    pub fn is_listening(&self) -> bool {
+        self.listening.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl Drop for Listener {

@@ -28,6 +28,19 @@ impl Sqlite {
         })
     }
 
+    /// Opens an existing file for reading only: nothing, not even the journal mode, is
+    /// changed in it.
+    pub(crate) fn open_read_only(path: &Path) -> Result<Sqlite, Error> {
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        Ok(Sqlite {
+            conn: Mutex::new(conn),
+        })
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves SQLite itself consistent; carry on.
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
@@ -35,7 +48,12 @@ impl Sqlite {
 
     pub(crate) fn begin(&self) -> Result<SqliteTx<'_>, Error> {
         let conn = self.lock();
-        conn.execute_batch("BEGIN IMMEDIATE")?;
+        // A read-only database takes no write lock: its transaction is a snapshot.
+        conn.execute_batch(if conn.is_readonly("main")? {
+            "BEGIN DEFERRED"
+        } else {
+            "BEGIN IMMEDIATE"
+        })?;
         Ok(SqliteTx { conn, done: false })
     }
 

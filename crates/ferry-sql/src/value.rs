@@ -31,104 +31,97 @@ impl Value {
     }
 }
 
-macro_rules! from_int {
+/// A type a parameter can be made from; `params![]` takes each by reference, so
+/// nothing given to it is moved.
+pub trait ToValue {
+    /// The parameter.
+    fn to_value(&self) -> Value;
+}
+
+macro_rules! int_to_value {
     ($($t:ty),*) => {$(
-        impl From<$t> for Value {
-            fn from(v: $t) -> Value {
-                Value::Int(i64::from(v))
+        impl ToValue for $t {
+            fn to_value(&self) -> Value {
+                Value::Int(i64::from(*self))
             }
         }
     )*};
 }
-from_int!(i64, i32, u32, u16, u8, bool);
+int_to_value!(i64, i32, u32, u16, u8, bool);
 
-impl From<u64> for Value {
+impl ToValue for u64 {
     /// Sizes and counts past `i64::MAX` do not occur; saturating keeps a bad one visible.
-    fn from(v: u64) -> Value {
-        Value::Int(i64::try_from(v).unwrap_or(i64::MAX))
+    fn to_value(&self) -> Value {
+        Value::Int(i64::try_from(*self).unwrap_or(i64::MAX))
     }
 }
 
-impl From<usize> for Value {
-    fn from(v: usize) -> Value {
-        Value::from(v as u64)
+impl ToValue for usize {
+    fn to_value(&self) -> Value {
+        (*self as u64).to_value()
     }
 }
 
-impl From<f64> for Value {
-    fn from(v: f64) -> Value {
-        Value::Real(v)
+impl ToValue for f64 {
+    fn to_value(&self) -> Value {
+        Value::Real(*self)
     }
 }
 
-impl From<&str> for Value {
-    fn from(v: &str) -> Value {
-        Value::Text(v.to_owned())
+impl ToValue for str {
+    fn to_value(&self) -> Value {
+        Value::Text(self.to_owned())
     }
 }
 
-impl From<String> for Value {
-    fn from(v: String) -> Value {
-        Value::Text(v)
+impl ToValue for String {
+    fn to_value(&self) -> Value {
+        Value::Text(self.clone())
     }
 }
 
-impl From<&String> for Value {
-    fn from(v: &String) -> Value {
-        Value::Text(v.clone())
+impl ToValue for [u8] {
+    fn to_value(&self) -> Value {
+        Value::Blob(self.to_vec())
     }
 }
 
-impl From<&[u8]> for Value {
-    fn from(v: &[u8]) -> Value {
-        Value::Blob(v.to_vec())
+impl ToValue for Vec<u8> {
+    fn to_value(&self) -> Value {
+        Value::Blob(self.clone())
     }
 }
 
-impl From<Vec<u8>> for Value {
-    fn from(v: Vec<u8>) -> Value {
-        Value::Blob(v)
+impl<const N: usize> ToValue for [u8; N] {
+    fn to_value(&self) -> Value {
+        Value::Blob(self.to_vec())
     }
 }
 
-impl<const N: usize> From<&[u8; N]> for Value {
-    fn from(v: &[u8; N]) -> Value {
-        Value::Blob(v.to_vec())
+impl<T: ToValue> ToValue for Option<T> {
+    fn to_value(&self) -> Value {
+        self.as_ref().map_or(Value::Null, ToValue::to_value)
     }
 }
 
-impl<T: Into<Value>> From<Option<T>> for Value {
-    fn from(v: Option<T>) -> Value {
-        v.map_or(Value::Null, Into::into)
+impl ToValue for Value {
+    fn to_value(&self) -> Value {
+        self.clone()
     }
 }
 
-impl<T: Clone + Into<Value>> From<&T> for Value
-where
-    T: NotStr,
-{
-    fn from(v: &T) -> Value {
-        v.clone().into()
+impl<T: ToValue + ?Sized> ToValue for &T {
+    fn to_value(&self) -> Value {
+        (**self).to_value()
     }
 }
 
-/// Types taken by reference through a clone; `str`, `String` and byte slices have
-/// their own conversions.
-pub trait NotStr {}
-impl NotStr for i64 {}
-impl NotStr for i32 {}
-impl NotStr for u32 {}
-impl NotStr for u64 {}
-impl NotStr for usize {}
-impl NotStr for bool {}
-impl NotStr for Vec<u8> {}
-impl<T> NotStr for Option<T> {}
-
-/// Parameters for a statement: `params![a, b]` for `?1` and `?2`.
+/// Parameters for a statement: `params![a, b]` for `?1` and `?2`, each taken by
+/// reference.
 #[macro_export]
 macro_rules! params {
     () => { &[] as &[$crate::Value] };
-    ($($v:expr),+ $(,)?) => { &[$($crate::Value::from($v)),+] as &[$crate::Value] };
+    ($($v:expr),+ $(,)?) => { &[$($crate::ToValue::to_value(&$v)),+] as &[$crate::Value] };
 }
 
 /// One row of a result, its columns in the order the statement named them.
@@ -291,6 +284,6 @@ mod tests {
                 Value::Blob(vec![1, 2]),
             ]
         );
-        assert_eq!(Value::from(u64::MAX), Value::Int(i64::MAX));
+        assert_eq!(u64::MAX.to_value(), Value::Int(i64::MAX));
     }
 }

@@ -137,6 +137,13 @@ fn values_round_trip_the_same_on_both() {
             .unwrap()
             .unwrap();
         assert!(returned > 4, "{:?}: ids only grow", db.engine());
+        let nul = db
+            .execute(
+                "INSERT INTO items (name, size) VALUES (?1, 1)",
+                params!["a\0b"],
+            )
+            .unwrap_err();
+        assert!(nul.to_string().contains("NUL"), "{:?}: {nul}", db.engine());
         let wrong = db
             .row("SELECT name FROM items WHERE id = 1", params![], |r| {
                 r.get::<i64>(0)

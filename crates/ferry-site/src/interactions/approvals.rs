@@ -3,9 +3,9 @@
 use std::time::{Duration, SystemTime};
 
 use ferry_config::limits::APPROVAL_MAX_WAIT;
-use rusqlite::params;
 
 use super::{APPROVAL_ID_PREFIX, KIND_APPROVAL, State, check_text, duration_ms, millis, new_id};
+use crate::db::{Exec, params};
 use crate::{Site, SiteError};
 
 /// How a wait for an approval ended.
@@ -38,10 +38,13 @@ impl Site {
         self.require_person(person)?;
         let id = new_id(APPROVAL_ID_PREFIX)?;
         let now = millis(SystemTime::now());
-        self.db.conn().execute(
-            "INSERT INTO interactions
-                 (id, person, kind, state, tool, subject, summary, created_ms, expires_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        self.db.execute(
+            &format!(
+                "INSERT INTO interactions
+                     (id, person, kind, state, tool, subject, summary, created_ms, expires_ms, seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, {})",
+                crate::db::next_seq("interactions")
+            ),
             params![
                 id,
                 person,
@@ -81,7 +84,7 @@ impl Site {
             State::Denied
         };
         let now = millis(SystemTime::now());
-        let changed = self.db.conn().execute(
+        let changed = self.db.execute(
             "UPDATE interactions SET state = ?1, answered_ms = ?2
              WHERE id = ?3 AND person = ?4 AND kind = ?5 AND state = ?6 AND expires_ms > ?2",
             params![

@@ -16,9 +16,9 @@ mod picks;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::db::{Exec, params};
 use ferry_codes::Code;
 use ferry_config::limits::INTERACTION_TEXT_MAX_BYTES;
-use rusqlite::params;
 
 use crate::{Site, SiteError};
 
@@ -272,9 +272,11 @@ impl Site {
     /// [`Site::touch_presence`] with an explicit clock.
     pub fn touch_presence_at(&self, person: &str, at: SystemTime) -> Result<(), SiteError> {
         self.require_person(person)?;
-        self.db.conn().execute(
+        self.db.execute(
             "INSERT INTO web_presence (person, seen_ms) VALUES (?1, ?2)
-             ON CONFLICT (person) DO UPDATE SET seen_ms = MAX(seen_ms, excluded.seen_ms)",
+             ON CONFLICT (person) DO UPDATE SET seen_ms = CASE
+                 WHEN excluded.seen_ms > web_presence.seen_ms THEN excluded.seen_ms
+                 ELSE web_presence.seen_ms END",
             params![person, millis(at)],
         )?;
         Ok(())
@@ -284,7 +286,7 @@ impl Site {
     pub fn last_seen_on_web(&self, person: &str) -> Result<Option<SystemTime>, SiteError> {
         let seen: Option<i64> = self.db.row(
             "SELECT seen_ms FROM web_presence WHERE person = ?1",
-            [person],
+            params![person],
             |r| r.get(0),
         )?;
         Ok(seen.map(from_millis))
@@ -305,13 +307,10 @@ impl Site {
 
     /// Everything `person` has not answered yet and can still answer, oldest first.
     pub fn pending_interactions(&self, person: &str) -> Result<Vec<Interaction>, SiteError> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
+        self.db.rows(
             "SELECT id, kind, tool, subject, summary, prompt, expires_ms FROM interactions
              WHERE person = ?1 AND state = ?2 AND expires_ms > ?3
-             ORDER BY created_ms, rowid",
-        )?;
-        let rows = stmt.query_map(
+             ORDER BY created_ms, seq, id",
             params![person, State::Pending.as_str(), millis(SystemTime::now())],
             |r| {
                 let kind: String = r.get(1)?;
@@ -329,8 +328,7 @@ impl Site {
                     expires: from_millis(r.get(6)?),
                 })
             },
-        )?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        )
     }
 
     // ------------------------------------------------------------------ shared
@@ -345,8 +343,9 @@ impl Site {
         outcome: impl Fn(&Row) -> Option<T>,
     ) -> Result<T, SiteError> {
         let deadline_ms = millis(SystemTime::now()).saturating_add(duration_ms(timeout));
-        self.db.conn().execute(
-            "UPDATE interactions SET expires_ms = MIN(expires_ms, ?1)
+        self.db.execute(
+            "UPDATE interactions
+             SET expires_ms = CASE WHEN ?1 < expires_ms THEN ?1 ELSE expires_ms END
              WHERE id = ?2 AND kind = ?3 AND state = ?4",
             params![deadline_ms, id, kind, State::Pending.as_str()],
         )?;
@@ -394,13 +393,12 @@ impl Site {
     /// Marks `id` expired if it is in one of `from`; a row that has moved on meanwhile
     /// keeps its newer state.
     fn expire(&self, id: &str, from: &[State]) -> Result<(), SiteError> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
-            "UPDATE interactions SET state = ?1, answered_ms = ?2 WHERE id = ?3 AND state = ?4",
-        )?;
         let now = millis(SystemTime::now());
         for state in from {
-            stmt.execute(params![State::Expired.as_str(), now, id, state.as_str()])?;
+            self.db.execute(
+                "UPDATE interactions SET state = ?1, answered_ms = ?2 WHERE id = ?3 AND state = ?4",
+                params![State::Expired.as_str(), now, id, state.as_str()],
+            )?;
         }
         Ok(())
     }
@@ -409,11 +407,11 @@ impl Site {
         let row = self.db.row(
             "SELECT person, state, expires_ms, file_name, file_expires_ms FROM interactions
              WHERE id = ?1 AND kind = ?2",
-            [id, kind],
+            params![id, kind],
             |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
+                Ok::<_, SiteError>((
+                    r.get::<String>(0)?,
+                    r.get::<String>(1)?,
                     r.get(2)?,
                     r.get(3)?,
                     r.get(4)?,

@@ -7,12 +7,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ferry_config::SiteMode;
 use ferry_config::limits::{INTERACTION_RECORD_TTL, PICK_FILE_TTL, PICK_LINK_TTL};
 use ferry_fs::{AtomicWriter, Follow, FsError, Written, safe_name};
-use rusqlite::{OptionalExtension, params};
 
 use super::{
     InteractionError, KIND_PICK, PICK_ID_PREFIX, State, check_text, duration_ms, from_millis,
     is_interaction_id, millis, new_id,
 };
+use crate::db::{Exec, params};
 use crate::layout::{self, PICK_STAGING_DIR, PICKS_DIR};
 use crate::{Site, SiteError};
 
@@ -90,9 +90,13 @@ impl Site {
             .map_or(0, |d| d.as_secs())
             .saturating_add(PICK_LINK_TTL.as_secs());
         let link_expires = UNIX_EPOCH + Duration::from_secs(link_expires_secs);
-        self.db.conn().execute(
-            "INSERT INTO interactions (id, person, kind, state, prompt, created_ms, expires_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        self.db.execute(
+            &format!(
+                "INSERT INTO interactions
+                     (id, person, kind, state, prompt, created_ms, expires_ms, seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, {})",
+                crate::db::next_seq("interactions")
+            ),
             params![
                 id,
                 person,
@@ -133,7 +137,7 @@ impl Site {
     /// `person` declines the pick `id` (also while their upload runs: that upload then fails).
     pub fn cancel_pick(&self, person: &str, id: &str) -> Result<(), SiteError> {
         let now = millis(SystemTime::now());
-        let changed = self.db.conn().execute(
+        let changed = self.db.execute(
             "UPDATE interactions SET state = ?1, answered_ms = ?2
              WHERE id = ?3 AND person = ?4 AND kind = ?5
                AND (state = ?6 OR (state = ?7 AND expires_ms > ?2))",
@@ -164,7 +168,7 @@ impl Site {
         if !is_interaction_id(id) {
             return Err(InteractionError::Unknown(id.to_owned()).into());
         }
-        let changed = self.db.conn().execute(
+        let changed = self.db.execute(
             "UPDATE interactions SET state = ?1
              WHERE id = ?2 AND kind = ?3 AND state = ?4 AND expires_ms > ?5",
             params![
@@ -290,49 +294,58 @@ impl Site {
             }
             _ => Box::new(move || Ok(writer.commit()?)),
         };
-        let mut conn = self.db.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let state: Option<String> = tx
-            .query_row(
-                "SELECT state FROM interactions WHERE id = ?1 AND kind = ?2",
-                params![claim.id, KIND_PICK],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if let Some(why) = stop_reason(state.as_deref().and_then(State::parse)) {
-            // Unplaced: the writer's or the person's temporary goes with `put`.
-            drop(put);
-            drop(tx);
-            drop(conn);
-            self.remove_pick_dir(&claim.person, &claim.id)?;
-            return Err(why.into());
+        /// How the transaction below ended, for what follows it.
+        enum Placed {
+            Arrived(Written),
+            Stopped(InteractionError),
+            Failed(SiteError),
         }
-        let written = match put() {
-            Ok(written) => written,
-            Err(e) => {
-                drop(tx);
-                drop(conn);
+        let placed = self.db.transaction_once(|tx| {
+            let state: Option<String> = tx.row(
+                &format!(
+                    "SELECT state FROM interactions WHERE id = ?1 AND kind = ?2{}",
+                    tx.for_update()
+                ),
+                params![&claim.id, KIND_PICK],
+                |r| r.get(0),
+            )?;
+            if let Some(why) = stop_reason(state.as_deref().and_then(State::parse)) {
+                return Ok::<_, SiteError>(Placed::Stopped(why));
+            }
+            let written = match put() {
+                Ok(written) => written,
+                Err(e) => return Ok(Placed::Failed(e)),
+            };
+            let now = millis(SystemTime::now());
+            tx.execute(
+                "UPDATE interactions
+                 SET state = ?1, answered_ms = ?2, file_name = ?3, file_expires_ms = ?4
+                 WHERE id = ?5 AND state = ?6",
+                params![
+                    State::Arrived.as_str(),
+                    now,
+                    name,
+                    now.saturating_add(duration_ms(PICK_FILE_TTL)),
+                    &claim.id,
+                    State::Receiving.as_str(),
+                ],
+            )?;
+            Ok(Placed::Arrived(written))
+        })?;
+        let written = match placed {
+            Placed::Arrived(written) => written,
+            Placed::Stopped(why) => {
+                // Unplaced: the writer's or the person's temporary went with `put`.
+                self.remove_pick_dir(&claim.person, &claim.id)?;
+                return Err(why.into());
+            }
+            Placed::Failed(e) => {
                 if self.mode() == SiteMode::Host {
                     self.release_pick(claim)?;
                 }
                 return Err(e);
             }
         };
-        let now = millis(SystemTime::now());
-        tx.execute(
-            "UPDATE interactions
-             SET state = ?1, answered_ms = ?2, file_name = ?3, file_expires_ms = ?4
-             WHERE id = ?5 AND state = ?6",
-            params![
-                State::Arrived.as_str(),
-                now,
-                name,
-                now.saturating_add(duration_ms(PICK_FILE_TTL)),
-                claim.id,
-                State::Receiving.as_str(),
-            ],
-        )?;
-        tx.commit()?;
         Ok(PickArrival {
             id: claim.id.clone(),
             name: name.to_owned(),
@@ -355,7 +368,7 @@ impl Site {
     /// removes whatever the attempt left. A pick that has moved on keeps its state; an
     /// arrived file stays, the leftovers of a cancelled or expired one go.
     pub fn release_pick(&self, claim: &ClaimedPick) -> Result<(), SiteError> {
-        let released = self.db.conn().execute(
+        let released = self.db.execute(
             "UPDATE interactions SET state = ?1 WHERE id = ?2 AND state = ?3",
             params![State::Pending.as_str(), claim.id, State::Receiving.as_str()],
         )?;
@@ -412,9 +425,9 @@ impl Site {
                 }
             }
         }
-        self.db.conn().execute(
+        self.db.execute(
             "DELETE FROM interactions WHERE created_ms <= ?1",
-            [now_ms.saturating_sub(duration_ms(INTERACTION_RECORD_TTL))],
+            params![now_ms.saturating_sub(duration_ms(INTERACTION_RECORD_TTL))],
         )?;
         Ok(removed)
     }

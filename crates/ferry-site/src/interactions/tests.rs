@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 fn site_with(config: Config) -> (tempfile::TempDir, Arc<Site>) {
     let tmp = tempfile::tempdir().unwrap();
-    let site = Site::open(tmp.path(), config).unwrap();
+    let site = Site::open(tmp.path(), crate::testing::metadata(tmp.path(), config)).unwrap();
     site.add_person("me").unwrap();
     site.add_person("bob").unwrap();
     (tmp, Arc::new(site))
@@ -306,7 +306,7 @@ fn pick_links_are_signed_and_expire_at_their_second() {
 fn the_link_key_is_private_made_once_and_shared() {
     let tmp = tempfile::tempdir().unwrap();
     let sites: Vec<Arc<Site>> = (0..4)
-        .map(|_| Arc::new(Site::open(tmp.path(), Config::default()).unwrap()))
+        .map(|_| Arc::new(Site::open(tmp.path(), crate::testing::config(tmp.path())).unwrap()))
         .collect();
     let expires = SystemTime::now() + Duration::from_secs(60);
     // Made by several at once: every link any of them made checks with every other.
@@ -496,10 +496,9 @@ fn an_upload_under_way_outlives_the_link() {
     let claim = site.claim_pick(&id).unwrap();
     // The link expires while the file streams.
     site.db
-        .conn()
         .execute(
             "UPDATE interactions SET expires_ms = 0 WHERE id = ?1",
-            [&id],
+            crate::db::params![&id],
         )
         .unwrap();
     let waiter = {

@@ -1,0 +1,210 @@
+//! Two gateways on one site (spec scale S-GATEWAYS), each a real `ferry serve` on the same
+//! data dir, sharing one PostgreSQL database (`FERRY_TEST_POSTGRES_URL`; `.ci/run`
+//! starts one): what one learns, the other sees at once, and starting, stopping or
+//! crashing one takes nothing the other holds.
+
+mod support;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use ferry_site::ApprovalOutcome;
+use ferry_sql::testing::PostgresDatabase;
+use serde_json::{Value, json};
+use support::{
+    METADATA_URL, Options, Server, SseStream, client, get_json, last_line, post_json, upload,
+};
+
+/// Gateway A on a fresh site with PostgreSQL metadata, and B beside it.
+fn pair() -> (PostgresDatabase, Server, Server) {
+    let db = PostgresDatabase::create();
+    let a = Server::start_with(Options {
+        env: vec![(METADATA_URL.to_owned(), db.url().to_owned())],
+        ..Options::default()
+    });
+    let b = a.start_beside();
+    (db, a, b)
+}
+
+fn open_events(server: &Server, token: &str) -> SseStream {
+    let response = client()
+        .get(server.url("/v1/events"))
+        .bearer_auth(token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    SseStream::new(response)
+}
+
+/// The next event named `name` within `wait`.
+fn next_event(stream: &mut SseStream, name: &str, wait: Duration) -> Option<Value> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let event = stream.next(deadline.saturating_duration_since(Instant::now()))?;
+        if event.event == name {
+            return Some(event.json());
+        }
+    }
+}
+
+#[test]
+fn an_upload_through_one_reaches_a_page_on_the_other() {
+    let (_db, a, b) = pair();
+    let mut page_on_b = open_events(&b, &b.token);
+    let (status, body) = upload(&a, &a.token, "report.txt", b"quarterly", None);
+    assert_eq!(status, 201, "{body}");
+    let event = next_event(&mut page_on_b, "files", Duration::from_secs(10)).unwrap_or_else(|| {
+        panic!(
+            "the page on B did not hear of the upload through A; A: {}\nB: {}",
+            a.log(),
+            b.log()
+        )
+    });
+    assert_eq!(event["project"], Value::Null);
+    assert_eq!(event["paths"], json!(["public/report.txt"]));
+    // And B serves the file A wrote.
+    let (status, listing) = get_json(&b.url("/v1/files"), &b.token);
+    assert_eq!(status, 200);
+    assert!(listing.to_string().contains("report.txt"), "{listing}");
+}
+
+#[test]
+fn a_token_revoked_on_the_site_is_refused_by_both_at_the_next_request() {
+    let (_db, a, b) = pair();
+    let ann = a.add_person("ann");
+    for g in [&a, &b] {
+        assert_eq!(get_json(&g.url("/v1/me"), &ann).0, 200);
+    }
+    let prefix = &ann[..12];
+    let revoked = a.ferry(&["token", "revoke", prefix]);
+    assert!(revoked.status.success(), "{}", last_line(&revoked));
+    for g in [&a, &b] {
+        assert_eq!(get_json(&g.url("/v1/me"), &ann).0, 401);
+    }
+}
+
+#[test]
+fn a_request_waiting_on_one_is_answered_through_the_other() {
+    let (_db, a, b) = pair();
+    // The tool's side, as A's agent tools run it: the request and the wait.
+    let site = a.site();
+    let id = site
+        .request_approval("me", "file_delete", "public/old.txt", "delete old.txt?")
+        .unwrap();
+    let waiter = std::thread::spawn(move || {
+        site.wait_for_approval(&id.clone(), Duration::from_secs(30))
+            .map(|outcome| (id, outcome))
+    });
+    // The person's answer goes to B.
+    let (status, body) = get_json(&b.url("/v1/interactions"), &b.token);
+    assert_eq!(status, 200);
+    let pending = body["interactions"][0]["id"].as_str().unwrap().to_owned();
+    let (status, body) = post_json(
+        &b,
+        &b.token,
+        &format!("/v1/approvals/{pending}"),
+        &json!({"approve": true}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (id, outcome) = waiter.join().unwrap().unwrap();
+    assert_eq!(id, pending);
+    assert_eq!(outcome, ApprovalOutcome::Approved);
+}
+
+#[test]
+fn restarting_one_revokes_nothing_the_other_holds() {
+    let (_db, mut a, b) = pair();
+    let site = b.site();
+    let gateways = site.gateways().unwrap();
+    assert_eq!(gateways.len(), 2, "{gateways:?}");
+    // Which row is B's: the one at B's address.
+    let b_id = gateways
+        .iter()
+        .find(|(_, address)| *address == b.addr)
+        .map(|(id, _)| id.clone())
+        .expect("B is registered at its address");
+    let held_by_b = site.create_relay_token("me", &b_id).unwrap();
+    a.restart();
+    a.kill();
+    a.restart();
+    assert!(site.authenticate(&held_by_b).unwrap().is_some());
+    assert_eq!(get_json(&b.url("/v1/me"), &b.token).0, 200);
+    // Stopping B (SIGTERM) ends what B held, and only that.
+    let mut b = b;
+    // SAFETY: a signal to a child process this test started.
+    unsafe { libc::kill(b.pid() as i32, libc::SIGTERM) };
+    assert!(
+        b.exit_within(Duration::from_secs(40)).is_some(),
+        "B did not stop"
+    );
+    assert!(
+        site.authenticate(&held_by_b).unwrap().is_none(),
+        "B's relay token outlived B"
+    );
+    assert!(site.authenticate(&a.token).unwrap().is_some());
+    assert_eq!(get_json(&a.url("/v1/me"), &a.token).0, 200);
+}
+
+#[test]
+fn killing_one_mid_upload_leaves_the_other_serving_and_nothing_partial() {
+    let (_db, mut a, b) = pair();
+    // A multipart upload that stops halfway, then A is killed.
+    let mut raw = TcpStream::connect(&a.addr).unwrap();
+    let boundary = "xBOUNDARYx";
+    let head = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"half.bin\"\r\n\
+         Content-Type: application/octet-stream\r\n\r\n"
+    );
+    let length = head.len() + 4 * 1024 * 1024 + boundary.len() + 8;
+    write!(
+        raw,
+        "POST /v1/media HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {length}\r\n\r\n{head}",
+        a.addr, a.token
+    )
+    .unwrap();
+    raw.write_all(&vec![b'x'; 1024 * 1024]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    a.kill();
+    // The client's upload fails: the connection is gone, no success was answered.
+    let _ = raw.write_all(&vec![b'x'; 1024 * 1024]);
+    let mut answer = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut raw, &mut answer);
+    assert!(
+        !String::from_utf8_lossy(&answer).contains(" 201 "),
+        "a killed gateway answered the upload"
+    );
+    // B serves on, and nothing of the half upload is visible.
+    let (status, listing) = get_json(&b.url("/v1/files"), &b.token);
+    assert_eq!(status, 200);
+    assert!(!listing.to_string().contains("half"), "{listing}");
+    let (status, body) = upload(&b, &b.token, "whole.txt", b"all of it", None);
+    assert_eq!(status, 201, "{body}");
+    let ready = client().get(b.url("/readyz")).send().unwrap();
+    assert_eq!(ready.status().as_u16(), 200);
+    // Nor does any temporary of the killed upload show through B.
+    let listed = walk(&b.workspace("me", None));
+    assert!(
+        listed
+            .iter()
+            .all(|p| !p.contains("half") && !p.contains(".ferry-tmp")),
+        "{listed:?}"
+    );
+}
+
+/// Every path under `dir`, relative.
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            out.push(path.strip_prefix(dir).unwrap().display().to_string());
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(path);
+            }
+        }
+    }
+    out
+}

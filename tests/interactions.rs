@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use ferry_config::Config;
 use ferry_site::{ApprovalOutcome, PickOutcome, Site, WEB_PRESENCE_TTL};
 use reqwest::blocking::multipart::{Form, Part};
 use serde_json::{Value, json};
@@ -34,7 +33,7 @@ const EVENT_WAIT: Duration = Duration::from_secs(5);
 
 /// The requester's view of the server's site.
 fn requester(server: &Server) -> Site {
-    Site::open(&server.data, Config::default()).expect("the data dir opens beside the gateway")
+    server.site()
 }
 
 /// The pending requests the holder of `token` sees.
@@ -98,20 +97,14 @@ fn link_of(server: &Server, id: &str) -> String {
 
 /// Starts waiting for approval `id` on a thread of its own.
 fn wait_for_approval(server: &Server, id: &str, wait: Duration) -> JoinHandle<ApprovalOutcome> {
-    let (data, id) = (server.data.clone(), id.to_owned());
-    std::thread::spawn(move || {
-        let site = Site::open(&data, Config::default()).unwrap();
-        site.wait_for_approval(&id, wait).unwrap()
-    })
+    let (site, id) = (server.site(), id.to_owned());
+    std::thread::spawn(move || site.wait_for_approval(&id, wait).unwrap())
 }
 
 /// Starts waiting for pick `id` on a thread of its own.
 fn wait_for_pick(server: &Server, id: &str, wait: Duration) -> JoinHandle<PickOutcome> {
-    let (data, id) = (server.data.clone(), id.to_owned());
-    std::thread::spawn(move || {
-        let site = Site::open(&data, Config::default()).unwrap();
-        site.wait_for_pick(&id, wait).unwrap()
-    })
+    let (site, id) = (server.site(), id.to_owned());
+    std::thread::spawn(move || site.wait_for_pick(&id, wait).unwrap())
 }
 
 /// Where the picked files of `person` live.

@@ -6,16 +6,14 @@
 
 mod support;
 
-use std::path::Path;
 
-use ferry_config::Config;
-use ferry_site::{NodeHello, Site};
+use ferry_site::NodeHello;
 use serde_json::{Value, json};
 use support::{Server, assert_error, client, get_json, json_answer, post_json};
 
 /// Records a hello from the key whose hex digits are all `digit`; returns the node id.
-fn hello(data: &Path, digit: char, name: &str, commands: &[&str]) -> String {
-    let site = Site::open(data, Config::default()).unwrap();
+fn hello(server: &Server, digit: char, name: &str, commands: &[&str]) -> String {
+    let site = server.site();
     let hello = NodeHello {
         id: std::iter::repeat_n(digit, 20).collect(),
         public_key: std::iter::repeat_n(digit, 64).collect(),
@@ -46,8 +44,8 @@ fn the_cli_lists_approves_and_revokes() {
     let (code, lines) = node(&server, &["list"]);
     assert_eq!((code, lines.len()), (0, 0));
 
-    let a = hello(&server.data, 'a', "box", &["dir.list", "file.fetch"]);
-    let b = hello(&server.data, 'b', "box", &["dir.list"]);
+    let a = hello(&server, 'a', "box", &["dir.list", "file.fetch"]);
+    let b = hello(&server, 'b', "box", &["dir.list"]);
     let (code, lines) = node(&server, &["list"]);
     assert_eq!(code, 0);
     assert_eq!(
@@ -79,7 +77,7 @@ fn the_cli_lists_approves_and_revokes() {
 
     // An upgrade: the new command waits, the approved one still serves.
     hello(
-        &server.data,
+        &server,
         'a',
         "box",
         &["dir.list", "file.fetch", "terminal.upload"],
@@ -134,7 +132,7 @@ fn the_cli_lists_approves_and_revokes() {
 #[test]
 fn the_http_routes_answer_admins_only() {
     let server = Server::start();
-    let id = hello(&server.data, 'c', "lab", &["dir.list"]);
+    let id = hello(&server, 'c', "lab", &["dir.list"]);
     let person = server.add_person("ann");
 
     let (status, body) = get_json(&server.url("/v1/nodes"), &person);

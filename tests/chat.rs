@@ -2181,19 +2181,17 @@ fn chat_history_reads_are_bounded_however_long_the_saved_words() {
         turn(&server, json!({ "message": format!("Q{i}") }));
     }
     // And a 50 MB reply a gateway without the cap saved, written into the site's database.
-    let db = server.data.join(".ferry").join("site.db");
-    let sql = "INSERT INTO chat_messages (person, project, role, text, attachments, created) \
-               VALUES ('me', '', 'assistant', hex(zeroblob(25000000)), '[]', 0);";
-    let out = std::process::Command::new("sqlite3")
-        .arg(&db)
-        .arg(sql)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    {
+        use ferry_sql::{Exec, params};
+        server
+            .metadata_db()
+            .execute(
+                "INSERT INTO chat_messages (person, project, role, text, attachments, created) \
+                 VALUES ('me', '', 'assistant', ?1, '[]', 0)",
+                params!["0".repeat(50_000_000)],
+            )
+            .unwrap();
+    }
 
     let before = peak_rss_kib(&server);
     let readers: Vec<_> = (0..8)

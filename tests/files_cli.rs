@@ -346,7 +346,9 @@ fn stop_after_first_part(
             .ok()
             .and_then(|mut d| d.next())
             .and_then(|e| e.ok())
-            .and_then(|e| std::fs::read_to_string(e.path()).ok());
+            .and_then(|e| std::fs::read_to_string(e.path()).ok())
+            // Read while the CLI writes it: not whole yet.
+            .filter(|url| url.trim().starts_with("http://"));
         if let Some(url) = remembered {
             let head = http
                 .head(url.trim())

@@ -208,3 +208,26 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
     }
     out
 }
+
+#[test]
+fn readyz_names_postgresql_when_the_metadata_is_gone_and_healthz_still_answers() {
+    let (db, a, b) = pair();
+    for g in [&a, &b] {
+        assert_eq!(client().get(g.url("/readyz")).send().unwrap().status(), 200);
+    }
+    // The database goes (its connections cut): both gateways say what is missing.
+    drop(db);
+    for g in [&a, &b] {
+        let answer = client().get(g.url("/readyz")).send().unwrap();
+        assert_eq!(answer.status().as_u16(), 503);
+        let body: Value = answer.json().unwrap();
+        assert_eq!(body["error"]["code"], "not_ready");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("PostgreSQL"), "{message}");
+        assert!(!message.contains("password"), "{message}");
+        assert_eq!(
+            client().get(g.url("/healthz")).send().unwrap().status(),
+            200
+        );
+    }
+}

@@ -416,3 +416,93 @@ fn over_wss_a_self_signed_gateway_is_taken_only_with_its_pin() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The audit trail (spec scale S-OPS) follows one file through every face: a member's
+/// upload and move, the agent's edit and delivery, and a push to a node, each recorded
+/// exactly once, read back through `ferry audit` and `GET /v1/audit`.
+#[test]
+fn the_audit_trail_follows_one_file_through_every_face_once_each() {
+    let remote = Remote::start();
+    remote.approve(&[]);
+    let server = &remote.server;
+    let (status, body) = support::upload(server, &server.token, "walk.txt", b"step one\n", None);
+    assert_eq!(status, 201, "{body}");
+    let (status, moved) = support::post_json(
+        server,
+        &server.token,
+        "/v1/files/move",
+        &json!({"from": "public/walk.txt", "to": "public/moved.txt"}),
+    );
+    assert_eq!(status, 200, "{moved}");
+    remote.ok(
+        "file_edit",
+        json!({"edits": [{"path": "public/moved.txt", "oldText": "one", "newText": "two"}]}),
+    );
+    remote.ok("file_deliver", json!({"paths": ["public/moved.txt"]}));
+    let pushed_to = remote.at("inbox/walk.txt");
+    remote.ok(
+        "file_push",
+        json!({"node": "build-box", "path": pushed_to, "contentBase64": "c3RlcCB0d28K"}),
+    );
+    assert_eq!(
+        std::fs::read(remote.srv.join("inbox/walk.txt")).unwrap(),
+        b"step two\n"
+    );
+
+    // `ferry audit` on the site: JSON lines, newest first.
+    let out = server.ferry(&["audit", "--person", "me"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let steps: Vec<(&str, &str)> = lines
+        .iter()
+        .rev()
+        .map(|r| (r["action"].as_str().unwrap(), r["path"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("upload", "public/walk.txt"),
+            ("move", "public/walk.txt"),
+            ("tool_write", "public/moved.txt"),
+            ("delivery", "public/moved.txt"),
+            ("node_push", pushed_to.as_str()),
+        ],
+        "{lines:#?}"
+    );
+    let by = |action: &str| lines.iter().find(|r| r["action"] == action).unwrap();
+    assert_eq!(by("upload")["tokenKind"], "admin");
+    assert_eq!(by("upload")["size"], 9);
+    assert_eq!(by("upload")["sha256"], body["sha256"]);
+    assert_eq!(by("move")["to"], "public/moved.txt");
+    assert_eq!(by("tool_write")["tokenKind"], "agent");
+    assert_eq!(by("node_push")["node"], "build-box");
+    assert!(lines.iter().all(|r| r["outcome"] == "ok"), "{lines:#?}");
+
+    // The same records through the API, for the person whose files they are.
+    let (status, page) = support::get_json(&server.url("/v1/audit"), &server.token);
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["records"].as_array().unwrap().len(), 5, "{page}");
+    assert_eq!(page["earlier"], Value::Null);
+    let (status, page) = support::get_json(&server.url("/v1/audit?limit=2"), &server.token);
+    assert_eq!(status, 200);
+    assert_eq!(page["records"].as_array().unwrap().len(), 2);
+    let earlier = page["earlier"].as_i64().unwrap();
+    let (_, rest) = support::get_json(
+        &server.url(&format!("/v1/audit?before={earlier}")),
+        &server.token,
+    );
+    assert_eq!(rest["records"].as_array().unwrap().len(), 3);
+    // Another person sees none of them; a glob narrows the CLI's listing.
+    let ann = server.add_person("ann");
+    let (_, theirs) = support::get_json(&server.url("/v1/audit"), &ann);
+    assert_eq!(theirs["records"], json!([]));
+    let out = server.ferry(&["audit", "--path", "public/walk*"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+}

@@ -6,7 +6,6 @@
 
 mod support;
 
-
 use ferry_site::NodeHello;
 use serde_json::{Value, json};
 use support::{Server, assert_error, client, get_json, json_answer, post_json};

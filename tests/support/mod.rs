@@ -301,6 +301,21 @@ impl Server {
         ferry_site::Site::open(&self.data, config).expect("the site opens beside the gateway")
     }
 
+    /// The site's metadata database, opened beside the gateway as another process would,
+    /// to change it behind the gateway's back.
+    pub fn metadata_db(&self) -> ferry_sql::Db {
+        match self.options.env.iter().find(|(k, _)| k == METADATA_URL) {
+            Some((_, url)) => ferry_sql::Db::postgres(url, None),
+            None => ferry_sql::Db::sqlite(
+                &self
+                    .data
+                    .join(ferry_site::layout::SERVICE_DIR)
+                    .join(ferry_site::DB_FILE),
+            ),
+        }
+        .expect("the site's metadata database opens")
+    }
+
     /// Kills the gateway at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

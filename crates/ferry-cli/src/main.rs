@@ -12,6 +12,7 @@ use ferry_config::{Config, SiteMode};
 use ferry_site::{Site, TokenKind};
 
 mod archive_cmd;
+mod audit_cmd;
 mod files_cmd;
 mod herd_cmd;
 mod json_error;
@@ -109,6 +110,8 @@ enum Command {
         #[command(subcommand)]
         command: archive_cmd::ArchiveCommand,
     },
+    /// Prints the audit trail of file movements as JSON lines, newest first.
+    Audit(audit_cmd::AuditArgs),
     /// Lists, shows and sweeps the media store (the bytes fetched from nodes).
     Media {
         #[command(subcommand)]
@@ -305,6 +308,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Circle { command } => return site_cmd::circle(command),
         Command::Archive { command } => return archive_cmd::archive(command),
         Command::Media { command } => return media_cmd::media(command),
+        Command::Audit(args) => return audit_cmd::audit(args),
         Command::Node { command } => return node_cmd::node(command),
         Command::Herd { command } => return herd_cmd::herd(command),
         Command::Files { gateway, command } => return Ok(files_cmd::files(gateway, command)),

@@ -16,9 +16,9 @@ mod validate;
 pub use error::ConfigError;
 pub use nodes::{NodePolicyConfig, NodesConfig};
 pub use sections::{
-    AgentConfig, AgentIds, ApiKey, Config, DEFAULT_HELPER_PATH, DeleteApproval, DeliveriesConfig,
-    ExecConfig, FilesConfig, LimitsConfig, MediaConfig, MetadataConfig, SandboxChoice,
-    ServerConfig, SiteConfig, SiteMode, TOOL_NAMES, ToolsConfig,
+    AgentConfig, AgentIds, ApiKey, AuditConfig, Config, DEFAULT_HELPER_PATH, DeleteApproval,
+    DeliveriesConfig, ExecConfig, FilesConfig, LimitsConfig, MediaConfig, MetadataConfig,
+    SandboxChoice, ServerConfig, SiteConfig, SiteMode, TOOL_NAMES, ToolsConfig,
 };
 
 #[cfg(test)]

@@ -338,3 +338,8 @@ pub const HERD_TOOL_OUTPUT_MAX_BYTES: usize = 64 * 1024;
 pub const HERD_INBOX_WAIT_MAX_SECS: u64 = 3600;
 /// How long a herd operation waits for another one's lock before `herd_busy`.
 pub const HERD_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Days an audit record is kept by default (`[audit] retention_days`, spec S-OPS).
+pub const AUDIT_RETENTION_DAYS: u64 = 90;
+/// The most days `[audit] retention_days` may say (a hundred years).
+pub const AUDIT_RETENTION_MAX_DAYS: u64 = 36_500;

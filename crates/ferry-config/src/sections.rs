@@ -42,6 +42,24 @@ pub struct Config {
     pub nodes: crate::NodesConfig,
     /// Where the metadata lives: SQLite in `.ferry/` unless a PostgreSQL URL is given (S-META).
     pub metadata: MetadataConfig,
+    /// The audit trail of file movements (S-OPS).
+    pub audit: AuditConfig,
+}
+
+/// The `[audit]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// Days an audit record is kept; then the sweep removes it. 1 to 36500.
+    pub retention_days: u64,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            retention_days: crate::limits::AUDIT_RETENTION_DAYS,
+        }
+    }
 }
 
 /// The `[metadata]` section.

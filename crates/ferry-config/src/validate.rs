@@ -36,6 +36,15 @@ impl Config {
                 &format!("must be at most {SHUTDOWN_GRACE_MAX_SECS} (an hour)"),
             ));
         }
+        if !(1..=crate::limits::AUDIT_RETENTION_MAX_DAYS).contains(&self.audit.retention_days) {
+            return Err(invalid(
+                "audit.retention_days",
+                &format!(
+                    "must be 1 to {} (days an audit record is kept)",
+                    crate::limits::AUDIT_RETENTION_MAX_DAYS
+                ),
+            ));
+        }
         if let Some(url) = &self.metadata.url
             && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
         {

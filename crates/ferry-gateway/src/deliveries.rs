@@ -24,6 +24,7 @@ use crate::body::Sink;
 use crate::delivery_name::{choose_name, fallback_name};
 use crate::extract::JsonBody;
 use crate::{ApiError, AppState, blocking};
+use ferry_site::{AuditAction, AuditEntry};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,7 +66,7 @@ pub async fn deliver(
     let limits = &state.site.config().deliveries;
     let deadline = Instant::now() + Duration::from_secs(limits.timeout_secs);
     let timed_out = || upstream_timeout(limits.timeout_secs);
-    fetch(
+    let delivered = fetch(
         &state,
         &who.person,
         &request,
@@ -74,8 +75,17 @@ pub async fn deliver(
         deadline,
         timed_out,
     )
-    .await
-    .map(|d| (StatusCode::CREATED, Json(d)))
+    .await;
+    // The record names the workspace path it landed at, or the URL it failed to fetch.
+    let kind = who.kind.as_str();
+    let entry = match &delivered {
+        Ok(d) => AuditEntry::new(&who.person, kind, AuditAction::Delivery, &d.path)
+            .bytes(d.size, Some(&d.sha256)),
+        Err(e) => AuditEntry::new(&who.person, kind, AuditAction::Delivery, &request.url)
+            .failed(e.code.as_str()),
+    };
+    crate::audit::record(&state, entry.project(request.project.as_deref())).await;
+    delivered.map(|d| (StatusCode::CREATED, Json(d)))
 }
 
 async fn fetch(

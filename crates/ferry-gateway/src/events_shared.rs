@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use crate::AppState;
 use crate::events::{FileEvent, NodesEvent, PageEvent};
 
+/// How long a starting gateway waits to hear the other gateways before it serves.
+const LISTEN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The notification channel of a site's page events.
 pub(crate) const CHANNEL: &str = "ferry_page_events";
 /// PostgreSQL refuses payloads of 8000 bytes and more: a longer event is sent without
@@ -150,6 +152,12 @@ pub(crate) fn start(state: &AppState) {
         },
     );
     let Some(listener) = listener else { return };
+    // A gateway that starts hears the others before it serves (a few milliseconds); if
+    // it cannot yet, `/readyz` says so until it does.
+    let deadline = std::time::Instant::now() + LISTEN_WAIT;
+    while !listener.is_listening() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let _ = state.events.listener.set(listener);
     let _ = state.events.shared.set(Outbox {
         site: state.site.clone(),

@@ -20,6 +20,7 @@ use crate::extract::{JsonBody, QueryParams};
 use crate::member::out_of_turn;
 use crate::range::{RangeRequest, etag_for, if_none_match_hits, if_range_allows, parse_range};
 use crate::{ApiError, AppState, blocking};
+use ferry_site::{AuditAction, AuditEntry};
 
 /// Bytes read per chunk of a download.
 const DOWNLOAD_CHUNK_BYTES: usize = 64 * 1024;
@@ -110,12 +111,31 @@ pub async fn move_entry(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let (from, to) = (body.from, body.to);
     let project = body.project.as_deref();
+    let entry =
+        AuditEntry::new(&who.person, who.kind.as_str(), AuditAction::Move, &from).project(project);
     let moved_from = from.clone();
-    let path = moved_to(
-        state
-            .member(&who.person, project, MemberAction::Move { from, to })
-            .await?,
-    )?;
+    let moved = match state
+        .member(
+            &who.person,
+            project,
+            MemberAction::Move {
+                from,
+                to: to.clone(),
+            },
+        )
+        .await
+    {
+        Ok(reply) => moved_to(reply),
+        Err(e) => Err(e),
+    };
+    let path = match moved {
+        Ok(path) => path,
+        Err(e) => {
+            crate::audit::record(&state, entry.to(&to).failed(e.code.as_str())).await;
+            return Err(e);
+        }
+    };
+    crate::audit::record(&state, entry.to(&path)).await;
     state
         .events
         .publish(&who.person, project, vec![moved_from, path.clone()]);
@@ -131,6 +151,8 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let (deleting, person, project) = (state.clone(), who.person.clone(), q.project.clone());
     let (path, forever) = (q.path.clone(), q.forever);
+    let entry = AuditEntry::new(&who.person, who.kind.as_str(), AuditAction::Delete, &q.path)
+        .project(q.project.as_deref());
     let trash_id = blocking(move || {
         if !forever {
             return crate::trash::trash_now(&deleting, &person, project.as_deref(), &path)
@@ -144,7 +166,9 @@ pub async fn delete(
         }
         deleted.map(|_| None)
     })
-    .await?;
+    .await;
+    crate::audit::outcome(&state, entry, &trash_id).await;
+    let trash_id = trash_id?;
     state
         .events
         .publish(&who.person, q.project.as_deref(), vec![q.path]);
@@ -164,6 +188,13 @@ pub async fn download(
     QueryParams(q): QueryParams<PathQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let entry = AuditEntry::new(
+        &who.person,
+        who.kind.as_str(),
+        AuditAction::Download,
+        &q.path,
+    )
+    .project(q.project.as_deref());
     let opened = state
         .member(
             &who.person,
@@ -175,11 +206,19 @@ pub async fn download(
             // Whatever lies outside public/ does not exist for the member.
             ferry_codes::Code::PathEscapes => ApiError::not_found(),
             _ => e,
-        })?;
+        })
+        .and_then(|opened| match opened {
+            (MemberReply::Opened(meta), Some(file)) => Ok((meta, file)),
+            _ => Err(out_of_turn()),
+        });
     let (meta, file) = match opened {
-        (MemberReply::Opened(meta), Some(file)) => (meta, file),
-        _ => return Err(out_of_turn()),
+        Ok(opened) => opened,
+        Err(e) => {
+            crate::audit::record(&state, entry.failed(e.code.as_str())).await;
+            return Err(e);
+        }
     };
+    crate::audit::record(&state, entry.bytes(meta.size, None)).await;
     send_file(meta, file, &headers, "private, no-cache").await
 }
 

@@ -5,6 +5,7 @@
 
 mod access_log;
 mod assets;
+mod audit;
 mod auth;
 mod body;
 mod chat;
@@ -243,6 +244,7 @@ impl AppState {
         tokio::spawn(tus::sweep(self.clone()));
         tokio::spawn(node_link::watch_revocations(self.clone()));
         tokio::spawn(events::announce_node_changes(self.clone()));
+        tokio::spawn(audit::sweep(self.clone()));
         Ok(())
     }
 
@@ -362,6 +364,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/files/move", post(files::move_entry))
         .route("/v1/projects", get(projects::list).post(projects::create))
         .route("/v1/me", get(me::me))
+        .route("/v1/audit", get(audit::list))
         .route("/v1/deliveries", post(deliveries::deliver))
         .route("/v1/artifacts", get(mcp::artifacts))
         .route("/v1/nodes/connect", get(node_link::connect))

@@ -190,9 +190,11 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<&'static str
     let site = state.site.clone();
     let metadata = blocking(move || site.ping()).await;
     if let Err(e) = metadata {
+        // The engine's own words go to the log only: they may name hosts and users.
+        tracing::warn!("/readyz: the metadata database does not answer: {}", e.message);
         return Err(not_ready(format!(
-            "the metadata database does not answer: {}",
-            e.message
+            "the metadata database ({}) does not answer",
+            state.site.metadata_engine()
         )));
     }
     // Looked at without opening the store, which would make a missing folder anew.

@@ -20,6 +20,7 @@ use crate::extract::JsonBody;
 use crate::files::send_file;
 use crate::member::out_of_turn;
 use crate::{ApiError, AppState, blocking};
+use ferry_site::{AuditAction, AuditEntry};
 
 /// How often `ferry serve` removes the records of links long past their expiry.
 const SHARE_SWEEP_INTERVAL: Duration = Duration::from_secs(60 * 60);
@@ -93,6 +94,8 @@ async fn create(
         return Err(out_of_turn());
     }
     let making = state.clone();
+    let entry = AuditEntry::new(&who.person, who.kind.as_str(), AuditAction::Share, &path)
+        .project(project.as_deref());
     let share = blocking(move || {
         let share = making.site.create_share(
             &who.person,
@@ -102,8 +105,13 @@ async fn create(
         )?;
         view(&making, share)
     })
-    .await?;
-    Ok((StatusCode::CREATED, Json(share)))
+    .await;
+    let entry = match &share {
+        Ok(share) => entry.to(&share.id),
+        Err(e) => entry.failed(e.code.as_str()),
+    };
+    crate::audit::record(&state, entry).await;
+    Ok((StatusCode::CREATED, Json(share?)))
 }
 
 /// `GET /v1/shares`: the person's live links, newest first.

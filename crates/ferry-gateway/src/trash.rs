@@ -22,6 +22,7 @@ use crate::auth::Member;
 use crate::extract::OptionalJsonBody;
 use crate::member::out_of_turn;
 use crate::{ApiError, AppState, blocking};
+use ferry_site::{AuditAction, AuditEntry};
 
 /// How often `ferry serve` removes the trash entries whose time is over (and once at start).
 const TRASH_SWEEP_INTERVAL: Duration = Duration::from_secs(15 * 60);
@@ -109,7 +110,9 @@ async fn restore(
     let name = body.name;
     let restoring = state.clone();
     let person = who.person.clone();
-    let (path, project) = blocking(move || {
+    // A restore that fails before its path is known is recorded under the entry's id.
+    let id_shown = format!("trash:{}", id.chars().take(64).collect::<String>());
+    let restored = blocking(move || {
         let lock = person_lock(&person);
         let _one_at_a_time = hold(&lock);
         let entry = restoring.site.trash_entry(&person, &id)?;
@@ -130,7 +133,24 @@ async fn restore(
             }
         }
     })
-    .await?;
+    .await;
+    let (path, project) = match restored {
+        Ok(restored) => restored,
+        Err(e) => {
+            let entry = AuditEntry::new(
+                &who.person,
+                who.kind.as_str(),
+                AuditAction::Restore,
+                &id_shown,
+            )
+            .failed(e.code.as_str());
+            crate::audit::record(&state, entry).await;
+            return Err(e);
+        }
+    };
+    let entry = AuditEntry::new(&who.person, who.kind.as_str(), AuditAction::Restore, &path)
+        .project(project.as_deref());
+    crate::audit::record(&state, entry).await;
     state
         .events
         .publish(&who.person, project.as_deref(), vec![path.clone()]);

@@ -48,6 +48,7 @@ use tokio::sync::{OwnedMutexGuard, mpsc};
 use crate::auth::Member;
 use crate::body::paced;
 use crate::{ApiError, AppState, blocking};
+use ferry_site::{AuditAction, AuditEntry};
 
 /// The protocol version spoken, the only one.
 pub const TUS_VERSION: &str = "1.0.0";
@@ -1107,6 +1108,12 @@ async fn finish_placed(
 ) -> Result<Completed, ApiError> {
     let record = &slot.record;
     state.uploads.lock().remove(&record.id);
+    // Resumable uploads are a member's (a person's or an admin's token; the kind is not
+    // kept with the upload).
+    let entry = AuditEntry::new(&record.person, "person", AuditAction::Upload, &done.path)
+        .project(record.project.as_deref())
+        .bytes(done.size, Some(&done.sha256));
+    crate::audit::record(state, entry).await;
     state.events.publish(
         &record.person,
         record.project.as_deref(),

@@ -27,6 +27,7 @@ use crate::{ApiError, AppState, blocking};
 use ferry_config::limits::{
     FOLDER_FIELD_MAX_BYTES, MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES,
 };
+use ferry_site::{AuditAction, AuditEntry};
 
 #[derive(Serialize)]
 pub struct Uploaded {
@@ -166,11 +167,22 @@ pub async fn upload(
         existing,
     )
     .await;
+    let path = place.display(&name);
+    let entry = AuditEntry::new(&who.person, who.kind.as_str(), AuditAction::Upload, &path)
+        .project(project.as_deref());
     let written = match committed {
         Ok(written) => written,
-        Err(e) => return Err(kept(&state, &who.person, project, &place, &name, e).await),
+        Err(e) => {
+            let e = kept(&state, &who.person, project, &place, &name, e).await;
+            crate::audit::record(&state, entry.failed(e.code.as_str())).await;
+            return Err(e);
+        }
     };
-    let path = place.display(&name);
+    crate::audit::record(
+        &state,
+        entry.bytes(written.size, Some(&written.sha256_hex())),
+    )
+    .await;
     state
         .events
         .publish(&who.person, project.as_deref(), vec![path.clone()]);

@@ -109,6 +109,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             },
         ],
     },
+    Migration {
+        // The audit trail of file movements (S-OPS).
+        version: 3,
+        steps: &[Step::Sql(crate::audit::SCHEMA)],
+    },
 ];
 
 /// The value of a `seq` column for a row inserted now into `table`.
@@ -134,6 +139,7 @@ pub(crate) const TABLES: &[&str] = &[
     "shares",
     "resumable_uploads",
     "gateways",
+    "audit",
 ];
 
 /// Opens the site's metadata: PostgreSQL when `[metadata] url` names it, else the SQLite

@@ -4,6 +4,7 @@
 //! directly; the gateway only parses, authorizes and maps errors.
 
 mod artifacts;
+mod audit;
 mod chat;
 mod check;
 mod circles;
@@ -32,6 +33,7 @@ mod usage;
 mod workspace;
 
 pub use artifacts::{Artifact, ArtifactKind};
+pub use audit::{AUDIT_PAGE_MAX, AuditAction, AuditEntry, AuditFilter, AuditRecord};
 pub use chat::{ChatMessage, ChatPage, ChatRole, cut_reply, end_as_cut, reply_cut_note};
 pub use check::Finding;
 pub use circles::Circle;
@@ -59,7 +61,7 @@ pub use search::{Found, FoundLine, SearchQuery, SearchResults, fold};
 pub use shares::{SHARE_ROUTE_PREFIX, Share, ShareError, check_share_expiry};
 pub use shown::{delivery_notice, person_relative};
 pub use site::{DB_FILE, DEFAULT_PERSON, Project, Site, project_folder_error};
-pub use time::rfc3339;
+pub use time::{parse_instant, rfc3339};
 pub use tokens::{Principal, TokenKind};
 pub use trash::{TrashEntry, TrashError, TrashRoom, Trashed, open_trash, purge_trash};
 pub use usage::{Counter, QuotaClaim, USAGE_RECOUNT_AFTER};

@@ -13,7 +13,11 @@ use crate::layout::SERVICE_DIR;
 use crate::site::DB_FILE;
 
 /// Tables whose ids a sequence hands out on PostgreSQL, moved past the copied ones.
-const IDENTITIES: &[(&str, &str)] = &[("chat_messages", "id"), ("artifacts", "id")];
+const IDENTITIES: &[(&str, &str)] = &[
+    ("chat_messages", "id"),
+    ("artifacts", "id"),
+    ("audit", "id"),
+];
 
 /// One table's rows, as counted on both sides after the copy.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

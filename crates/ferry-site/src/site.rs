@@ -84,6 +84,14 @@ impl Site {
         data.join(SERVICE_DIR).is_dir()
     }
 
+    /// The engine the metadata is on, as people name it: `SQLite` or `PostgreSQL`.
+    pub fn metadata_engine(&self) -> &'static str {
+        match self.db.engine() {
+            ferry_sql::Engine::Sqlite => "SQLite",
+            ferry_sql::Engine::Postgres => "PostgreSQL",
+        }
+    }
+
     /// Whether the metadata database answers a query (`GET /readyz`).
     pub fn ping(&self) -> Result<(), SiteError> {
         self.db.exists("SELECT 1", params![])?;

@@ -21,10 +21,80 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
+/// The instant `text` names: `2026-11-30T10:00:00Z` (UTC, whole seconds, as
+/// [`rfc3339`] writes them) or whole seconds since the Unix epoch. Anything else, or a
+/// day that does not exist, is `None`.
+pub fn parse_instant(text: &str) -> Option<SystemTime> {
+    if !text.is_empty() && text.len() <= 12 && text.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(UNIX_EPOCH + std::time::Duration::from_secs(text.parse().ok()?));
+    }
+    let b = text.as_bytes();
+    if b.len() != 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'Z'
+    {
+        return None;
+    }
+    let number = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(range)?;
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    let (y, m, d) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hh, mm, ss) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    if y < 1970 || !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 59
+    {
+        return None;
+    }
+    // Days since the epoch, through March-based years (so the leap day comes last).
+    let (yy, mp) = if m > 2 { (y, m - 3) } else { (y - 1, m + 9) };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    // A day past the month's end (February 30) comes back as another date.
+    if civil_from_days(days) != (y, m as u32, d as u32) {
+        return None;
+    }
+    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
+    Some(UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(secs).ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn instants_are_read_back_as_written_and_nothing_else_is() {
+        for secs in [0u64, 951_782_400, 1_796_032_800, 4_102_444_799] {
+            let t = UNIX_EPOCH + Duration::from_secs(secs);
+            assert_eq!(parse_instant(&rfc3339(t)), Some(t), "{secs}");
+            assert_eq!(parse_instant(&secs.to_string()), Some(t));
+        }
+        for bad in [
+            "",
+            "2026-02-30T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-11-30T24:00:00Z",
+            "2026-11-30 10:00:00Z",
+            "2026-11-30T10:00:00+01:00",
+            "1969-12-31T23:59:59Z",
+            "2026-1-30T10:00:00Z",
+            "+026-11-30T10:00:00Z",
+            "1e9",
+            "-5",
+            "99999999999999",
+        ] {
+            assert_eq!(parse_instant(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn known_instants() {

@@ -8,6 +8,7 @@
 
 mod approval;
 mod args;
+mod audit;
 mod deliver;
 mod dir_list;
 mod edit;
@@ -313,7 +314,10 @@ impl Toolbox {
             Err(e) => return ToolOutput::error(&e),
         };
         if let Some(run) = spec.here(&args) {
-            return run(self, args, approver).unwrap_or_else(|e| ToolOutput::error(&e));
+            let output =
+                run(self, args.clone(), approver).unwrap_or_else(|e| ToolOutput::error(&e));
+            audit::record(&self.site, &self.person, name, &args, &output);
+            return output;
         }
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => runtime.block_on(self.call_on_node(name, args)),
@@ -343,14 +347,22 @@ impl Toolbox {
         match spec.on_node(&args) {
             Some(run) => {
                 let started = std::time::Instant::now();
-                let outcome = run(self, args).await;
+                let outcome = run(self, args.clone()).await;
                 metrics::histogram!(
                     "ferry_node_call_duration_seconds",
                     "tool" => spec.name,
                     "outcome" => if outcome.is_ok() { "ok" } else { "error" },
                 )
                 .record(started.elapsed());
-                outcome.unwrap_or_else(|e| ToolOutput::error(&e))
+                let output = outcome.unwrap_or_else(|e| ToolOutput::error(&e));
+                let (site, person, tool) = (self.site.clone(), self.person.clone(), spec.name);
+                // The record is a database write: off the runtime's threads.
+                let _ = tokio::task::spawn_blocking({
+                    let output = output.clone();
+                    move || audit::record(&site, &person, tool, &args, &output)
+                })
+                .await;
+                output
             }
             // Callers ask `runs_on_node` first; a blocking body never runs on the runtime.
             None => ToolOutput::error(&ToolError::new(

@@ -191,7 +191,10 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<&'static str
     let metadata = blocking(move || site.ping()).await;
     if let Err(e) = metadata {
         // The engine's own words go to the log only: they may name hosts and users.
-        tracing::warn!("/readyz: the metadata database does not answer: {}", e.message);
+        tracing::warn!(
+            "/readyz: the metadata database does not answer: {}",
+            e.message
+        );
         return Err(not_ready(format!(
             "the metadata database ({}) does not answer",
             state.site.metadata_engine()

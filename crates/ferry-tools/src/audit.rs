@@ -33,6 +33,17 @@ fn movements(tool: &str, args: &Value) -> Vec<(AuditAction, String)> {
                 .map(|p| (AuditAction::ToolWrite, p))
                 .collect();
         }
+        // Files handed to a worker with a message (assign, steer, reply): one each, the
+        // worker's label where they went.
+        "subagent" if matches!(args["action"].as_str(), Some("assign" | "steer" | "reply")) => {
+            return args["files"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(text)
+                .map(|p| (AuditAction::Handoff, p))
+                .collect();
+        }
         "file_deliver" => {
             return args["paths"]
                 .as_array()
@@ -75,6 +86,11 @@ pub(crate) fn record(site: &Site, person: &str, tool: &str, args: &Value, output
         if let Some(to) = field("mediaId").and_then(Value::as_str) {
             entry = entry.to(&format!("media:{to}"));
         }
+        if action == AuditAction::Handoff
+            && let Some(label) = args["label"].as_str().or(args["agent"].as_str())
+        {
+            entry = entry.to(&format!("worker:{label}"));
+        }
         site.audit(&entry);
     }
 }
@@ -104,6 +120,15 @@ mod tests {
             movements("file_push", &json!({"node": "n", "path": "/tmp/x"})),
             [(AuditAction::NodePush, "/tmp/x".to_owned())]
         );
+        assert_eq!(
+            movements(
+                "subagent",
+                &json!({"action": "assign", "agent": "r", "task": "t", "files": ["a.md", "b.md"]})
+            )
+            .len(),
+            2
+        );
+        assert!(movements("subagent", &json!({"action": "status"})).is_empty());
         assert!(movements("file_read", &json!({"path": "a.txt"})).is_empty());
         assert!(movements("dir_list", &json!({"path": "."})).is_empty());
         assert!(movements("file_write", &json!({"path": 7})).is_empty());

@@ -231,3 +231,115 @@ fn readyz_names_postgresql_when_the_metadata_is_gone_and_healthz_still_answers()
         );
     }
 }
+
+/// An agent on gateway B uses a node whose link gateway A holds: the call goes to A
+/// through the gateways' internal route, and fetch, push and a tree's fetch work as on A.
+#[test]
+fn an_agent_on_one_gateway_uses_a_node_linked_to_the_other() {
+    use support::mcp;
+    use support::node::{NodeProcess, wait_for_node};
+
+    let db = PostgresDatabase::create();
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = tmp.path().join("srv");
+    std::fs::create_dir_all(srv.join("inbox")).unwrap();
+    let srv = std::fs::canonicalize(srv).unwrap();
+    let state = tmp.path().join("node-state");
+    let id = ferry_node::Identity::load_or_create(&state)
+        .unwrap()
+        .node_id();
+    let config = format!(
+        "[nodes.\"{id}\"]\npersons = [\"me\"]\nallow_read = [\"{srv}/**\"]\nallow_write = [\"{srv}/**\"]\n",
+        srv = srv.display()
+    );
+    let a = Server::start_with(Options {
+        config_toml: Some(config),
+        env: vec![(METADATA_URL.to_owned(), db.url().to_owned())],
+        ..Options::default()
+    });
+    let b = a.start_beside();
+    let mut command = support::ferry_command();
+    command.args([
+        "node",
+        "run",
+        "--gateway",
+        &format!("ws://{}", a.addr),
+        "--name",
+        "build-box",
+        "--state",
+        state.to_str().unwrap(),
+        "--allow-read",
+        &format!("{}/**", srv.display()),
+        "--allow-write",
+        &format!("{}/inbox/**", srv.display()),
+    ]);
+    let node = NodeProcess::spawn(command);
+    assert!(node.line_blocking().starts_with("connected to "));
+    wait_for_node(&a, &id, |n| n["connected"] == true);
+    let approved = a.ferry(&["node", "approve", &id]);
+    assert!(approved.status.success());
+    // B shows the node connected, through A.
+    wait_for_node(&b, &id, |n| n["connected"] == true);
+
+    let harness = b.create_token("me", "harness");
+    let on_b = |name: &str, args: Value| -> Value {
+        let out = mcp::drive(&json!({
+            "server": mcp::http(&b.url("/mcp"), &harness),
+            "steps": [mcp::call(name, args)],
+            "timeout_secs": 120,
+        }));
+        let result = out["results"][0].clone();
+        assert!(!mcp::is_error(&result), "{name}: {}", mcp::text_of(&result));
+        result
+    };
+    std::fs::write(srv.join("notes.txt"), "from far away\n").unwrap();
+    let fetched = on_b(
+        "file_fetch",
+        json!({"node": "build-box", "path": format!("{}/notes.txt", srv.display())}),
+    );
+    let out = &fetched["structuredContent"];
+    assert_eq!(
+        std::fs::read(out["localPath"].as_str().unwrap()).unwrap(),
+        b"from far away\n"
+    );
+    let media_id = out["mediaId"].as_str().unwrap().to_owned();
+    on_b(
+        "file_push",
+        json!({"node": "build-box", "path": format!("{}/inbox/copy.txt", srv.display()), "sourceMediaId": media_id}),
+    );
+    assert_eq!(
+        std::fs::read(srv.join("inbox/copy.txt")).unwrap(),
+        b"from far away\n"
+    );
+    for i in 0..12 {
+        let dir = srv.join(format!("tree/d{}", i % 3));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
+    }
+    let tree = on_b(
+        "dir_fetch",
+        json!({"node": "build-box", "path": format!("{}/tree", srv.display())}),
+    );
+    assert_eq!(tree["structuredContent"]["fileCount"], 12);
+
+    // Each call recorded once, by the gateway that made it.
+    let out = a.ferry(&["audit", "--person", "me"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for action in ["node_fetch", "node_push", "dir_fetch"] {
+        let n = text
+            .lines()
+            .filter(|l| l.contains(&format!("\"action\":\"{action}\"")))
+            .count();
+        assert_eq!(n, 1, "{action}: {text}");
+    }
+
+    // A forged call to the internal route is a route that does not exist.
+    let forged = client()
+        .post(a.url("/internal/v1/node-call"))
+        .header("x-ferry-gateway-signature", "00".repeat(32))
+        .body(r#"{"person":"me","tool":"file_push","args":{},"at":0,"nonce":"x"}"#)
+        .send()
+        .unwrap();
+    assert_eq!(forged.status().as_u16(), 404);
+    drop(node);
+}

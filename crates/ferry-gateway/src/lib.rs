@@ -17,6 +17,7 @@ mod events_shared;
 mod extract;
 mod files;
 mod find;
+mod forward;
 mod interactions;
 mod mcp;
 mod mcp_http;
@@ -90,6 +91,10 @@ pub struct AppState {
     /// This gateway among the site's gateways (S-GATEWAYS): what it holds for itself
     /// (relay tokens, node marks) carries it.
     gateway_id: Arc<str>,
+    /// The key the site's gateways sign their calls to each other with, read once.
+    gateway_key: Arc<std::sync::OnceLock<[u8; 32]>>,
+    /// The calls other gateways forwarded here lately, so none is taken twice.
+    forwarded: Arc<forward::Seen>,
 }
 
 /// Why the gateway could not be set up.
@@ -134,6 +139,8 @@ impl AppState {
             agent_key,
             uploads: Arc::default(),
             gateway_id: ferry_fs::random_base32::<10>().into(),
+            gateway_key: Arc::default(),
+            forwarded: Arc::default(),
         })
     }
 
@@ -166,7 +173,8 @@ impl AppState {
             stale = toolboxes.remove(person);
         }
         let opened = ferry_tools::Toolbox::open(self.site.clone(), person, self.worker.clone());
-        let nodes = ferry_tools::Nodes::new(self.hub());
+        let nodes = ferry_tools::Nodes::new(self.hub())
+            .with_forward(&self.gateway_id, Arc::new(forward::Forwarder::new(self)));
         let toolbox = opened.map(|t| Arc::new(t.with_nodes(nodes)));
         if let Ok(toolbox) = &toolbox {
             toolboxes.insert(person.to_owned(), toolbox.clone());
@@ -365,6 +373,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/projects", get(projects::list).post(projects::create))
         .route("/v1/me", get(me::me))
         .route("/v1/audit", get(audit::list))
+        .route(forward::ROUTE, post(forward::node_call))
         .route("/v1/deliveries", post(deliveries::deliver))
         .route("/v1/artifacts", get(mcp::artifacts))
         .route("/v1/nodes/connect", get(node_link::connect))

@@ -109,9 +109,12 @@ fn approval(
     })
 }
 
-/// A node as the admin sees it, `connected` as this gateway's hub has it.
+/// A node as the admin sees it: `connected` when this gateway's hub holds its link, or
+/// another gateway of the site does (its mark, which goes when that gateway does).
 fn shown(state: &AppState, node: &NodeRecord) -> serde_json::Value {
-    let connected = state.nodes.hub.is_connected(&node.id);
+    let elsewhere =
+        node.connected && !node.gateway.is_empty() && *node.gateway != *state.gateway_id;
+    let connected = state.nodes.hub.is_connected(&node.id) || elsewhere;
     serde_json::to_value(node.view(connected)).unwrap_or_default()
 }
 

@@ -114,6 +114,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 3,
         steps: &[Step::Sql(crate::audit::SCHEMA)],
     },
+    Migration {
+        // The key that signs calls between gateways (S-GATEWAYS).
+        version: 4,
+        steps: &[Step::Sql(crate::gateways::KEYS_SCHEMA)],
+    },
 ];
 
 /// The value of a `seq` column for a row inserted now into `table`.
@@ -140,6 +145,7 @@ pub(crate) const TABLES: &[&str] = &[
     "resumable_uploads",
     "gateways",
     "audit",
+    "site_keys",
 ];
 
 /// Opens the site's metadata: PostgreSQL when `[metadata] url` names it, else the SQLite

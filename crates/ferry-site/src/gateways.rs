@@ -26,6 +26,16 @@ CREATE TABLE IF NOT EXISTS gateways (
 );
 ";
 
+/// The keys the site's gateways share, made once by the first to ask: the key that signs
+/// the calls one gateway makes to another (a node's call forwarded to the gateway holding
+/// its link).
+pub(crate) const KEYS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS site_keys (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+);
+";
+
 /// How often a running gateway marks itself seen.
 pub const GATEWAY_BEAT_SECS: u64 = 10;
 /// How long a gateway may go unseen before what it held is swept (six beats: a gateway
@@ -135,6 +145,34 @@ impl Site {
         resumed: impl FnMut() + Send + 'static,
     ) -> Option<SiteListener> {
         self.db.listen(channel, deliver, resumed)
+    }
+
+    /// The key that signs calls between the site's gateways: 32 random bytes, made by
+    /// the first gateway to ask and the same for every gateway of the site since.
+    pub fn gateway_key(&self) -> Result<[u8; 32], SiteError> {
+        let mut fresh = [0u8; 32];
+        getrandom::fill(&mut fresh)
+            .map_err(|e| SiteError::Io(std::io::Error::other(format!("no randomness: {e}"))))?;
+        self.db.execute(
+            "INSERT INTO site_keys (name, value) VALUES ('gateways', ?1) ON CONFLICT DO NOTHING",
+            params![&fresh[..]],
+        )?;
+        let key: Option<Vec<u8>> = self.db.row(
+            "SELECT value FROM site_keys WHERE name = 'gateways'",
+            params![],
+            |r| r.get(0),
+        )?;
+        key.and_then(|k| <[u8; 32]>::try_from(k.as_slice()).ok())
+            .ok_or_else(|| SiteError::CorruptRow("the gateways' key is not 32 bytes".into()))
+    }
+
+    /// The address gateway `id` registered, if it is registered.
+    pub fn gateway_address(&self, id: &str) -> Result<Option<String>, SiteError> {
+        Ok(self.db.row(
+            "SELECT address FROM gateways WHERE id = ?1",
+            params![id],
+            |r| r.get(0),
+        )?)
     }
 
     /// The gateways registered now, with their addresses: `(id, address)`.

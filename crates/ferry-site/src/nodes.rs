@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS nodes (
 ";
 
 const COLUMNS: &str = "id, public_key, name, state, platform, shell, advertised, approved, \
-     first_seen, last_seen, connected";
+     first_seen, last_seen, connected, gateway";
 
 /// Most bytes of a node's id, name, platform, shell or one command name.
 pub const NODE_FIELD_MAX_BYTES: usize = 64;
@@ -116,6 +116,9 @@ pub struct NodeRecord {
     /// shows it beside the record, so it is not serialized twice).
     #[serde(skip)]
     pub connected: bool,
+    /// The gateway holding its link when connected (S-GATEWAYS), empty otherwise.
+    #[serde(skip)]
+    pub gateway: String,
 }
 
 /// A node as the admin sees it, over HTTP and in `ferry node list` alike: the record,
@@ -215,7 +218,7 @@ impl Site {
                     tx.execute(
                         &format!(
                             "INSERT INTO nodes ({COLUMNS}, seq)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '[]', ?8, ?8, 0, {})",
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '[]', ?8, ?8, 0, '', {})",
                             crate::db::next_seq("nodes")
                         ),
                         params![
@@ -456,6 +459,7 @@ fn record_of(row: &Row) -> Result<NodeRecord, SiteError> {
         first_seen: row.get(8)?,
         last_seen: row.get(9)?,
         connected: row.get(10)?,
+        gateway: row.get(11)?,
         id,
     })
 }

@@ -36,7 +36,7 @@ use serde_json::Value;
 
 pub use approval::{Approval, Approver, Question};
 pub use deliver::sync_artifacts;
-pub use node::{Nodes, serves_command};
+pub use node::{Forward, Nodes, serves_command};
 pub use person::{PersonPaths, WorkerProgram, log_sandbox};
 pub use spec::ToolSpec;
 
@@ -340,6 +340,23 @@ impl Toolbox {
     /// Calls a tool against a node, on the runtime. Dropping the future cancels the call:
     /// the node is told to stop, and nothing partial is kept.
     pub async fn call_on_node(&self, name: &str, args: Value) -> ToolOutput {
+        // A node linked to another gateway of the site: the call is that gateway's to make
+        // (its own checks, its audit record).
+        if let Some(node) = args["node"].as_str()
+            && self.admit(name, &args).is_ok()
+            && let Some((gateway, forward)) = node::held_elsewhere(self, node)
+        {
+            return forward
+                .forward(gateway, self.person.clone(), name.to_owned(), args)
+                .await
+                .unwrap_or_else(|e| ToolOutput::error(&e));
+        }
+        self.call_on_node_here(name, args).await
+    }
+
+    /// [`Toolbox::call_on_node`] on this gateway's own links only: a call another gateway
+    /// forwarded here is never forwarded again.
+    pub async fn call_on_node_here(&self, name: &str, args: Value) -> ToolOutput {
         let spec = match self.admit(name, &args) {
             Ok(spec) => spec,
             Err(e) => return ToolOutput::error(&e),

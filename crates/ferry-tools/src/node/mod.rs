@@ -34,17 +34,69 @@ pub(crate) use list::dir_list;
 pub(crate) use push::file_push;
 pub(crate) use tree::dir_fetch;
 
-/// The nodes a toolbox reaches: the gateway's hub of links.
+/// The nodes a toolbox reaches: the gateway's hub of links, and, on a site several
+/// gateways serve, the way to the gateway holding a node's link when this one does not
+/// (spec S-GATEWAYS).
 #[derive(Clone)]
 pub struct Nodes {
     pub(crate) hub: Arc<Hub>,
+    elsewhere: Option<(String, Arc<dyn Forward>)>,
+}
+
+/// Carries a node tool's call to another gateway of the site, which holds the node's
+/// link, and brings its answer back.
+pub trait Forward: Send + Sync {
+    /// Calls `tool` with `args` for `person` on gateway `gateway`.
+    fn forward(
+        &self,
+        gateway: String,
+        person: String,
+        tool: String,
+        args: serde_json::Value,
+    ) -> futures_util::future::BoxFuture<'static, Result<ToolOutput, ToolError>>;
 }
 
 impl Nodes {
     /// The nodes connected to `hub`.
     pub fn new(hub: Arc<Hub>) -> Nodes {
-        Nodes { hub }
+        Nodes {
+            hub,
+            elsewhere: None,
+        }
     }
+
+    /// Also the nodes linked to the site's other gateways: this gateway is `here`, and
+    /// `forward` carries a call to the one holding the node's link.
+    pub fn with_forward(mut self, here: &str, forward: Arc<dyn Forward>) -> Nodes {
+        self.elsewhere = Some((here.to_owned(), forward));
+        self
+    }
+}
+
+/// The gateway to forward a call naming `node` to: another gateway of the site holds
+/// its link and this one does not. `None`: the call runs here (and says `node_offline`
+/// when the node is nowhere), as do calls that name no node this person may use.
+pub(crate) fn held_elsewhere(tools: &Toolbox, node: &str) -> Option<(String, Arc<dyn Forward>)> {
+    let nodes = tools.nodes()?;
+    let (here, forward) = nodes.elsewhere.as_ref()?;
+    let config = &tools.site().config().nodes;
+    let usable: Vec<NodeRecord> = tools
+        .site()
+        .nodes()
+        .ok()?
+        .into_iter()
+        .filter(|r| {
+            config
+                .policy(&r.id)
+                .is_some_and(|p| p.persons.iter().any(|who| who == tools.person()))
+        })
+        .collect();
+    let record = find(&usable, node).ok()?;
+    let away = record.connected
+        && !record.gateway.is_empty()
+        && record.gateway != *here
+        && !nodes.hub.is_connected(&record.id);
+    away.then(|| (record.gateway, forward.clone()))
 }
 
 /// A node a call may use, with the gateway's rules for it and its open link.

@@ -343,3 +343,70 @@ fn an_agent_on_one_gateway_uses_a_node_linked_to_the_other() {
     assert_eq!(forged.status().as_u16(), 404);
     drop(node);
 }
+
+/// A resumable upload is written by one gateway at a time: while a part streams through
+/// A, a part sent to B is `423 upload_locked`; afterwards B takes the upload on from
+/// where A left it, and the placed file is exactly the bytes whose sha256 is reported.
+#[test]
+fn one_resumable_upload_is_written_through_one_gateway_at_a_time() {
+    use sha2::{Digest, Sha256};
+    let (_db, a, b) = pair();
+    let whole: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
+    let created = client()
+        .post(a.url("/v1/uploads"))
+        .bearer_auth(&a.token)
+        .header("Tus-Resumable", "1.0.0")
+        .header("Upload-Length", whole.len().to_string())
+        .header(
+            "Upload-Metadata",
+            format!("filename {}", data_encoding::BASE64.encode(b"race.txt")),
+        )
+        .send()
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let at = created.headers()["location"].to_str().unwrap().to_owned();
+    // A's part: its head and the first half, then it waits with the rest unsent.
+    let mut slow = TcpStream::connect(&a.addr).unwrap();
+    write!(
+        slow,
+        "PATCH {at} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nTus-Resumable: 1.0.0\r\n\
+         Upload-Offset: 0\r\nContent-Type: application/offset+octet-stream\r\n\
+         Content-Length: 1000000\r\n\r\n",
+        a.addr, a.token
+    )
+    .unwrap();
+    slow.write_all(&whole[..500_000]).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let patch = |g: &Server, offset: usize, bytes: &[u8]| {
+        client()
+            .patch(g.url(&at))
+            .bearer_auth(&g.token)
+            .header("Tus-Resumable", "1.0.0")
+            .header("Upload-Offset", offset.to_string())
+            .header("Content-Type", "application/offset+octet-stream")
+            .body(bytes.to_vec())
+            .send()
+            .unwrap()
+    };
+    // Other bytes through B, while A writes: refused.
+    let other = vec![b'!'; 1_000_000];
+    let refused = patch(&b, 0, &other);
+    assert_eq!(refused.status().as_u16(), 423, "{:?}", refused.text());
+    // A's part ends.
+    slow.write_all(&whole[500_000..1_000_000]).unwrap();
+    let mut answer = [0u8; 512];
+    let n = std::io::Read::read(&mut slow, &mut answer).unwrap();
+    assert!(String::from_utf8_lossy(&answer[..n]).starts_with("HTTP/1.1 204"));
+    // B takes it on from A's offset, and completes it.
+    let stale = patch(&b, 0, &other[..10]);
+    assert_eq!(stale.status().as_u16(), 409, "{:?}", stale.text());
+    let done = patch(&b, 1_000_000, &whole[1_000_000..]);
+    assert_eq!(done.status().as_u16(), 204, "{:?}", done.text());
+    let reported = done.headers()["ferry-sha256"].to_str().unwrap().to_owned();
+    let placed = std::fs::read(b.workspace("me", None).join("public/race.txt")).unwrap();
+    assert_eq!(placed, whole);
+    assert_eq!(
+        reported,
+        data_encoding::HEXLOWER.encode(&Sha256::digest(&placed))
+    );
+}

@@ -779,6 +779,11 @@ async fn terminate(
             if held.ended {
                 return Err(unknown_upload());
             }
+            // Another gateway writing it now: not ended under its feet.
+            let _hold = match SiteHold::take(&state, &slot).await? {
+                Ok(hold) => hold,
+                Err(_) => return Err(locked()),
+            };
             held.ended = true;
             held.file = None;
             state.uploads.lock().remove(&id);
@@ -796,6 +801,90 @@ async fn terminate(
         }
     }
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// How long one request holds an upload in the site's records; renewed while it runs,
+/// so a gateway that died lets the upload go after at most this long.
+const LEASE_SECS: i64 = 120;
+
+/// Why the site would not let this gateway write an upload now.
+enum Refused {
+    /// The upload moved on through another gateway: it stands at this offset now.
+    Moved(u64),
+    /// Another gateway writes it now, or it ended there.
+    Elsewhere,
+}
+
+/// An upload held in the site's records by this gateway (spec S-GATEWAYS: the local
+/// lock keeps one request of this gateway at a time, this one every other gateway's).
+/// Renewed while held; let go when dropped.
+struct SiteHold {
+    state: AppState,
+    id: String,
+    renewing: tokio::task::JoinHandle<()>,
+}
+
+impl SiteHold {
+    async fn take(
+        state: &AppState,
+        slot: &Arc<Slot>,
+    ) -> Result<Result<SiteHold, Refused>, ApiError> {
+        let (site, id, me) = (
+            state.site.clone(),
+            slot.record.id.clone(),
+            state.gateway_id.clone(),
+        );
+        let claimed = blocking(move || site.resumable_claim(&id, &me, LEASE_SECS)).await?;
+        let Some(received) = claimed else {
+            // Complete, gone or written elsewhere: this gateway's picture is stale.
+            state.uploads.lock().remove(&slot.record.id);
+            return Ok(Err(Refused::Elsewhere));
+        };
+        let hold = SiteHold {
+            state: state.clone(),
+            id: slot.record.id.clone(),
+            renewing: tokio::spawn(renew(state.clone(), slot.record.id.clone())),
+        };
+        if received != slot.offset.load(Ordering::Acquire) {
+            // Parts came through another gateway: the staged file is read afresh next time.
+            state.uploads.lock().remove(&slot.record.id);
+            return Ok(Err(Refused::Moved(received)));
+        }
+        Ok(Ok(hold))
+    }
+}
+
+/// Renews the hold every quarter of its lease, for as long as it is held.
+async fn renew(state: AppState, id: String) {
+    let mut ticks = tokio::time::interval(Duration::from_secs(LEASE_SECS as u64 / 4));
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        let (site, id, me) = (state.site.clone(), id.clone(), state.gateway_id.clone());
+        if let Err(e) = blocking(move || site.resumable_renew(&id, &me, LEASE_SECS)).await {
+            tracing::warn!("renewing the hold on a resumable upload: {}", e.message);
+        }
+    }
+}
+
+impl Drop for SiteHold {
+    fn drop(&mut self) {
+        self.renewing.abort();
+        let (site, id, me) = (
+            self.state.site.clone(),
+            std::mem::take(&mut self.id),
+            self.state.gateway_id.clone(),
+        );
+        let release = move || {
+            if let Err(e) = site.resumable_release(&id, &me) {
+                tracing::warn!("letting a resumable upload go: {e}");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(release)),
+            Err(_) => release(),
+        }
+    }
 }
 
 fn locked() -> ApiError {
@@ -863,6 +952,20 @@ async fn patch(
             Found::Active(_) => Err(locked()),
         };
     }
+    // Held on the site too, so no other gateway writes it meanwhile.
+    let _hold = match SiteHold::take(&state, &slot).await? {
+        Ok(hold) => hold,
+        Err(refused) => {
+            drop(held);
+            return match refused {
+                Refused::Moved(offset) => Err(mismatch(offset)),
+                Refused::Elsewhere => match state.find_upload(&who.person, &id).await? {
+                    Found::Done(found) => patch_done(*found, offset, declared_len),
+                    Found::Active(_) => Err(locked()),
+                },
+            };
+        }
+    };
     let length = slot.record.length;
     let max = state.site.config().media.max_resumable_bytes;
     if length > max {

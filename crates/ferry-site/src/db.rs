@@ -119,6 +119,22 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 4,
         steps: &[Step::Sql(crate::gateways::KEYS_SCHEMA)],
     },
+    Migration {
+        // Which gateway writes a resumable upload now, and until when (S-GATEWAYS).
+        version: 5,
+        steps: &[
+            Step::AddColumn {
+                table: "resumable_uploads",
+                column: "holder",
+                decl: "TEXT NOT NULL DEFAULT ''",
+            },
+            Step::AddColumn {
+                table: "resumable_uploads",
+                column: "held_until",
+                decl: "INTEGER NOT NULL DEFAULT 0",
+            },
+        ],
+    },
 ];
 
 /// The value of a `seq` column for a row inserted now into `table`.

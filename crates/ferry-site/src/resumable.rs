@@ -207,6 +207,53 @@ impl Site {
         Ok(usize::try_from(n.unwrap_or(0)).unwrap_or(usize::MAX))
     }
 
+    /// Takes the upload for one request of gateway `holder` for `lease_secs` (spec
+    /// S-GATEWAYS: two gateways never write one upload at once): it must be in progress
+    /// and held by nobody else, or by a holder whose lease ran out. Answers the bytes
+    /// received as the site knows them; `None` when it is held elsewhere, complete or
+    /// gone.
+    pub fn resumable_claim(
+        &self,
+        id: &str,
+        holder: &str,
+        lease_secs: i64,
+    ) -> Result<Option<u64>, SiteError> {
+        let now = crate::db::now_secs();
+        let received: Option<i64> = self.db.row(
+            "UPDATE resumable_uploads SET holder = ?2, held_until = ?3
+             WHERE id = ?1 AND done IS NULL AND gone = 0
+               AND (holder = '' OR holder = ?2 OR held_until < ?4)
+             RETURNING received",
+            params![id, holder, now.saturating_add(lease_secs), now],
+            |r| r.get(0),
+        )?;
+        Ok(received.map(|r| u64::try_from(r).unwrap_or(0)))
+    }
+
+    /// Moves `holder`'s lease on the upload to `lease_secs` from now; `false` when it no
+    /// longer holds it.
+    pub fn resumable_renew(
+        &self,
+        id: &str,
+        holder: &str,
+        lease_secs: i64,
+    ) -> Result<bool, SiteError> {
+        let until = crate::db::now_secs().saturating_add(lease_secs);
+        Ok(self.db.execute(
+            "UPDATE resumable_uploads SET held_until = ?3 WHERE id = ?1 AND holder = ?2",
+            params![id, holder, until],
+        )? == 1)
+    }
+
+    /// Lets the upload go, if `holder` holds it.
+    pub fn resumable_release(&self, id: &str, holder: &str) -> Result<(), SiteError> {
+        self.db.execute(
+            "UPDATE resumable_uploads SET holder = '', held_until = 0 WHERE id = ?1 AND holder = ?2",
+            params![id, holder],
+        )?;
+        Ok(())
+    }
+
     /// The uploads whose expiry is at or before `now` (Unix seconds).
     pub fn resumable_expired(&self, now: i64) -> Result<Vec<ResumableRecord>, SiteError> {
         self.db.rows(

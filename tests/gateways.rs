@@ -410,3 +410,24 @@ fn one_resumable_upload_is_written_through_one_gateway_at_a_time() {
         data_encoding::HEXLOWER.encode(&Sha256::digest(&placed))
     );
 }
+
+#[test]
+fn event_streams_end_when_their_token_is_revoked() {
+    let (_db, a, b) = pair();
+    let ann = a.add_person("ann");
+    let mut on_a = open_events(&a, &ann);
+    let mut on_b = open_events(&b, &ann);
+    let revoked = a.ferry(&["token", "revoke", &ann[..12]]);
+    assert!(revoked.status.success());
+    // Within the check interval (5 s), both streams end.
+    for stream in [&mut on_a, &mut on_b] {
+        let deadline = Instant::now() + Duration::from_secs(12);
+        while stream.ended().is_none() && Instant::now() < deadline {
+            let _ = stream.next(Duration::from_millis(200));
+        }
+        assert!(
+            stream.ended().is_some(),
+            "the stream stayed open after the revoke"
+        );
+    }
+}

@@ -59,7 +59,7 @@ pub(crate) fn audit(args: AuditArgs) -> Result<ExitCode> {
                 g.is_match(&record.path) || record.to.as_deref().is_some_and(|to| g.is_match(to))
             });
             if matches {
-                let line = serde_json::to_string(record)?;
+                let line = one_line(&serde_json::to_string(record)?);
                 // A reader that stopped (`| head`) ends the listing, not in an error.
                 if writeln!(out, "{line}").is_err() {
                     return Ok(ExitCode::SUCCESS);
@@ -73,4 +73,44 @@ pub(crate) fn audit(args: AuditArgs) -> Result<ExitCode> {
     }
     let _ = out.flush();
     Ok(ExitCode::SUCCESS)
+}
+
+/// A JSON record that stays one line for every reader: JSON leaves DEL, NEL (U+0085),
+/// the line and paragraph separators (U+2028, U+2029) and the bidirectional controls
+/// unescaped, and some readers split lines on them or show them reordered; each is
+/// written as its `\uXXXX` escape (the same JSON).
+fn one_line(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '\u{7f}'
+            | '\u{80}'..='\u{9f}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{200e}'
+            | '\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn records_stay_one_line_and_the_same_json() {
+        let name = "a\u{85}b\u{2028}c\u{2029}d\u{7f}e\u{202e}f";
+        let json = serde_json::to_string(&serde_json::json!({ "path": name })).unwrap();
+        let line = one_line(&json);
+        assert_eq!(line.lines().count(), 1);
+        assert!(line.is_ascii(), "{line}");
+        let back: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(back["path"], name);
+    }
 }

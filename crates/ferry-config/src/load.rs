@@ -126,31 +126,33 @@ impl Config {
 }
 
 /// `url` with the password of its user part and its whole query replaced by `REDACTED`.
+/// The user part ends at the last `@`: a lenient parser (PostgreSQL's) takes `/`, `?`
+/// and `#` in a password, so they cannot be trusted to end it.
 fn without_secrets(url: &str) -> String {
     const REDACTED: &str = "REDACTED";
-    let (url, query) = match url.split_once('?') {
-        Some((before, _)) => (before, Some(REDACTED)),
-        None => (url, None),
+    let redact_query = |rest: &str| match rest.split_once('?') {
+        Some((before, _)) => format!("{before}?{REDACTED}"),
+        None => rest.to_owned(),
     };
-    let mut out = match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let end = rest.find('/').unwrap_or(rest.len());
-            let (authority, path) = rest.split_at(end);
-            match authority.rsplit_once('@') {
-                Some((user, host)) => {
-                    let name = user.split_once(':').map_or(user, |(name, _)| name);
-                    format!("{scheme}://{name}:{REDACTED}@{host}{path}")
-                }
-                None => format!("{scheme}://{rest}"),
-            }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return redact_query(url);
+    };
+    match rest.rfind('@') {
+        Some(at) => {
+            let userinfo = &rest[..at];
+            let end = userinfo
+                .find([':', '/', '?', '#'])
+                .unwrap_or(userinfo.len());
+            // A name alone may be a token (`http://tok@host`): its password slot is shown
+            // redacted all the same.
+            let name = &userinfo[..end];
+            format!(
+                "{scheme}://{name}:{REDACTED}@{}",
+                redact_query(&rest[at + 1..])
+            )
         }
-        None => url.to_owned(),
-    };
-    if let Some(query) = query {
-        out.push('?');
-        out.push_str(query);
+        None => format!("{scheme}://{}", redact_query(rest)),
     }
-    out
 }
 
 /// The environment variable that overrides `section.key`.
@@ -211,5 +213,37 @@ mod redaction_tests {
             "https://api.example/v1/chat/completions"
         );
         assert_eq!(without_secrets("http://tok@h/p"), "http://tok:REDACTED@h/p");
+    }
+
+    #[test]
+    fn passwords_and_queries_never_show() {
+        for (url, shown) in [
+            (
+                "postgres://ferry@db/ferry",
+                "postgres://ferry:REDACTED@db/ferry",
+            ),
+            (
+                "postgres://ferry:pw@db/ferry",
+                "postgres://ferry:REDACTED@db/ferry",
+            ),
+            (
+                "postgres://u:Zq9/Slash@h:5432/d",
+                "postgres://u:REDACTED@h:5432/d",
+            ),
+            ("postgres://u:Sup3r?x=1@h/d", "postgres://u:REDACTED@h/d"),
+            (
+                "postgres://u:a@b@h/d?sslmode=require",
+                "postgres://u:REDACTED@h/d?REDACTED",
+            ),
+            (
+                "http://127.0.0.1:9000/v1?key=abc",
+                "http://127.0.0.1:9000/v1?REDACTED",
+            ),
+        ] {
+            assert_eq!(without_secrets(url), shown, "{url}");
+            for secret in ["pw", "Zq9", "Slash", "Sup3r", "abc"] {
+                assert!(!without_secrets(url).contains(secret), "{url}");
+            }
+        }
     }
 }

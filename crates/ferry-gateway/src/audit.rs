@@ -24,13 +24,13 @@ pub(crate) async fn record(state: &AppState, entry: AuditEntry) {
     .await;
 }
 
-/// Records how a movement ended: `ok`, or the code of the error it failed with.
-pub(crate) async fn outcome<T>(state: &AppState, entry: AuditEntry, result: &Result<T, ApiError>) {
-    let entry = match result {
+/// The movement as it ended: `ok`, or the code of the error it failed with. (Made before
+/// the record's await, so no answer is held across it.)
+pub(crate) fn ended<T>(entry: AuditEntry, result: &Result<T, ApiError>) -> AuditEntry {
+    match result {
         Ok(_) => entry,
         Err(e) => entry.failed(e.code.as_str()),
-    };
-    record(state, entry).await;
+    }
 }
 
 /// How many records a page holds unless `limit` says otherwise.

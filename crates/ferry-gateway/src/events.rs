@@ -68,6 +68,9 @@ pub const ATTACHMENTS_FULL_INTERVAL: Duration = Duration::from_millis(700);
 pub const ATTACHMENTS_QUICK_MAX_FILES: usize = LIST_MAX_ENTRIES;
 /// Events a slow subscriber may fall behind before it is told to reload everything.
 const EVENT_BACKLOG: usize = 256;
+/// How often an open stream's token is looked at again (one query per stream each time:
+/// a revoked token's streams end within this).
+const STREAM_TOKEN_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// Comment lines that keep idle streams (and the proxies on their way) open.
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(15);
 
@@ -499,8 +502,25 @@ pub async fn stream(
             }
         },
     );
-    let events = events.take_until(state.closing.clone().cancelled_owned());
+    let events = events
+        .take_until(state.closing.clone().cancelled_owned())
+        .take_until(revoked(state.clone(), who));
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE_INTERVAL).text("ping")))
+}
+
+/// Resolves once the token a stream was opened with no longer stands (revoked, or its
+/// person or kind changed): the stream ends with it, as a new request would be refused.
+/// A database that does not answer is no revoke; it is asked again at the next tick.
+async fn revoked(state: AppState, who: ferry_site::Principal) {
+    let mut ticks = tokio::time::interval(STREAM_TOKEN_CHECK_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let (site, asked) = (state.site.clone(), who.clone());
+        if let Ok(false) = blocking(move || site.still_valid(&asked)).await {
+            return;
+        }
+    }
 }
 
 /// Publishes a `nodes` event for each node whose link the hub attached or detached, for

@@ -167,7 +167,8 @@ pub async fn delete(
         deleted.map(|_| None)
     })
     .await;
-    crate::audit::outcome(&state, entry, &trash_id).await;
+    let entry = crate::audit::ended(entry, &trash_id);
+    crate::audit::record(&state, entry).await;
     let trash_id = trash_id?;
     state
         .events

@@ -100,6 +100,24 @@ pub async fn archive(
     Member(who): Member,
     QueryParams(params): QueryParams<ArchiveParams>,
 ) -> Result<Response, ApiError> {
+    let entry = ferry_site::AuditEntry::new(
+        &who.person,
+        who.kind.as_str(),
+        ferry_site::AuditAction::Download,
+        &params.path,
+    )
+    .project(params.project.as_deref());
+    let answered = zip_folder(state.clone(), who, params).await;
+    let entry = crate::audit::ended(entry, &answered);
+    crate::audit::record(&state, entry).await;
+    answered
+}
+
+async fn zip_folder(
+    state: AppState,
+    who: ferry_site::Principal,
+    params: ArchiveParams,
+) -> Result<Response, ApiError> {
     let max_bytes = state.site.config().files.archive_max_bytes;
     let requester = {
         let (state, person, project) = (state.clone(), who.person.clone(), params.project.clone());

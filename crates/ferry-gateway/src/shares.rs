@@ -159,6 +159,25 @@ async fn download(
         .to_owned();
     let site = state.site.clone();
     let share = blocking(move || site.open_share(&id, &sig)).await?;
+    // A download through a link is the link's maker's file moving; token kind `share`.
+    let entry = AuditEntry::new(&share.person, "share", AuditAction::Download, &share.path)
+        .project(share.project.as_deref())
+        .to(&format!("share:{}", share.id));
+    let answered = send_shared(&state, &share, &headers).await;
+    let entry = match &answered {
+        Ok((_, size)) => entry.bytes(*size, None),
+        Err(e) => entry.failed(e.code.as_str()),
+    };
+    crate::audit::record(&state, entry).await;
+    answered.map(|(response, _)| response)
+}
+
+/// The shared file's bytes, and its size.
+async fn send_shared(
+    state: &AppState,
+    share: &ferry_site::Share,
+    headers: &HeaderMap,
+) -> Result<(Response, u64), ApiError> {
     let action = MemberAction::OpenShared {
         path: share.path.clone(),
     };
@@ -177,12 +196,13 @@ async fn download(
         (MemberReply::Opened(meta), Some(file)) => (meta, file),
         _ => return Err(out_of_turn()),
     };
-    let mut response = send_file(meta, file, &headers, "private, no-store").await?;
+    let size = meta.size;
+    let mut response = send_file(meta, file, headers, "private, no-store").await?;
     response.headers_mut().insert(
         header::HeaderName::from_static("x-robots-tag"),
         HeaderValue::from_static("noindex, nofollow"),
     );
-    Ok(response)
+    Ok((response, size))
 }
 
 /// Removes the records of links long expired, at start and then every

@@ -164,13 +164,26 @@ async fn purge(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let purging = state.clone();
-    blocking(move || {
+    let (person, kind) = (who.person.clone(), who.kind);
+    let id_shown = format!("trash:{}", id.chars().take(64).collect::<String>());
+    let purged = blocking(move || {
         let lock = person_lock(&who.person);
         let _one_at_a_time = hold(&lock);
         let entry = purging.site.trash_entry(&who.person, &id)?;
-        purge_entry(&purging, &entry)
+        purge_entry(&purging, &entry)?;
+        Ok::<_, ApiError>(entry)
     })
-    .await?;
+    .await;
+    // Deleted for good: the record names the path it had, and that it was in the trash.
+    let entry = match &purged {
+        Ok(e) => AuditEntry::new(&person, kind.as_str(), AuditAction::Delete, &e.path)
+            .project(e.project.as_deref())
+            .to("(deleted for good from the trash)"),
+        Err(_) => AuditEntry::new(&person, kind.as_str(), AuditAction::Delete, &id_shown),
+    };
+    let entry = crate::audit::ended(entry, &purged);
+    crate::audit::record(&state, entry).await;
+    purged?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -188,6 +188,21 @@ impl AuditEntry {
     }
 }
 
+/// The most bytes of a path (or destination) a record keeps.
+pub const AUDIT_PATH_MAX_BYTES: usize = 4096;
+
+/// `text` cut to [`AUDIT_PATH_MAX_BYTES`] at a character boundary.
+fn cut(text: &str) -> &str {
+    if text.len() <= AUDIT_PATH_MAX_BYTES {
+        return text;
+    }
+    let mut end = AUDIT_PATH_MAX_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// Which records to read.
 #[derive(Clone, Debug, Default)]
 pub struct AuditFilter {
@@ -212,7 +227,10 @@ fn millis(t: SystemTime) -> i64 {
 
 impl Site {
     /// Records a movement; a failure to record is logged, never returned (see above).
+    /// A path or destination longer than [`AUDIT_PATH_MAX_BYTES`] is kept cut, so that a
+    /// refused request naming a huge path costs the trail no more than a real one.
     pub fn audit(&self, entry: &AuditEntry) {
+        let (path, to) = (cut(&entry.path), entry.to.as_deref().map(cut));
         let written = self.db.execute(
             "INSERT INTO audit (at_ms, person, token_kind, node, action, project, path, to_path,
                  size, sha256, outcome)
@@ -223,9 +241,9 @@ impl Site {
                 &entry.token_kind,
                 entry.node.as_deref().unwrap_or(""),
                 entry.action.as_str(),
-                entry.project.as_deref().unwrap_or(""),
-                &entry.path,
-                entry.to.as_deref().unwrap_or(""),
+                entry.project.as_deref().map_or("", cut),
+                path,
+                to.unwrap_or(""),
                 entry.size,
                 &entry.sha256,
                 &entry.outcome
@@ -366,5 +384,37 @@ mod tests {
         assert_eq!(site.sweep_audit(SystemTime::now()).unwrap(), 0);
         let past = SystemTime::now() + Duration::from_secs(91 * 86_400);
         assert_eq!(site.sweep_audit(past).unwrap(), 3);
+        // A path at the limit is kept whole; one past it, cut to the limit (and a cut
+        // never splits a character).
+        for (len, kept) in [
+            (AUDIT_PATH_MAX_BYTES - 1, AUDIT_PATH_MAX_BYTES - 1),
+            (AUDIT_PATH_MAX_BYTES, AUDIT_PATH_MAX_BYTES),
+            (AUDIT_PATH_MAX_BYTES + 1, AUDIT_PATH_MAX_BYTES),
+            (1_000_000, AUDIT_PATH_MAX_BYTES),
+        ] {
+            let long = format!("public/{}", "a".repeat(len - "public/".len()));
+            site.audit(&AuditEntry::new("cy", "person", AuditAction::Move, &long).to(&long));
+            let got = site
+                .audit_records(&AuditFilter {
+                    person: Some("cy".into()),
+                    limit: 1,
+                    ..Default::default()
+                })
+                .unwrap()
+                .remove(0);
+            assert_eq!(
+                (got.path.len(), got.to.map(|t| t.len())),
+                (kept, Some(kept)),
+                "{len}"
+            );
+        }
+        assert_eq!(
+            cut(&"ä".repeat(AUDIT_PATH_MAX_BYTES)).len(),
+            AUDIT_PATH_MAX_BYTES
+        );
+        assert_eq!(
+            cut(&format!("a{}", "ä".repeat(AUDIT_PATH_MAX_BYTES))).len(),
+            AUDIT_PATH_MAX_BYTES - 1
+        );
     }
 }

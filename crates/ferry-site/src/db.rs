@@ -169,7 +169,10 @@ pub(crate) const TABLES: &[&str] = &[
 pub(crate) fn open(data: &Path, config: &MetadataConfig) -> Result<Db, SiteError> {
     let db = match &config.url {
         Some(url) => Db::postgres(url, config.password.as_deref())?,
-        None => Db::sqlite(&data.join(SERVICE_DIR).join(DB_FILE))?,
+        None => {
+            crate::metadata_move::refuse_moved(data)?;
+            Db::sqlite(&data.join(SERVICE_DIR).join(DB_FILE))?
+        }
     };
     db.migrate(MIGRATIONS)?;
     Ok(db)

@@ -127,7 +127,40 @@ pub fn migrate_metadata(
     for (table, column) in IDENTITIES {
         to.reset_identity(table, column)?;
     }
+    // Beside the SQLite file, never in it: the site's metadata lives elsewhere now, and a
+    // command or gateway still pointed at the file is refused instead of acting on a
+    // copy nobody else reads.
+    let note = format!(
+        "The metadata of this site was copied to PostgreSQL ({}) at {}.\n\
+         Set [metadata] url (the password in FERRY_METADATA__PASSWORD) to use it.\n",
+        where_only(url),
+        crate::rfc3339(std::time::SystemTime::now())
+    );
+    std::fs::write(data.join(SERVICE_DIR).join(MOVED_FILE), note)?;
     Ok(copied)
+}
+
+/// Beside a SQLite file whose metadata was copied to PostgreSQL.
+pub(crate) const MOVED_FILE: &str = "metadata-moved";
+
+/// `postgres://…@host/db?…` as host and database only: no user, password or options.
+fn where_only(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.rfind('@').map_or(rest, |at| &rest[at + 1..]);
+    rest.split(['?', '#']).next().unwrap_or_default().to_owned()
+}
+
+/// Refuses to open a SQLite file whose metadata moved to PostgreSQL.
+pub(crate) fn refuse_moved(data: &Path) -> Result<(), SiteError> {
+    match std::fs::read_to_string(data.join(SERVICE_DIR).join(MOVED_FILE)) {
+        Ok(note) => Err(SiteError::Io(std::io::Error::other(format!(
+            "{} (remove {} to use the SQLite file again)",
+            note.trim().replace('\n', " "),
+            Path::new(SERVICE_DIR).join(MOVED_FILE).display()
+        )))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn latest_version() -> i64 {

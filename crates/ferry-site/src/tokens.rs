@@ -128,6 +128,19 @@ impl Site {
         Ok(n)
     }
 
+    /// Whether the token behind `principal` still stands as it did (not revoked, the
+    /// same person and kind): a stream opened with it ends once it does not.
+    pub fn still_valid(&self, principal: &Principal) -> Result<bool, SiteError> {
+        Ok(self.db.exists(
+            "SELECT 1 FROM tokens WHERE prefix = ?1 AND person = ?2 AND kind = ?3",
+            params![
+                &principal.handle,
+                &principal.person,
+                principal.kind.as_str()
+            ],
+        )?)
+    }
+
     /// The principal behind a presented token, or `None` for an unknown or malformed one.
     pub fn authenticate(&self, token: &str) -> Result<Option<Principal>, SiteError> {
         let Some(prefix) = token.get(..TOKEN_PREFIX_CHARS) else {

@@ -79,6 +79,20 @@ fn a_sqlite_site_moves_to_postgres_whole_and_the_file_stays_as_it_was() {
     assert!(chat[5].id > chat[4].id);
     drop(site);
 
+    // The SQLite file is not used any more: opening the site without the URL is refused,
+    // saying where the metadata went (never with the password).
+    let stale = Site::open(&data, Config::default()).err().expect("refused");
+    assert!(stale.to_string().contains("PostgreSQL"), "{stale}");
+    assert!(stale.to_string().contains("[metadata] url"), "{stale}");
+    let userinfo = pg
+        .url()
+        .split_once("://")
+        .unwrap()
+        .1
+        .split_once('@')
+        .unwrap()
+        .0;
+    assert!(!stale.to_string().contains(userinfo), "{stale}");
     // A database that is not empty is refused, and nothing in it changes.
     let again = migrate_metadata(&data, pg.url(), None).unwrap_err();
     assert!(again.to_string().contains("not empty"), "{again}");

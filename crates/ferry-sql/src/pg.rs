@@ -135,7 +135,19 @@ fn work(config: Config, jobs: Receiver<Job>) {
                 want,
                 reply,
             } => {
-                let _ = reply.send(run(c, &mut statements, &sql, &params, want));
+                let mut answer = run(c, &mut statements, &sql, &params, want);
+                // A connection the server closed while it sat idle (a restart, an
+                // administrator's terminate) fails its next statement before the statement
+                // reaches the server: outside a transaction, that statement is tried once
+                // more on a new connection.
+                if !in_transaction && answer.as_ref().is_err_and(|_| c.is_closed()) {
+                    statements.clear();
+                    if let Ok(fresh) = config.connect(NoTls) {
+                        *c = fresh;
+                        answer = run(c, &mut statements, &sql, &params, want);
+                    }
+                }
+                let _ = reply.send(answer);
             }
         }
     }

@@ -335,3 +335,34 @@ fn notifications_reach_another_process() {
     assert!(sqlite.listen("x", |_| {}, || {}).is_none());
     sqlite.notify("x", "y").unwrap();
 }
+
+#[test]
+fn an_idle_connection_the_server_closed_is_made_again_without_an_error() {
+    let pg = PostgresDatabase::create();
+    let db = Db::postgres(pg.url(), None).unwrap();
+    db.migrate(MIGRATIONS).unwrap();
+    let me: i64 = db
+        .row("SELECT CAST(pg_backend_pid() AS BIGINT)", params![], |r| {
+            r.get(0)
+        })
+        .unwrap()
+        .unwrap();
+    let admin = std::env::var(ferry_sql::testing::URL_VARIABLE).unwrap();
+    ferry_sql::testing::admin_statement(&admin, &format!("SELECT pg_terminate_backend({me})"));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    // The next statement on that (only) connection works, on a new one.
+    let n = db
+        .execute(
+            "INSERT INTO items (name, size) VALUES ('after', 1)",
+            params![],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    let again: i64 = db
+        .row("SELECT CAST(pg_backend_pid() AS BIGINT)", params![], |r| {
+            r.get(0)
+        })
+        .unwrap()
+        .unwrap();
+    assert_ne!(again, me);
+}

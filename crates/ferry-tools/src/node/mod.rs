@@ -79,19 +79,7 @@ impl Nodes {
 pub(crate) fn held_elsewhere(tools: &Toolbox, node: &str) -> Option<(String, Arc<dyn Forward>)> {
     let nodes = tools.nodes()?;
     let (here, forward) = nodes.elsewhere.as_ref()?;
-    let config = &tools.site().config().nodes;
-    let usable: Vec<NodeRecord> = tools
-        .site()
-        .nodes()
-        .ok()?
-        .into_iter()
-        .filter(|r| {
-            config
-                .policy(&r.id)
-                .is_some_and(|p| p.persons.iter().any(|who| who == tools.person()))
-        })
-        .collect();
-    let record = find(&usable, node).ok()?;
+    let record = find(&usable(tools).ok()?, node).ok()?;
     let away = record.connected
         && !record.gateway.is_empty()
         && record.gateway != *here
@@ -166,18 +154,7 @@ pub(crate) fn reach(
         ));
     };
     let config = &tools.site().config().nodes;
-    // Only the nodes this person may use exist for them.
-    let usable: Vec<NodeRecord> = tools
-        .site()
-        .nodes()?
-        .into_iter()
-        .filter(|r| {
-            config
-                .policy(&r.id)
-                .is_some_and(|p| p.persons.iter().any(|who| who == tools.person()))
-        })
-        .collect();
-    let record = find(&usable, node)?;
+    let record = find(&usable(tools)?, node)?;
     let Some(policy) = config.policy(&record.id) else {
         return Err(unknown(node));
     };
@@ -217,6 +194,21 @@ pub(crate) fn reach(
         follow_symlinks: policy.follow_symlinks,
         link,
     })
+}
+
+/// The nodes this person may use (`[nodes.<id>] persons`): to them, no other exists.
+fn usable(tools: &Toolbox) -> Result<Vec<NodeRecord>, ToolError> {
+    let config = &tools.site().config().nodes;
+    Ok(tools
+        .site()
+        .nodes()?
+        .into_iter()
+        .filter(|r| {
+            config
+                .policy(&r.id)
+                .is_some_and(|p| p.persons.iter().any(|who| who == tools.person()))
+        })
+        .collect())
 }
 
 /// Whether the node of `record` may serve `command` now: what its approval and its hello

@@ -13,7 +13,8 @@ use ferry_site::ApprovalOutcome;
 use ferry_sql::testing::PostgresDatabase;
 use serde_json::{Value, json};
 use support::{
-    METADATA_URL, Options, Server, SseStream, client, get_json, last_line, post_json, upload,
+    METADATA_URL, Options, Server, SseStream, client, get_json, last_line, open_events, post_json,
+    upload,
 };
 
 /// Gateway A on a fresh site with PostgreSQL metadata, and B beside it.
@@ -25,16 +26,6 @@ fn pair() -> (PostgresDatabase, Server, Server) {
     });
     let b = a.start_beside();
     (db, a, b)
-}
-
-fn open_events(server: &Server, token: &str) -> SseStream {
-    let response = client()
-        .get(server.url("/v1/events"))
-        .bearer_auth(token)
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    SseStream::new(response)
 }
 
 /// The next event named `name` within `wait`.

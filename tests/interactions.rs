@@ -15,7 +15,7 @@ use reqwest::blocking::multipart::{Form, Part};
 use serde_json::{Value, json};
 use support::{
     Server, SseStream, assert_error, assert_no_temporaries, client, get_json, is_rfc3339,
-    json_answer, multipart, post_json, sha256_hex,
+    json_answer, multipart, open_events, post_json, sha256_hex,
 };
 
 /// How long a requester in these tests waits for an answer that is coming.
@@ -120,16 +120,6 @@ fn picks_dir(server: &Server, person: &str) -> PathBuf {
 fn with_sig(link: &str, sig: &str) -> String {
     let (head, _) = link.split_once("&sig=").expect("a signed link");
     format!("{head}&sig={sig}")
-}
-
-fn open_events(server: &Server, token: &str) -> SseStream {
-    let response = client()
-        .get(server.url("/v1/events"))
-        .bearer_auth(token)
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    SseStream::new(response)
 }
 
 /// A page's events stream on a connection of its own, which the test can close.

@@ -933,6 +933,17 @@ enum SseItem {
 /// A `text/event-stream` body read on a thread of its own, so that a test can wait for
 /// the next event with a bound instead of blocking forever. Comment lines (`: ping`)
 /// are skipped.
+/// `GET /v1/events` with `token`, asserted open.
+pub fn open_events(server: &Server, token: &str) -> SseStream {
+    let response = client()
+        .get(server.url("/v1/events"))
+        .bearer_auth(token)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    SseStream::new(response)
+}
+
 pub struct SseStream {
     rx: std::sync::mpsc::Receiver<SseItem>,
     end: Option<Option<String>>,

@@ -77,7 +77,7 @@ pub(crate) async fn list(
         None => None,
         Some(text) => Some(ferry_site::parse_instant(text).ok_or_else(|| {
             ApiError::new(
-                Code::InvalidRequest,
+                Code::BadQuery,
                 "since is an instant: 2026-12-06T00:00:00Z (UTC) or Unix seconds",
             )
         })?),

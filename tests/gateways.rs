@@ -1,7 +1,8 @@
 //! Two gateways on one site (spec scale S-GATEWAYS), each a real `ferry serve` on the same
-//! data dir, sharing one PostgreSQL database (`FERRY_TEST_POSTGRES_URL`; `.ci/run`
-//! starts one): what one learns, the other sees at once, and starting, stopping or
-//! crashing one takes nothing the other holds.
+//! data dir, sharing one PostgreSQL database (`FERRY_TEST_POSTGRES_URL`) and one Garage
+//! bucket for the media (`FERRY_TEST_S3_*`; `.ci/run` starts both): what one learns, the
+//! other sees at once, and starting, stopping or crashing one takes nothing the other
+//! holds.
 
 mod support;
 
@@ -9,6 +10,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use ferry_media::testing::S3Bucket;
 use ferry_site::ApprovalOutcome;
 use ferry_sql::testing::PostgresDatabase;
 use serde_json::{Value, json};
@@ -17,11 +19,20 @@ use support::{
     upload,
 };
 
-/// Gateway A on a fresh site with PostgreSQL metadata, and B beside it.
-fn pair() -> (PostgresDatabase, Server, Server) {
+/// The stores a site of several gateways shares: a PostgreSQL database for its
+/// metadata and a Garage bucket for its media, and the environment naming them.
+fn shared_stores() -> (PostgresDatabase, Vec<(String, String)>) {
     let db = PostgresDatabase::create();
+    let mut env = vec![(METADATA_URL.to_owned(), db.url().to_owned())];
+    env.extend(S3Bucket::create().env());
+    (db, env)
+}
+
+/// Gateway A on a fresh site with its shared stores, and B beside it.
+fn pair() -> (PostgresDatabase, Server, Server) {
+    let (db, env) = shared_stores();
     let a = Server::start_with(Options {
-        env: vec![(METADATA_URL.to_owned(), db.url().to_owned())],
+        env,
         ..Options::default()
     });
     let b = a.start_beside();
@@ -230,7 +241,7 @@ fn an_agent_on_one_gateway_uses_a_node_linked_to_the_other() {
     use support::mcp;
     use support::node::{NodeProcess, wait_for_node};
 
-    let db = PostgresDatabase::create();
+    let (_db, env) = shared_stores();
     let tmp = tempfile::tempdir().unwrap();
     let srv = tmp.path().join("srv");
     std::fs::create_dir_all(srv.join("inbox")).unwrap();
@@ -245,7 +256,7 @@ fn an_agent_on_one_gateway_uses_a_node_linked_to_the_other() {
     );
     let a = Server::start_with(Options {
         config_toml: Some(config),
-        env: vec![(METADATA_URL.to_owned(), db.url().to_owned())],
+        env,
         ..Options::default()
     });
     let b = a.start_beside();
@@ -273,9 +284,9 @@ fn an_agent_on_one_gateway_uses_a_node_linked_to_the_other() {
     wait_for_node(&b, &id, |n| n["connected"] == true);
 
     let harness = b.create_token("me", "harness");
-    let on_b = |name: &str, args: Value| -> Value {
+    let call_on = |gateway: &Server, name: &str, args: Value| -> Value {
         let out = mcp::drive(&json!({
-            "server": mcp::http(&b.url("/mcp"), &harness),
+            "server": mcp::http(&gateway.url("/mcp"), &harness),
             "steps": [mcp::call(name, args)],
             "timeout_secs": 120,
         }));
@@ -283,16 +294,36 @@ fn an_agent_on_one_gateway_uses_a_node_linked_to_the_other() {
         assert!(!mcp::is_error(&result), "{name}: {}", mcp::text_of(&result));
         result
     };
+    let on_b = |name: &str, args: Value| call_on(&b, name, args);
     std::fs::write(srv.join("notes.txt"), "from far away\n").unwrap();
     let fetched = on_b(
         "file_fetch",
         json!({"node": "build-box", "path": format!("{}/notes.txt", srv.display())}),
     );
     let out = &fetched["structuredContent"];
-    assert_eq!(
-        std::fs::read(out["localPath"].as_str().unwrap()).unwrap(),
-        b"from far away\n"
+    assert_eq!(out["inline"], true);
+    assert!(mcp::text_of(&fetched).contains("from far away"));
+    // In the bucket, not on this machine.
+    assert_eq!(out["localPath"], Value::Null);
+
+    // Media fetched through A is pushed through B by its id: the bytes are in the
+    // bucket both share.
+    let big: Vec<u8> = (0..3 * 1024 * 1024u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(srv.join("big.bin"), &big).unwrap();
+    let fetched = call_on(
+        &a,
+        "file_fetch",
+        json!({"node": "build-box", "path": format!("{}/big.bin", srv.display())}),
     );
+    let media_id = fetched["structuredContent"]["mediaId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    on_b(
+        "file_push",
+        json!({"node": "build-box", "path": format!("{}/inbox/big.bin", srv.display()), "sourceMediaId": media_id}),
+    );
+    assert!(std::fs::read(srv.join("inbox/big.bin")).unwrap() == big);
     let media_id = out["mediaId"].as_str().unwrap().to_owned();
     on_b(
         "file_push",
@@ -316,12 +347,12 @@ fn an_agent_on_one_gateway_uses_a_node_linked_to_the_other() {
     // Each call recorded once, by the gateway that made it.
     let out = a.ferry(&["audit", "--person", "me"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    for action in ["node_fetch", "node_push", "dir_fetch"] {
+    for (action, times) in [("node_fetch", 2), ("node_push", 2), ("dir_fetch", 1)] {
         let n = text
             .lines()
             .filter(|l| l.contains(&format!("\"action\":\"{action}\"")))
             .count();
-        assert_eq!(n, 1, "{action}: {text}");
+        assert_eq!(n, times, "{action}: {text}");
     }
 
     // A forged call to the internal route is a route that does not exist.

@@ -178,10 +178,7 @@ fn a_node_in_its_own_network_lists_fetches_pushes_and_fetches_trees() {
 
     let fetched = remote.ok("file_fetch", fetch);
     let out = structured(&fetched);
-    assert_eq!(
-        std::fs::read(out["localPath"].as_str().unwrap()).unwrap(),
-        b"from far away\n"
-    );
+    assert_eq!(remote.server.fetched_bytes(out), b"from far away\n");
     assert!(mcp::text_of(&fetched).contains("from far away"));
     let media_id = out["mediaId"].as_str().unwrap().to_owned();
 
@@ -196,10 +193,7 @@ fn a_node_in_its_own_network_lists_fetches_pushes_and_fetches_trees() {
     );
     let out = structured(&fetched);
     assert_eq!(out["inline"], false);
-    assert_eq!(
-        std::fs::read(out["localPath"].as_str().unwrap()).unwrap(),
-        big
-    );
+    assert!(remote.server.fetched_bytes(out) == big);
 
     // Pushed back by its media id; the node's own rules keep writes in inbox/.
     remote.ok(

@@ -98,6 +98,21 @@ pub struct Server {
 /// The variable that points a gateway or a command at PostgreSQL metadata.
 pub const METADATA_URL: &str = "FERRY_METADATA__URL";
 
+/// Whether a variable points a gateway or a command at the site's stores (its metadata
+/// database or its S3 bucket): every process of the site gets the same.
+fn names_a_store(variable: &str) -> bool {
+    variable == METADATA_URL || variable.starts_with("FERRY_MEDIA__")
+}
+
+/// On a run with `FERRY_TEST_MEDIA=s3`, a fresh bucket for one site's media, unless
+/// the test chose its own store.
+fn test_media(options: &Options) -> Option<ferry_media::testing::S3Bucket> {
+    if options.env.iter().any(|(k, _)| k == "FERRY_MEDIA__BACKEND") {
+        return None;
+    }
+    ferry_site::testing::media_on_s3().then(ferry_media::testing::S3Bucket::create)
+}
+
 /// On a run with `FERRY_TEST_METADATA=postgres`, a fresh PostgreSQL database for one
 /// site's metadata (every gateway and command of the site is pointed at it).
 fn test_metadata(options: &Options) -> Option<ferry_sql::testing::PostgresDatabase> {
@@ -179,6 +194,9 @@ impl Server {
                 .env
                 .push((METADATA_URL.to_owned(), db.url().to_owned()));
         }
+        if let Some(bucket) = test_media(&options) {
+            options.env.extend(bucket.env());
+        }
         let tmp = tempfile::tempdir().unwrap();
         let data = tmp.path().join("site");
         std::fs::create_dir_all(&data).unwrap();
@@ -245,7 +263,7 @@ impl Server {
         let mut cmd = ferry_command();
         cmd.env("FERRY_DATA", &self.data);
         for (key, value) in &self.options.env {
-            if key == METADATA_URL {
+            if names_a_store(key) {
                 cmd.env(key, value);
             }
         }
@@ -292,13 +310,44 @@ impl Server {
     /// gateway's metadata).
     pub fn site(&self) -> ferry_site::Site {
         let mut config = ferry_config::Config::default();
-        config.metadata.url = self
-            .options
-            .env
-            .iter()
-            .find(|(k, _)| k == METADATA_URL)
-            .map(|(_, v)| v.clone());
+        let env = |key: &str| {
+            let found = self.options.env.iter().find(|(k, _)| k == key);
+            found.map(|(_, v)| v.clone())
+        };
+        config.metadata.url = env(METADATA_URL);
+        if env("FERRY_MEDIA__BACKEND").as_deref() == Some("s3") {
+            let media = &mut config.media;
+            media.backend = ferry_config::MediaBackend::S3;
+            media.endpoint = env("FERRY_MEDIA__ENDPOINT");
+            media.bucket = env("FERRY_MEDIA__BUCKET");
+            media.region = env("FERRY_MEDIA__REGION").unwrap_or(media.region.clone());
+            media.access_key_id = env("FERRY_MEDIA__ACCESS_KEY_ID");
+            media.secret_access_key = env("FERRY_MEDIA__SECRET_ACCESS_KEY");
+        }
         ferry_site::Site::open(&self.data, config).expect("the site opens beside the gateway")
+    }
+
+    /// The bytes a `file_fetch` answered with (its `structuredContent`): read at its
+    /// `localPath`, or by its `mediaId` from the bucket when the media are on S3.
+    pub fn fetched_bytes(&self, structured: &Value) -> Vec<u8> {
+        if let Some(path) = structured["localPath"].as_str() {
+            return std::fs::read(path).unwrap();
+        }
+        let id = structured["mediaId"]
+            .as_str()
+            .expect("a mediaId")
+            .to_owned();
+        let store = self.site().media().expect("the media store opens");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            use futures_util::TryStreamExt;
+            let (_, bytes) = store.open(&id).await.expect("the fetched media opens");
+            let chunks: Vec<bytes::Bytes> = bytes.try_collect().await.unwrap();
+            chunks.concat()
+        })
     }
 
     /// The site's metadata database, opened beside the gateway as another process would,

@@ -22,7 +22,8 @@ pub(crate) enum MediaCommand {
         #[command(flatten)]
         site: SiteArgs,
     },
-    /// Prints one record as JSON, with where its bytes live (`localPath`).
+    /// Prints one record as JSON, with where its bytes live (`location`; `localPath` on
+    /// the local backend).
     Show {
         /// The media id, e.g. train~k3j9x2m1q8ab.txt.
         id: String,

@@ -17,8 +17,8 @@ pub use error::ConfigError;
 pub use nodes::{NodePolicyConfig, NodesConfig};
 pub use sections::{
     AgentConfig, AgentIds, ApiKey, AuditConfig, Config, DEFAULT_HELPER_PATH, DeleteApproval,
-    DeliveriesConfig, ExecConfig, FilesConfig, LimitsConfig, MediaConfig, MetadataConfig,
-    SandboxChoice, ServerConfig, SiteConfig, SiteMode, TOOL_NAMES, ToolsConfig,
+    DeliveriesConfig, ExecConfig, FilesConfig, LimitsConfig, MediaBackend, MediaConfig,
+    MetadataConfig, SandboxChoice, ServerConfig, SiteConfig, SiteMode, TOOL_NAMES, ToolsConfig,
 };
 
 #[cfg(test)]

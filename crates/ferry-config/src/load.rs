@@ -114,8 +114,17 @@ impl Config {
         if let Some(url) = &mut shown.metadata.url {
             *url = without_secrets(url);
         }
-        if shown.metadata.password.is_some() {
-            shown.metadata.password = Some("REDACTED".to_owned());
+        for secret in [
+            &mut shown.metadata.password,
+            &mut shown.media.access_key_id,
+            &mut shown.media.secret_access_key,
+        ] {
+            if secret.is_some() {
+                *secret = Some("REDACTED".to_owned());
+            }
+        }
+        if let Some(endpoint) = &mut shown.media.endpoint {
+            *endpoint = without_secrets(endpoint);
         }
         let body = toml::to_string_pretty(&shown)
             .expect("Config holds only strings, u32/u64 below i64::MAX, lists and tables");

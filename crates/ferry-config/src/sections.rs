@@ -152,6 +152,9 @@ impl Default for ServerConfig {
     }
 }
 
+/// The region S3 requests are signed for when `[media] region` is not set.
+pub const DEFAULT_S3_REGION: &str = "us-east-1";
+
 /// The `[media]` section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -166,6 +169,33 @@ pub struct MediaConfig {
     pub max_resumable_bytes: u64,
     /// Seconds a resumable upload is kept after its last part.
     pub resumable_expiry_secs: u64,
+    /// Where blobs are kept: `.ferry/media/` (`local`) or an S3 bucket (`s3`).
+    pub backend: MediaBackend,
+    /// The S3 endpoint, `http(s)://host:port` (absent: AWS itself, by region).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The S3 bucket (required with `backend = "s3"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<String>,
+    /// The S3 region the requests are signed for.
+    pub region: String,
+    /// The S3 access key id, best given as `FERRY_MEDIA__ACCESS_KEY_ID`. Never printed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_key_id: Option<String>,
+    /// The S3 secret key, best given as `FERRY_MEDIA__SECRET_ACCESS_KEY`. Never printed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_access_key: Option<String>,
+}
+
+/// Where the media store keeps its blobs (spec core C-MEDIA, scale S-STORE).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MediaBackend {
+    /// `.ferry/media/` in the data folder.
+    #[default]
+    Local,
+    /// An S3-compatible bucket.
+    S3,
 }
 
 impl Default for MediaConfig {
@@ -179,6 +209,12 @@ impl Default for MediaConfig {
             ttl_hours: MEDIA_TTL_HOURS,
             max_resumable_bytes: MEDIA_RESUMABLE_MAX_BYTES,
             resumable_expiry_secs: MEDIA_RESUMABLE_EXPIRY_SECS,
+            backend: MediaBackend::Local,
+            endpoint: None,
+            bucket: None,
+            region: DEFAULT_S3_REGION.to_owned(),
+            access_key_id: None,
+            secret_access_key: None,
         }
     }
 }

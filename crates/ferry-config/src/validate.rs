@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use crate::limits::SHUTDOWN_GRACE_MAX_SECS;
 use crate::load::env_var_for;
 use crate::sections::DEFAULT_HELPER_PATH;
-use crate::{Config, ConfigError, SiteMode, TOOL_NAMES};
+use crate::{Config, ConfigError, MediaBackend, SiteMode, TOOL_NAMES};
 
 impl Config {
     /// Checks the limits and the mode's requirements that the types alone cannot express.
@@ -99,6 +99,7 @@ impl Config {
         if self.limits.person_max_bytes == 0 {
             return Err(invalid("limits.person_max_bytes", "must be greater than 0"));
         }
+        self.validate_media_backend()?;
         if self.media.max_upload_bytes == 0 {
             return Err(invalid("media.max_upload_bytes", "must be greater than 0"));
         }
@@ -178,4 +179,80 @@ impl Config {
             .clone()
             .unwrap_or_else(|| PathBuf::from(DEFAULT_HELPER_PATH))
     }
+}
+
+impl Config {
+    /// `[media]`'s backend settings: an S3 store needs a bucket and both keys, and an
+    /// endpoint or bucket given to the local store is a forgotten `backend = "s3"`.
+    fn validate_media_backend(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &'static str, message: &str| ConfigError::Invalid {
+            key,
+            var: env_var_for(key),
+            message: message.to_owned(),
+        };
+        let media = &self.media;
+        if media.backend == MediaBackend::Local {
+            for (key, value) in [
+                ("media.endpoint", &media.endpoint),
+                ("media.bucket", &media.bucket),
+            ] {
+                if value.is_some() {
+                    return Err(invalid(
+                        key,
+                        "is for an S3 store; set media.backend = \"s3\" too, or leave it out",
+                    ));
+                }
+            }
+            return Ok(());
+        }
+        match &media.bucket {
+            None => {
+                return Err(invalid(
+                    "media.bucket",
+                    "is required with media.backend = \"s3\"",
+                ));
+            }
+            Some(bucket) if !is_bucket_name(bucket) => {
+                return Err(invalid(
+                    "media.bucket",
+                    "must be an S3 bucket name: 3 to 63 lower-case letters, digits, '-' and '.'",
+                ));
+            }
+            Some(_) => {}
+        }
+        if let Some(endpoint) = &media.endpoint
+            && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+        {
+            return Err(invalid(
+                "media.endpoint",
+                "must be an http:// or https:// URL of the S3 API (leave it out for AWS)",
+            ));
+        }
+        if media.region.trim().is_empty() {
+            return Err(invalid("media.region", "must not be empty"));
+        }
+        for (key, value) in [
+            ("media.access_key_id", &media.access_key_id),
+            ("media.secret_access_key", &media.secret_access_key),
+        ] {
+            if value.as_deref().is_none_or(str::is_empty) {
+                return Err(invalid(
+                    key,
+                    "is required with media.backend = \"s3\"; give it in the environment",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// S3's rules for a bucket name, so a typo is told at start rather than by the store.
+fn is_bucket_name(name: &str) -> bool {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    (3..=63).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && edge(name.chars().next())
+        && edge(name.chars().last())
 }

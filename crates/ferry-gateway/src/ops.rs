@@ -200,6 +200,20 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<&'static str
             state.site.metadata_engine()
         )));
     }
+    if state.site.config().media.backend == ferry_config::MediaBackend::S3 {
+        let answered = match state.site.blobs() {
+            Ok(blobs) => blobs.check().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = answered {
+            // The store's own words (endpoint, bucket, request ids) go to the log only.
+            tracing::warn!("/readyz: the media store does not answer: {e}");
+            return Err(not_ready(
+                "the media store (the S3 bucket) does not answer".into(),
+            ));
+        }
+        return shared_events_ready(&state);
+    }
     // Looked at without opening the store, which would make a missing folder anew.
     let store = state.site.media_dir();
     blocking(move || {
@@ -210,7 +224,11 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<&'static str
         })
     })
     .await?;
-    if !crate::events_shared::hearing(&state) {
+    shared_events_ready(&state)
+}
+
+fn shared_events_ready(state: &AppState) -> Result<&'static str, ApiError> {
+    if !crate::events_shared::hearing(state) {
         return Err(not_ready(
             "not yet hearing the other gateways' events (PostgreSQL notifications)".into(),
         ));

@@ -6,9 +6,11 @@
 //! rewritten. Readers of `blobs/` therefore never see a partial blob, and a crash mid-put
 //! leaves only a temporary, which the sweeper removes.
 //!
-//! Only the local file system is wired today. The S3 backend (spec scale S-STORE) keeps
-//! this API: its put will finish the multipart upload with `PutMode::Create` at the key
-//! instead of renaming, and `local_path` will answer `None`.
+//! Two backends keep this one API: the local file system (`.ferry/media/`), and an S3
+//! bucket (spec scale S-STORE, see `s3.rs`). On S3, placing is a server-side copy made
+//! only when the key is missing: content-addressed, two puts racing to place the same
+//! key write the same bytes, so the store need not offer a conditional copy (Garage does
+//! not), and `local_path` answers `None`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path as FsPath, PathBuf};
@@ -19,10 +21,7 @@ use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{
-    CopyMode, CopyOptions, ObjectStore, ObjectStoreExt, RenameOptions, RenameTargetMode,
-    WriteMultipart,
-};
+use object_store::{CopyMode, CopyOptions, ObjectStore, ObjectStoreExt, WriteMultipart};
 use sha2::{Digest, Sha256};
 
 use crate::MediaError;
@@ -50,13 +49,15 @@ pub struct Staged {
     pub size: u64,
 }
 
-/// Removes a put's temporary from the local file system when the put is dropped midway:
+/// Removes a put's temporary from the store when the put is dropped midway:
 /// the future of a put can be dropped at any await (a cancelled call), and neither the
 /// temporary nor the multipart writer's staging files (`<name>#<part>`) may stay.
 #[derive(Debug)]
 struct Leftover {
     dir: PathBuf,
     name: String,
+    /// On S3, the store to delete `tmp/<name>` from (the staging aborts its own upload).
+    remote: Option<Arc<dyn ObjectStore>>,
     armed: bool,
 }
 
@@ -69,6 +70,14 @@ impl Leftover {
 impl Drop for Leftover {
     fn drop(&mut self) {
         if !self.armed {
+            return;
+        }
+        if let Some(store) = self.remote.take() {
+            let temporary = Path::from(format!("{TEMPORARIES}/{}", self.name));
+            // A drop cannot wait; what a stopping runtime leaves, the sweep removes.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move { ignore_not_found(store.delete(&temporary).await) });
+            }
             return;
         }
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
@@ -114,8 +123,19 @@ pub struct BlobMeta {
 #[derive(Debug, Clone)]
 pub struct Blobs {
     store: Arc<dyn ObjectStore>,
-    local: Arc<LocalFileSystem>,
+    backend: Backend,
+    /// A folder on this machine: the blobs themselves on the local backend, and on
+    /// either the trees `dir_fetch` extracts (see `trees.rs`).
     pub(crate) root: PathBuf,
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Local(Arc<LocalFileSystem>),
+    S3 {
+        s3: Arc<object_store::aws::AmazonS3>,
+        bucket: String,
+    },
 }
 
 impl Blobs {
@@ -131,9 +151,40 @@ impl Blobs {
         let local = Arc::new(LocalFileSystem::new_with_prefix(dir)?.with_fsync(true));
         Ok(Blobs {
             store: local.clone(),
-            local,
+            backend: Backend::Local(local),
             root: dir.to_owned(),
         })
+    }
+
+    /// Blobs in the S3 bucket `media` names; `dir` (made if missing, mode 0700) holds
+    /// what must be local: the trees `dir_fetch` extracts. Nothing is asked of the store
+    /// yet: a store that is down is told by the first call (and `/readyz`).
+    pub fn s3(dir: &FsPath, media: &ferry_config::MediaConfig) -> Result<Blobs, MediaError> {
+        let mut blobs = Blobs::local(dir)?;
+        let s3 = Arc::new(crate::s3::client(media)?);
+        blobs.store = s3.clone();
+        blobs.backend = Backend::S3 {
+            s3,
+            bucket: media.bucket.clone().unwrap_or_default(),
+        };
+        Ok(blobs)
+    }
+
+    /// Whether the store answers: the folder can be read, or the bucket is reachable
+    /// with these keys (a key that is not there is an answer).
+    pub async fn check(&self) -> Result<(), MediaError> {
+        match &self.backend {
+            Backend::Local(_) => {
+                std::fs::read_dir(&self.root)?;
+                Ok(())
+            }
+            Backend::S3 { .. } => {
+                match self.store.head(&Path::from("ferry-readiness-probe")).await {
+                    Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(e.into()),
+                }
+            }
+        }
     }
 
     /// Streams `content` into a temporary, hashing as it goes; more than `max_bytes`
@@ -175,10 +226,18 @@ impl Blobs {
         let leftover = Leftover {
             dir: self.root.join(TEMPORARIES),
             name,
+            remote: matches!(self.backend, Backend::S3 { .. }).then(|| self.store.clone()),
             armed: true,
         };
-        let upload = self.store.put_multipart(&temporary).await?;
-        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+        let mut writer = match &self.backend {
+            Backend::Local(_) => {
+                let upload = self.store.put_multipart(&temporary).await?;
+                Writer::Local(WriteMultipart::new_with_chunk_size(upload, PART_BYTES))
+            }
+            Backend::S3 { s3, .. } => {
+                Writer::S3(crate::s3::Staging::new(s3.clone(), temporary.clone()))
+            }
+        };
         let mut hasher = Sha256::new();
         let mut size = 0u64;
         let mut content = std::pin::pin!(content);
@@ -195,10 +254,9 @@ impl Blobs {
             if known.is_none() {
                 hasher.update(&chunk);
             }
-            if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT_MAX).await {
-                break Some(e.into());
+            if let Err(e) = writer.write(chunk).await {
+                break Some(e);
             }
-            writer.put(chunk);
         };
         let sha256: Result<[u8; 32], MediaError> = match (failure, known) {
             (Some(e), _) => Err(e),
@@ -212,8 +270,8 @@ impl Blobs {
         let sha256 = match sha256 {
             Ok(sha256) => sha256,
             Err(e) => {
-                // The abort removes the staging file; its own failure adds nothing to `e`.
-                let _ = writer.abort().await;
+                // The abort removes the staging; its own failure adds nothing to `e`.
+                writer.abort().await;
                 return Err(e);
             }
         };
@@ -230,11 +288,22 @@ impl Blobs {
     /// [`Blobs::settle`]: until the put has recorded the blob, it is the put's only way
     /// to put the blob back should a sweep take it meanwhile.
     pub async fn place(&self, staged: &Staged) -> Result<Placed, MediaError> {
-        match self
-            .store
-            .copy_opts(&staged.temporary, &blob_key(&staged.sha256), copy_once())
+        self.copy_once(&staged.temporary, &blob_key(&staged.sha256))
             .await
-        {
+    }
+
+    /// Copies `from` to `to` unless `to` exists. The local backend links, failing if
+    /// `to` exists; on S3 the copy is made after a look finds `to` missing, which two
+    /// copies of the same content may both pass: both write the same bytes.
+    async fn copy_once(&self, from: &Path, to: &Path) -> Result<Placed, MediaError> {
+        if let Backend::S3 { .. } = self.backend {
+            if self.exists_at(to).await? {
+                return Ok(Placed::Existing);
+            }
+            self.store.copy(from, to).await?;
+            return Ok(Placed::New);
+        }
+        match self.store.copy_opts(from, to, copy_once()).await {
             Ok(()) => Ok(Placed::New),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(Placed::Existing),
             Err(e) => Err(e.into()),
@@ -244,16 +313,8 @@ impl Blobs {
     /// After the put has recorded the blob: puts it back from the temporary if a sweep
     /// took it meanwhile, then drops the temporary. (The sweeper's side is in `sweep.rs`.)
     pub async fn settle(&self, staged: Staged) -> Result<(), MediaError> {
-        if !self.exists(&staged.sha256).await? {
-            match self
-                .store
-                .copy_opts(&staged.temporary, &blob_key(&staged.sha256), copy_once())
-                .await
-            {
-                Ok(()) | Err(object_store::Error::AlreadyExists { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        self.copy_once(&staged.temporary, &blob_key(&staged.sha256))
+            .await?;
         self.discard(staged).await
     }
 
@@ -266,7 +327,11 @@ impl Blobs {
 
     /// Whether the blob for `sha256` is in the store.
     pub async fn exists(&self, sha256: &str) -> Result<bool, MediaError> {
-        match self.store.head(&blob_key(sha256)).await {
+        self.exists_at(&blob_key(sha256)).await
+    }
+
+    async fn exists_at(&self, key: &Path) -> Result<bool, MediaError> {
+        match self.store.head(key).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
@@ -297,25 +362,80 @@ impl Blobs {
     /// Where a staged temporary lives on this machine: the put reads it (to sniff) rather
     /// than the blob, which a sweep may move until the put has recorded it.
     pub fn staged_path(&self, staged: &Staged) -> Option<PathBuf> {
-        self.local.path_to_filesystem(&staged.temporary).ok()
+        match &self.backend {
+            Backend::Local(local) => local.path_to_filesystem(&staged.temporary).ok(),
+            Backend::S3 { .. } => None,
+        }
     }
 
-    /// Where the blob's bytes live on this machine (the local backend's `localPath`).
+    /// A reader of a staged temporary kept in a bucket, for a blocking thread of the
+    /// current runtime; `None` on the local backend (see [`Blobs::staged_path`]).
+    pub(crate) fn staged_reader(&self, staged: &Staged) -> Option<crate::s3::ObjectReader> {
+        match &self.backend {
+            Backend::Local(_) => None,
+            Backend::S3 { s3, .. } => Some(crate::s3::ObjectReader::new(
+                s3.clone(),
+                staged.temporary.clone(),
+                staged.size,
+                tokio::runtime::Handle::current(),
+            )),
+        }
+    }
+
+    /// Where the blob's bytes live on this machine (the local backend's `localPath`);
+    /// `None` for a bucket.
     pub fn local_path(&self, sha256: &str) -> Option<PathBuf> {
-        self.local.path_to_filesystem(&blob_key(sha256)).ok()
+        match &self.backend {
+            Backend::Local(local) => local.path_to_filesystem(&blob_key(sha256)).ok(),
+            Backend::S3 { .. } => None,
+        }
+    }
+
+    /// Where the blob's bytes live, for people: a path on this machine, or
+    /// `s3://<bucket>/blobs/<sha256>`.
+    pub fn location(&self, sha256: &str) -> String {
+        match &self.backend {
+            Backend::Local(local) => local
+                .path_to_filesystem(&blob_key(sha256))
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            Backend::S3 { bucket, .. } => format!("s3://{bucket}/{}", blob_key(sha256)),
+        }
     }
 
     /// Every blob, with its write time.
     pub async fn list(&self) -> Result<Vec<BlobMeta>, MediaError> {
-        self.list_under(BLOBS).await
+        self.list_under(BLOBS, is_sha256_hex).await
+    }
+
+    /// The object store underneath, for tests that play a crash (a key left where a
+    /// put or a sweep stopped).
+    #[doc(hidden)]
+    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// Every key in the store, sorted: blobs, temporaries and trashed blobs alike (what
+    /// an operator or a test looks at to see nothing is left behind).
+    pub async fn keys(&self) -> Result<Vec<String>, MediaError> {
+        let metas: Vec<_> = self.store.list(None).try_collect().await?;
+        let mut keys: Vec<String> = metas.into_iter().map(|m| m.location.to_string()).collect();
+        keys.sort();
+        Ok(keys)
     }
 
     /// Blobs a sweep moved aside and had not yet dropped or put back.
     pub(crate) async fn trashed(&self) -> Result<Vec<BlobMeta>, MediaError> {
-        self.list_under(TRASH).await
+        self.list_under(TRASH, is_sha256_hex).await
     }
 
-    async fn list_under(&self, prefix: &str) -> Result<Vec<BlobMeta>, MediaError> {
+    /// The objects under `prefix` whose names `ours` accepts (the field `sha256` holds
+    /// the name).
+    async fn list_under(
+        &self,
+        prefix: &str,
+        ours: fn(&str) -> bool,
+    ) -> Result<Vec<BlobMeta>, MediaError> {
         let metas: Vec<_> = self
             .store
             .list(Some(&Path::from(prefix)))
@@ -329,7 +449,7 @@ impl Blobs {
                     + std::time::Duration::from_millis(
                         meta.last_modified.timestamp_millis().max(0) as u64,
                     );
-                is_sha256_hex(&sha256).then_some(BlobMeta { sha256, modified })
+                ours(&sha256).then_some(BlobMeta { sha256, modified })
             })
             .collect())
     }
@@ -348,15 +468,8 @@ impl Blobs {
     /// copy, equal by its hash, is dropped).
     pub(crate) async fn restore(&self, sha256: &str) -> Result<(), MediaError> {
         let from = Path::from(format!("{TRASH}/{sha256}"));
-        match self
-            .store
-            .rename_opts(&from, &blob_key(sha256), create_once())
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(object_store::Error::AlreadyExists { .. }) => self.drop_trashed(sha256).await,
-            Err(e) => Err(e.into()),
-        }
+        self.copy_once(&from, &blob_key(sha256)).await?;
+        self.drop_trashed(sha256).await
     }
 
     /// Deletes a trashed blob.
@@ -368,9 +481,28 @@ impl Blobs {
         )
     }
 
-    /// Removes temporaries older than `cutoff`: what puts that crashed left. The local
-    /// backend's listing hides its multipart staging files, so they are read here.
-    pub(crate) fn remove_stale_temporaries(&self, cutoff: SystemTime) -> Result<usize, MediaError> {
+    /// Removes temporaries older than `cutoff`: what puts that crashed left.
+    pub(crate) async fn remove_stale_temporaries(
+        &self,
+        cutoff: SystemTime,
+    ) -> Result<usize, MediaError> {
+        if let Backend::Local(_) = self.backend {
+            return self.remove_stale_local_temporaries(cutoff);
+        }
+        let mut removed = 0;
+        for temporary in self.list_under(TEMPORARIES, |_| true).await? {
+            if temporary.modified < cutoff {
+                let key = Path::from(format!("{TEMPORARIES}/{}", temporary.sha256));
+                ignore_not_found(self.store.delete(&key).await)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The local backend's listing hides its multipart staging files, so the folder is
+    /// read here.
+    fn remove_stale_local_temporaries(&self, cutoff: SystemTime) -> Result<usize, MediaError> {
         let dir = self.root.join(TEMPORARIES);
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
@@ -402,13 +534,6 @@ fn blob_key(sha256: &str) -> Path {
     Path::from(format!("{BLOBS}/{sha256}"))
 }
 
-fn create_once() -> RenameOptions {
-    RenameOptions {
-        target_mode: RenameTargetMode::Create,
-        ..Default::default()
-    }
-}
-
 fn copy_once() -> CopyOptions {
     CopyOptions {
         mode: CopyMode::Create,
@@ -426,4 +551,40 @@ fn ignore_not_found(result: object_store::Result<()>) -> Result<(), MediaError> 
 /// The only keys this store makes under `blobs/`; anything else there is not ours.
 pub(crate) fn is_sha256_hex(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Where a put's content goes while it is staged.
+enum Writer {
+    Local(WriteMultipart),
+    S3(crate::s3::Staging),
+}
+
+impl Writer {
+    async fn write(&mut self, chunk: Bytes) -> Result<(), MediaError> {
+        match self {
+            Writer::Local(writer) => {
+                writer.wait_for_capacity(PARTS_IN_FLIGHT_MAX).await?;
+                writer.put(chunk);
+                Ok(())
+            }
+            Writer::S3(staging) => staging.write(chunk).await,
+        }
+    }
+
+    async fn finish(self) -> Result<(), MediaError> {
+        match self {
+            Writer::Local(writer) => {
+                writer.finish().await?;
+                Ok(())
+            }
+            Writer::S3(staging) => staging.finish().await,
+        }
+    }
+
+    /// Drops what was staged; on S3 the staging's drop aborts its upload.
+    async fn abort(self) {
+        if let Writer::Local(writer) = self {
+            let _ = writer.abort().await;
+        }
+    }
 }

@@ -41,6 +41,10 @@ pub struct MediaRecord {
     /// store, never stored (the site folder may move).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub local_path: Option<PathBuf>,
+    /// Where the bytes live, for people: `localPath`, or `s3://<bucket>/blobs/<sha256>`;
+    /// filled in by the store, never stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
 }
 
 fn as_text<S: serde::Serializer>(id: &MediaId, serializer: S) -> Result<S::Ok, S::Error> {

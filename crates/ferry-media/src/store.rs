@@ -163,29 +163,37 @@ impl MediaStore {
             created,
             expires: created.saturating_add(self.ttl.as_secs() as i64),
             local_path: None,
+            location: None,
         };
         self.records.insert(&record)?;
         Ok(self.located(record))
     }
 
     /// The one sniffer, on the put's own temporary (it reads the end too: office
-    /// documents are told from zip by their central directory).
+    /// documents are told from zip by their central directory). In a bucket it reads
+    /// through ranged GETs, a few small ones.
     async fn sniff(
         &self,
         staged: &crate::blob::Staged,
         original_name: &str,
     ) -> Result<ferry_preview::Sniffed, MediaError> {
-        let path = self
-            .blobs
-            .staged_path(staged)
-            .ok_or_else(|| MediaError::BlobMissing(staged.sha256.clone()))?;
         let name = original_name.to_owned();
-        tokio::task::spawn_blocking(move || {
-            let mut file = std::fs::File::open(path)?;
-            Ok(ferry_preview::sniff(&mut file, &name)?)
-        })
-        .await
-        .map_err(|e| MediaError::Io(std::io::Error::other(e)))?
+        let sniffed = match (
+            self.blobs.staged_path(staged),
+            self.blobs.staged_reader(staged),
+        ) {
+            (Some(path), _) => {
+                tokio::task::spawn_blocking(move || {
+                    ferry_preview::sniff(&mut std::fs::File::open(path)?, &name)
+                })
+                .await
+            }
+            (None, Some(mut reader)) => {
+                tokio::task::spawn_blocking(move || ferry_preview::sniff(&mut reader, &name)).await
+            }
+            (None, None) => return Err(MediaError::BlobMissing(staged.sha256.clone())),
+        };
+        Ok(sniffed.map_err(|e| MediaError::Io(std::io::Error::other(e)))??)
     }
 
     /// The live record of `id`: a value that is not an id, an id never issued here, or
@@ -220,6 +228,7 @@ impl MediaStore {
 
     fn located(&self, mut record: MediaRecord) -> MediaRecord {
         record.local_path = self.blobs.local_path(&record.sha256);
+        record.location = Some(self.blobs.location(&record.sha256));
         record
     }
 }

@@ -68,7 +68,7 @@ impl MediaStore {
         // for far longer than any live put pauses.
         let idle = Duration::from_secs(ferry_config::limits::MEDIA_TEMPORARY_IDLE_MAX_SECS);
         let stale = now.checked_sub(idle).unwrap_or(SystemTime::UNIX_EPOCH);
-        report.temporaries_removed = self.blobs.remove_stale_temporaries(stale)?;
+        report.temporaries_removed = self.blobs.remove_stale_temporaries(stale).await?;
         (report.trees_removed, report.tree_temporaries_removed) = self.sweep_trees(now, stale)?;
         Ok(report)
     }

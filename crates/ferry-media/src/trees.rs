@@ -11,17 +11,73 @@ use std::time::SystemTime;
 
 use ferry_fs::Dir;
 
-use crate::{MediaError, MediaId, MediaStore};
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+
+use crate::{MediaError, MediaId, MediaRecord, MediaStore};
 
 /// The name of a tree's folder before its media id.
 pub const TREE_PREFIX: &str = "dir-fetch-";
 /// The name of a tree's folder while it is being extracted, before its media id.
 pub const TREE_TEMPORARY_PREFIX: &str = ".tmp-dir-fetch-";
+/// An archive copied out of a bucket to be extracted, before a random part; a
+/// temporary like the others, which the sweep removes if a crash left it.
+const ARCHIVE_COPY_PREFIX: &str = ".tmp-dir-fetch-archive-";
+
+/// A file of this machine holding a record's bytes, for code that needs a file (the
+/// archive planner reads an archive twice): the blob itself on the local backend, or a
+/// copy under the trees' folder, removed when this is dropped.
+pub struct LocalCopy {
+    path: PathBuf,
+    copied: Option<(Dir, String)>,
+}
+
+impl LocalCopy {
+    /// Where the bytes are.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl Drop for LocalCopy {
+    fn drop(&mut self) {
+        if let Some((dir, name)) = &self.copied {
+            // Best effort: a copy left behind is a stale temporary for the sweep.
+            let _ = dir.remove(name);
+        }
+    }
+}
 
 impl MediaStore {
     /// The folder trees are extracted into (the local backend's root), open.
     pub fn trees(&self) -> Result<Dir, MediaError> {
         Ok(Dir::open_ambient(&self.blobs.root)?)
+    }
+
+    /// The bytes of `record` in a file of this machine (see [`LocalCopy`]), copied out of
+    /// the bucket as they stream, when they live in one.
+    pub async fn local_copy(&self, record: &MediaRecord) -> Result<LocalCopy, MediaError> {
+        if let Some(path) = self.blobs.local_path(&record.sha256) {
+            return Ok(LocalCopy { path, copied: None });
+        }
+        let name = format!("{ARCHIVE_COPY_PREFIX}{}", ferry_fs::random_hex::<16>());
+        let path = self.blobs.root.join(&name);
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .await?;
+        let copy = LocalCopy {
+            path,
+            copied: Some((self.trees()?, name)),
+        };
+        let mut bytes = self.blobs.get(&record.sha256).await?;
+        while let Some(chunk) = bytes.next().await {
+            file.write_all(&chunk?).await?;
+        }
+        file.flush().await?;
+        Ok(copy)
     }
 
     /// Where the tree of `id` lives, whether or not it exists.

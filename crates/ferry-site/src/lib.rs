@@ -83,9 +83,41 @@ pub mod testing {
     /// The variable that picks the engine: `postgres`, or `sqlite` (the default).
     pub const ENGINE_VARIABLE: &str = "FERRY_TEST_METADATA";
 
-    /// The default configuration, with the metadata on the engine of the run.
+    /// The variable that picks the media store: `s3` (a bucket of its own on the test
+    /// Garage for each test site), or `local` (the default).
+    pub const MEDIA_VARIABLE: &str = "FERRY_TEST_MEDIA";
+
+    /// The default configuration, with the metadata on the engine of the run and the
+    /// media in the store of the run.
     pub fn config(data: &Path) -> Config {
-        metadata(data, Config::default())
+        media(data, metadata(data, Config::default()))
+    }
+
+    /// Whether the run keeps media in S3 (`FERRY_TEST_MEDIA=s3`).
+    pub fn media_on_s3() -> bool {
+        match std::env::var(MEDIA_VARIABLE).as_deref() {
+            Ok("s3") => true,
+            Ok("local") | Err(_) => false,
+            Ok(other) => panic!("{MEDIA_VARIABLE}={other:?}: say s3 or local"),
+        }
+    }
+
+    /// `config` with the media in the store of the run: on S3, the same bucket each time
+    /// the same data folder is opened.
+    pub fn media(data: &Path, mut config: Config) -> Config {
+        if !media_on_s3() {
+            return config;
+        }
+        static BUCKETS: Mutex<Option<HashMap<PathBuf, &'static ferry_media::testing::S3Bucket>>> =
+            Mutex::new(None);
+        let key = std::path::absolute(data).unwrap_or_else(|_| data.to_path_buf());
+        let mut buckets = BUCKETS.lock().unwrap_or_else(|e| e.into_inner());
+        let bucket = buckets
+            .get_or_insert_with(HashMap::new)
+            .entry(key)
+            .or_insert_with(|| Box::leak(Box::new(ferry_media::testing::S3Bucket::create())));
+        bucket.configure(&mut config.media);
+        config
     }
 
     /// The metadata database of the test site at `data`, opened beside the site (as

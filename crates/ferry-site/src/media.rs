@@ -58,10 +58,25 @@ impl Site {
         self.path().join(MEDIA_DIR)
     }
 
-    /// The media store of this site: blobs under [`MEDIA_DIR`], records in the metadata
-    /// database, records kept `[media] ttl_hours`.
+    /// The blobs of this site's media store: under [`MEDIA_DIR`], or in the S3 bucket of
+    /// `[media] backend = "s3"` (with the trees `dir_fetch` extracts still under
+    /// [`MEDIA_DIR`]).
+    pub fn blobs(&self) -> Result<Blobs, MediaError> {
+        let media = &self.config().media;
+        if media.backend == ferry_config::MediaBackend::Local {
+            return Blobs::local(&self.media_dir());
+        }
+        if let Some(blobs) = self.s3_blobs.get() {
+            return Ok(blobs.clone());
+        }
+        let blobs = Blobs::s3(&self.media_dir(), media)?;
+        Ok(self.s3_blobs.get_or_init(|| blobs).clone())
+    }
+
+    /// The media store of this site: [`Site::blobs`], records in the metadata database,
+    /// records kept `[media] ttl_hours`.
     pub fn media(&self) -> Result<MediaStore, MediaError> {
-        let blobs = Blobs::local(&self.media_dir())?;
+        let blobs = self.blobs()?;
         let records = Arc::new(DbMediaRecords {
             db: self.db.clone(),
         });
@@ -104,6 +119,7 @@ fn record_of(row: &Row) -> Result<MediaRecord, MediaError> {
             created: row.get(7)?,
             expires: row.get(8)?,
             local_path: None,
+            location: None,
         })
     };
     read().map_err(get)

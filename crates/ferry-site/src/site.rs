@@ -41,6 +41,9 @@ pub struct Site {
     pub(crate) db: std::sync::Arc<Db>,
     config: Config,
     pub(crate) usage: crate::usage::Usage,
+    /// The S3 client, made once (a client holds a connection pool; a local store is
+    /// opened anew on each call, as cheap as a folder).
+    pub(crate) s3_blobs: std::sync::OnceLock<ferry_media::Blobs>,
 }
 
 /// A project of one person (spec members M-PROJ).
@@ -75,6 +78,7 @@ impl Site {
             db: std::sync::Arc::new(db),
             config,
             usage: Default::default(),
+            s3_blobs: Default::default(),
         })
     }
 

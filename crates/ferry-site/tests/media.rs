@@ -13,6 +13,7 @@ use ferry_site::Site;
 use ferry_site::layout::MEDIA_DIR;
 use ferry_sql::{Exec, params};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -64,8 +65,16 @@ fn files_under(dir: &Path) -> Vec<String> {
     names
 }
 
-fn media_files(data: &Path) -> Vec<String> {
-    files_under(&data.join(MEDIA_DIR))
+/// What the media store holds: the files of its folder (trees, and on the local backend
+/// the blobs, temporaries and multipart staging files), and the keys of its bucket.
+async fn media_files(data: &Path, store: &MediaStore) -> Vec<String> {
+    let mut names = std::collections::BTreeSet::from_iter(files_under(&data.join(MEDIA_DIR)));
+    names.extend(store.blobs().keys().await.unwrap());
+    names.into_iter().collect()
+}
+
+async fn stored(store: &MediaStore, record: &MediaRecord) -> bool {
+    store.blobs().exists(&record.sha256).await.unwrap()
 }
 
 /// Sets a record's expiry behind the store's back, as time passing would.
@@ -128,9 +137,16 @@ async fn a_put_is_recorded_on_disk_with_every_field() {
         record.media_type
     );
     assert_eq!(record.expires - record.created, 168 * 3600);
-    let local = record.local_path.clone().unwrap();
-    assert_eq!(std::fs::read(&local).unwrap(), content);
-    assert!(local.ends_with(format!("blobs/{}", record.sha256)));
+    let location = record.location.clone().unwrap();
+    assert!(location.ends_with(&format!("blobs/{}", record.sha256)));
+    if ferry_site::testing::media_on_s3() {
+        assert!(location.starts_with("s3://ferry-test-"), "{location}");
+        assert_eq!(record.local_path, None);
+    } else {
+        let local = record.local_path.clone().unwrap();
+        assert_eq!(std::fs::read(&local).unwrap(), content);
+        assert_eq!(local.display().to_string(), location);
+    }
     assert_eq!(read(&store, record.id.as_str()).await, content);
     assert_eq!(store.list().unwrap(), vec![record.clone()]);
 
@@ -144,10 +160,15 @@ async fn a_put_is_recorded_on_disk_with_every_field() {
         "mediaType",
         "created",
         "expires",
-        "localPath",
+        "location",
     ] {
         assert!(json.get(key).is_some(), "{key}: {json}");
     }
+    assert_eq!(
+        json.get("localPath").is_some(),
+        !ferry_site::testing::media_on_s3(),
+        "{json}"
+    );
     assert_eq!(json["source"]["node"], "build-box");
 }
 
@@ -186,7 +207,7 @@ async fn the_same_content_twice_is_two_ids_and_one_blob() {
     assert_ne!(a.id, b.id);
     assert_eq!(a.sha256, b.sha256);
     assert_eq!(
-        media_files(data.path()),
+        media_files(data.path(), &store).await,
         vec![format!("blobs/{}", a.sha256)]
     );
 }
@@ -196,7 +217,7 @@ async fn ids_from_outside_that_this_store_never_issued_are_unknown() {
     let data = tempfile::tempdir().unwrap();
     let store = site(data.path()).media().unwrap();
     let record = put(&store, b"bytes", "notes.txt").await;
-    let local = record.local_path.clone().unwrap();
+    let local = record.location.clone().unwrap();
     let other_store = tempfile::tempdir().unwrap();
     let foreign = put(
         &site(other_store.path()).media().unwrap(),
@@ -207,7 +228,7 @@ async fn ids_from_outside_that_this_store_never_issued_are_unknown() {
     let expired = put(&store, b"old bytes", "old.txt").await;
     expire(data.path(), expired.id.as_str());
     for value in [
-        local.display().to_string(),
+        local,
         format!("./{}", record.id),
         format!("../{}", record.id),
         format!("blobs/{}", record.sha256),
@@ -252,7 +273,7 @@ async fn the_put_cap_at_limit_minus_one_limit_and_plus_one() {
         2,
         "no record for the refused put"
     );
-    for file in media_files(data.path()) {
+    for file in media_files(data.path(), &store).await {
         assert!(file.starts_with("blobs/"), "nothing but blobs: {file}");
     }
 }
@@ -271,7 +292,7 @@ async fn a_put_cut_off_midway_leaves_no_record_and_no_visible_blob() {
         .unwrap_err();
     assert!(matches!(err, MediaError::Source(_)), "{err}");
     assert!(store.list().unwrap().is_empty());
-    assert_eq!(media_files(data.path()), Vec::<String>::new());
+    assert_eq!(media_files(data.path(), &store).await, Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -288,10 +309,10 @@ async fn sweep_removes_expired_records_then_blobs_no_record_references() {
     let report = store.sweep(later).await.unwrap();
     assert_eq!((report.records_removed, report.blobs_removed), (2, 1));
     assert!(
-        a.local_path.unwrap().exists(),
+        stored(&store, &a).await,
         "b still references the shared blob"
     );
-    assert!(!c.local_path.unwrap().exists());
+    assert!(!stored(&store, &c).await);
     assert_eq!(read(&store, b.id.as_str()).await, b"shared");
 
     // A sweep with nothing to do removes nothing.
@@ -302,7 +323,7 @@ async fn sweep_removes_expired_records_then_blobs_no_record_references() {
     let report = store.sweep(past_ttl).await.unwrap();
     assert_eq!((report.records_removed, report.blobs_removed), (1, 1));
     assert!(store.list().unwrap().is_empty());
-    assert_eq!(media_files(data.path()), Vec::<String>::new());
+    assert_eq!(media_files(data.path(), &store).await, Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -373,7 +394,7 @@ async fn a_blob_swept_under_a_put_of_the_same_content_is_put_back() {
     blobs.settle(staged).await.unwrap();
     assert!(blobs.exists(&old.sha256).await.unwrap());
     assert_eq!(
-        media_files(data.path()),
+        media_files(data.path(), &store).await,
         vec![format!("blobs/{}", old.sha256)]
     );
 }
@@ -386,17 +407,17 @@ async fn a_sweep_cut_off_midway_is_finished_by_the_next() {
     let store = site(data.path()).media().unwrap();
     let kept = put(&store, b"still wanted", "kept.txt").await;
     let gone = put(&store, b"not wanted", "gone.txt").await;
-    let media = data.path().join(MEDIA_DIR);
-    std::fs::create_dir_all(media.join("trash")).unwrap();
+    let objects = store.blobs().object_store();
     for sha in [&kept.sha256, &gone.sha256] {
-        std::fs::rename(media.join("blobs").join(sha), media.join("trash").join(sha)).unwrap();
+        let (from, to) = (format!("blobs/{sha}"), format!("trash/{sha}"));
+        objects.rename(&from.into(), &to.into()).await.unwrap();
     }
     expire(data.path(), gone.id.as_str());
     let report = store.sweep(SystemTime::now()).await.unwrap();
     assert_eq!((report.blobs_kept, report.blobs_removed), (1, 1));
     assert_eq!(read(&store, kept.id.as_str()).await, b"still wanted");
     assert_eq!(
-        media_files(data.path()),
+        media_files(data.path(), &store).await,
         vec![format!("blobs/{}", kept.sha256)]
     );
 }
@@ -489,15 +510,26 @@ async fn puts_and_sweeps_at_once_lose_no_blob() {
 async fn a_dead_puts_temporary_is_removed_after_a_day_idle() {
     let data = tempfile::tempdir().unwrap();
     let store = site(data.path()).media().unwrap();
-    let tmp = data.path().join(MEDIA_DIR).join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    std::fs::write(tmp.join("0123456789abcdef#1"), b"half a blob").unwrap();
+    if ferry_site::testing::media_on_s3() {
+        // What a put that crashed left: its temporary object.
+        let objects = store.blobs().object_store();
+        let key = "tmp/0123456789abcdef".into();
+        objects
+            .put(&key, b"half a blob".to_vec().into())
+            .await
+            .unwrap();
+    } else {
+        // The multipart writer's staging file, which the store's own listing hides.
+        let tmp = data.path().join(MEDIA_DIR).join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        std::fs::write(tmp.join("0123456789abcdef#1"), b"half a blob").unwrap();
+    }
     let day = Duration::from_secs(ferry_config::limits::MEDIA_TEMPORARY_IDLE_MAX_SECS);
     let report = store.sweep(SystemTime::now() + day - HOUR).await.unwrap();
     assert_eq!(report.temporaries_removed, 0);
     let report = store.sweep(SystemTime::now() + day + HOUR).await.unwrap();
     assert_eq!(report.temporaries_removed, 1);
-    assert_eq!(media_files(data.path()), Vec::<String>::new());
+    assert_eq!(media_files(data.path(), &store).await, Vec::<String>::new());
 }
 
 /// A source name or path from outside is kept as given, up to 4096 bytes: at the limit

@@ -5,10 +5,11 @@
 use ferry_codes::Code;
 use ferry_config::limits::{NODE_FETCH_DEFAULT_BYTES, NODE_FETCH_INLINE_MAX_BYTES};
 use ferry_media::blob::KnownDigest;
-use ferry_media::{MediaRecord, MediaSource};
+use ferry_media::{MediaRecord, MediaSource, MediaStore};
 use ferry_node::checked::CheckedReader;
 use ferry_node::commands::{FILE_FETCH, FetchHead, FileFetchArgs};
 use ferry_node::policy::Access;
+use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -68,7 +69,7 @@ pub(crate) async fn file_fetch(
             .put_stream_hashed(content, digest, file_name(&head.path), source)
             .await
             .map_err(|e| failure.or(e))?;
-        let inline = inline_text(&record).await;
+        let inline = inline_text(&store, &record).await;
         Ok(answer(
             &reached.source,
             &head,
@@ -90,12 +91,15 @@ pub(super) fn file_name(path: &str) -> &str {
 }
 
 /// The file's text, if it is small UTF-8 text without NUL and not an image.
-async fn inline_text(record: &MediaRecord) -> Option<String> {
+async fn inline_text(store: &MediaStore, record: &MediaRecord) -> Option<String> {
     if record.size > NODE_FETCH_INLINE_MAX_BYTES || record.media_type.starts_with("image/") {
         return None;
     }
-    let path = record.local_path.clone()?;
-    let bytes = tokio::fs::read(path).await.ok()?;
+    let mut bytes = Vec::with_capacity(record.size as usize);
+    let mut content = store.blobs().get(&record.sha256).await.ok()?;
+    while let Some(chunk) = content.next().await {
+        bytes.extend_from_slice(&chunk.ok()?);
+    }
     let text = String::from_utf8(bytes).ok()?;
     (!text.contains('\0')).then_some(text)
 }
@@ -126,8 +130,15 @@ fn answer(
         None => head.path.clone(),
     };
     text.push_str(&wrap(source, &shown));
-    if inline.is_none() {
-        text.push_str("\nThe content is not shown inline; read it at localPath.");
+    match (&inline, &local_path) {
+        (Some(_), _) => {}
+        (None, Some(_)) => {
+            text.push_str("\nThe content is not shown inline; read it at localPath.")
+        }
+        (None, None) => text.push_str(
+            "\nThe content is not shown inline and is not on this machine's disk; \
+             push it to a node with sourceMediaId.",
+        ),
     }
     ToolOutput::text(text).with_structured(json!({
         "path": head.path,

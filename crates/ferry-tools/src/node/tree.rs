@@ -104,12 +104,9 @@ async fn admit(
     reached: &Reached,
     max: u64,
 ) -> Result<Plan, ToolError> {
-    let archive = record.local_path.clone().ok_or_else(|| {
-        ToolError::new(
-            Code::IoError,
-            "the media store keeps no local copy to extract from",
-        )
-    })?;
+    // The copy (on S3) goes when `copy` does, after the blocking work below.
+    let copy = store.local_copy(record).await?;
+    let archive = copy.path().to_owned();
     let trees = store.trees()?;
     let id = record.id.as_str().to_owned();
     let root = head.path.clone();

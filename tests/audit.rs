@@ -103,3 +103,71 @@ fn a_refused_move_of_a_huge_path_is_recorded_cut_to_the_limit() {
     assert_eq!(all[0]["path"].as_str().unwrap().len(), 4096);
     assert_eq!(all[0]["to"].as_str().unwrap().len(), 4096);
 }
+
+/// A download is recorded with the bytes its answer carries (a range's, none when the
+/// range is refused), and a resumable upload with the kind of the token that completed it.
+#[test]
+fn ranged_downloads_and_resumable_uploads_are_recorded_as_they_were() {
+    let server = Server::start();
+    let (status, _) = upload(&server, &server.token, "ranged.txt", b"0123456789A", None);
+    assert_eq!(status, 201);
+    let person = support::last_line(&server.ferry(&["token", "create", "me", "--kind", "person"]));
+    for (range, expected) in [
+        (None, 206u16),
+        (Some("bytes=2-5"), 206),
+        (Some("bytes=50-60"), 416),
+    ] {
+        let mut request = client()
+            .get(server.url("/v1/files/content?path=public/ranged.txt"))
+            .bearer_auth(&person);
+        if let Some(range) = range {
+            request = request.header("Range", range);
+        }
+        let answer = request.send().unwrap();
+        let expected = if range.is_none() { 200 } else { expected };
+        assert_eq!(answer.status().as_u16(), expected, "{range:?}");
+    }
+    // A resumable upload of 5 bytes, created and completed with the person token.
+    let created = client()
+        .post(server.url("/v1/uploads"))
+        .bearer_auth(&person)
+        .header("Tus-Resumable", "1.0.0")
+        .header("Upload-Length", "5")
+        .header(
+            "Upload-Metadata",
+            format!("filename {}", data_encoding::BASE64.encode(b"tus.txt")),
+        )
+        .send()
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let at = created.headers()["location"].to_str().unwrap().to_owned();
+    let patched = client()
+        .patch(server.url(&at))
+        .bearer_auth(&person)
+        .header("Tus-Resumable", "1.0.0")
+        .header("Upload-Offset", "0")
+        .header("Content-Type", "application/offset+octet-stream")
+        .body("hello")
+        .send()
+        .unwrap();
+    assert_eq!(patched.status().as_u16(), 204);
+
+    let all = records(&server);
+    let downloads: Vec<_> = all
+        .iter()
+        .filter(|r| r["action"] == "download" && r["path"] == "public/ranged.txt")
+        .collect();
+    // Newest first: the refused range, the range, the whole file.
+    assert_eq!(downloads.len(), 3, "{all:#?}");
+    assert_eq!(downloads[0]["outcome"], "range_not_satisfiable", "{all:#?}");
+    assert_eq!(downloads[1]["size"], 4);
+    assert_eq!(downloads[2]["size"], 11);
+    assert!(downloads.iter().all(|r| r["tokenKind"] == "person"));
+    let resumable: Vec<_> = all
+        .iter()
+        .filter(|r| r["action"] == "upload" && r["path"] == "public/tus.txt")
+        .collect();
+    assert_eq!(resumable.len(), 1, "{all:#?}");
+    assert_eq!(resumable[0]["tokenKind"], "person");
+    assert_eq!(resumable[0]["size"], 5);
+}

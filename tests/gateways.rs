@@ -453,3 +453,70 @@ fn event_streams_end_when_their_token_is_revoked() {
         );
     }
 }
+
+/// A herd started through A is steered, watched and stopped through B: the herd lives in
+/// the person's folder on the data dir both share, and its worker is a process of the
+/// site, not of the gateway that started it.
+#[test]
+fn a_herd_started_through_one_is_steered_through_the_other() {
+    use support::mcp;
+    let (_db, env) = shared_stores();
+    let a = Server::start_with(Options {
+        as_nobody: true,
+        env,
+        ..Options::default()
+    });
+    let agents = a.data.join("home/me/.ferry-herd/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("idle.md"),
+        "---\nname: idle\ndescription: waits\ncommand: sleep 600\n---\nWait.\n",
+    )
+    .unwrap();
+    let harness = last_line(&a.ferry(&["token", "create", "me", "--kind", "harness"]));
+    let status = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&a.data)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let b = a.start_beside();
+    let subagent = |gateway: &Server, args: Value| -> Value {
+        let out = mcp::drive(&json!({
+            "server": mcp::http(&gateway.url("/mcp"), &harness),
+            "steps": [mcp::call("subagent", args)],
+            "timeout_secs": 60,
+        }));
+        let result = &out["results"][0];
+        serde_json::from_str(&mcp::text_of(result)).unwrap_or_else(|_| panic!("{result}"))
+    };
+    let started = subagent(
+        &a,
+        json!({"action": "assign", "agent": "idle", "task": "wait"}),
+    );
+    let pid = started["worker"]["pid"].as_u64().unwrap() as u32;
+    let steered = subagent(
+        &b,
+        json!({"action": "steer", "label": "idle", "message": "still waiting"}),
+    );
+    assert!(steered.get("error").is_none(), "{steered}");
+    for gateway in [&a, &b] {
+        let status = subagent(gateway, json!({"action": "status"}));
+        let worker = status["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["label"] == "idle")
+            .unwrap_or_else(|| panic!("{status}"))
+            .clone();
+        assert_eq!(worker["pid"], pid, "{status}");
+        assert_eq!(worker["unread"], 2, "the task and the steer: {status}");
+    }
+    let stopped = subagent(&b, json!({"action": "stop", "label": "idle"}));
+    assert_eq!(stopped["state"], "stopped", "{stopped}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while support::herd::running(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!support::herd::running(pid), "the worker ended");
+}

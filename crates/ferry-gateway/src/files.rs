@@ -219,8 +219,25 @@ pub async fn download(
             return Err(e);
         }
     };
-    crate::audit::record(&state, entry.bytes(meta.size, None)).await;
-    send_file(meta, file, &headers, "private, no-cache").await
+    let answered = send_file(meta, file, &headers, "private, no-cache").await;
+    // The bytes this answer carries: a range's, none for `304`, the file's otherwise.
+    let entry = match &answered {
+        Ok(response) if response.status() == StatusCode::RANGE_NOT_SATISFIABLE => {
+            entry.failed("range_not_satisfiable")
+        }
+        Ok(response) => entry.bytes(content_length(response), None),
+        Err(e) => entry.failed(e.code.as_str()),
+    };
+    crate::audit::record(&state, entry).await;
+    answered
+}
+
+fn content_length(response: &Response) -> u64 {
+    response
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Answers with an opened file's bytes: never rendered by the browser (attachment,

@@ -661,7 +661,7 @@ async fn create(
     if length == 0 {
         // Nothing to send: the empty file is placed now.
         let held = slot.state.clone().lock_owned().await;
-        let done = finish(state.clone(), slot, held).await?;
+        let done = finish(state.clone(), slot, held, who.kind.as_str()).await?;
         completed_headers(response.headers_mut(), &done);
     }
     let headers = response.headers_mut();
@@ -1003,7 +1003,7 @@ async fn patch(
         .map_err(|e| ApiError::internal("part writer", e))??;
     let mut outcome = outcome;
     if let Some(done) = outcome.done.take() {
-        let done = finish_placed(&state, &slot, done, outcome.offset).await?;
+        let done = finish_placed(&state, &slot, done, outcome.offset, who.kind.as_str()).await?;
         let mut response = StatusCode::NO_CONTENT.into_response();
         let out = response.headers_mut();
         out.insert(UPLOAD_OFFSET, header_value(outcome.offset));
@@ -1208,12 +1208,12 @@ async fn finish_placed(
     slot: &Slot,
     done: Completed,
     offset: u64,
+    token_kind: &str,
 ) -> Result<Completed, ApiError> {
     let record = &slot.record;
     state.uploads.lock().remove(&record.id);
-    // Resumable uploads are a member's (a person's or an admin's token; the kind is not
-    // kept with the upload).
-    let entry = AuditEntry::new(&record.person, "person", AuditAction::Upload, &done.path)
+    // Recorded with the kind of the token whose request completed the upload.
+    let entry = AuditEntry::new(&record.person, token_kind, AuditAction::Upload, &done.path)
         .project(record.project.as_deref())
         .bytes(done.size, Some(&done.sha256));
     crate::audit::record(state, entry).await;
@@ -1234,10 +1234,11 @@ async fn finish(
     state: AppState,
     slot: Arc<Slot>,
     mut held: OwnedMutexGuard<SlotState>,
+    token_kind: &str,
 ) -> Result<Completed, ApiError> {
     let (placing, record) = (state.clone(), slot.record.clone());
     let done = blocking(move || place(&placing, &record, &mut held)).await?;
-    finish_placed(&state, &slot, done, 0).await
+    finish_placed(&state, &slot, done, 0, token_kind).await
 }
 
 #[cfg(test)]

@@ -520,3 +520,119 @@ fn a_herd_started_through_one_is_steered_through_the_other() {
     }
     assert!(!support::herd::running(pid), "the worker ended");
 }
+
+/// An admin's terminal on a node linked to A, opened, typed in, reattached and uploaded
+/// to through B: B relays each request to A with the admin's own token, and A's answers
+/// (refusals included) come back as they were.
+#[test]
+fn a_terminal_on_a_node_linked_to_one_is_used_through_the_other() {
+    use support::node::{NodeProcess, wait_for_node};
+    use support::terminal::{Auth, open, output_until, ready, type_in};
+
+    let (_db, env) = shared_stores();
+    let a = Server::start_with(Options {
+        env,
+        ..Options::default()
+    });
+    let b = a.start_beside();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let state = tmp.path().join("node-state");
+    let gateway = format!("ws://{}", a.addr);
+    let node = NodeProcess::start(
+        &[
+            "--gateway",
+            &gateway,
+            "--name",
+            "shell-box",
+            "--state",
+            state.to_str().unwrap(),
+        ],
+        &[
+            ("SHELL", std::path::Path::new("/bin/bash")),
+            ("HOME", &home),
+        ],
+    );
+    let line = node.line_blocking();
+    let id = line
+        .split(" as ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_owned();
+    wait_for_node(&a, &id, |n| n["connected"] == true);
+    assert!(a.ferry(&["node", "approve", &id]).status.success());
+    wait_for_node(&b, &id, |n| n["connected"] == true);
+    let path = |query: &str| format!("/v1/nodes/{id}/terminal?{query}");
+
+    // A refusal before the upgrade is A's, as A gives it.
+    let refused = client()
+        .get(b.url(&path("cols=0&rows=24")))
+        .bearer_auth(&b.token)
+        .send()
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
+    let body: Value = refused.json().unwrap();
+    assert_eq!(body["error"]["code"], "invalid_request", "{body}");
+    // Anyone but an admin hears of no such route, from B itself.
+    let person = last_line(&a.ferry(&["token", "create", "me", "--kind", "person"]));
+    let hidden = client()
+        .get(b.url(&path("cols=80&rows=24")))
+        .bearer_auth(&person)
+        .send()
+        .unwrap();
+    assert_eq!(hidden.status().as_u16(), 404);
+
+    let rt = support::node::runtime();
+    rt.block_on(async {
+        let (mut page, protocol) = open(
+            &b.addr,
+            &path("cols=80&rows=24"),
+            Auth::Protocol(&b.token),
+            &[],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}; node: {}", node.stderr()));
+        assert_eq!(protocol.as_deref(), Some("ferry.terminal.v1"));
+        let session = ready(&mut page).await;
+        type_in(&mut page, b"echo relayed-$((6*7))\r").await;
+        output_until(&mut page, b"relayed-42").await;
+        // A reload through B reattaches to the same shell, its screen replayed.
+        drop(page);
+        let (mut page, _) = open(
+            &b.addr,
+            &path(&format!("cols=80&rows=24&session={session}")),
+            Auth::Protocol(&b.token),
+            &[],
+        )
+        .await
+        .unwrap();
+        assert_eq!(ready(&mut page).await, session);
+        output_until(&mut page, b"relayed-42").await;
+    });
+
+    // A dropped file, staged on the node through B.
+    let form = reqwest::blocking::multipart::Form::new().part(
+        "file",
+        reqwest::blocking::multipart::Part::bytes(b"dropped through B".to_vec())
+            .file_name("a b.txt"),
+    );
+    let uploaded = client()
+        .post(b.url(&format!("/v1/nodes/{id}/terminal/upload")))
+        .bearer_auth(&b.token)
+        .multipart(form)
+        .send()
+        .unwrap();
+    assert_eq!(uploaded.status().as_u16(), 200);
+    let answer: Value = uploaded.json().unwrap();
+    let staged = answer["files"][0]["path"].as_str().unwrap();
+    assert_eq!(std::fs::read(staged).unwrap(), b"dropped through B");
+    assert!(
+        answer["files"][0]["quoted"]
+            .as_str()
+            .unwrap()
+            .contains("a b.txt")
+    );
+    drop(node);
+}

@@ -91,7 +91,7 @@ impl Config {
         })
     }
 
-    /// A configuration from the TOML text [`Config::to_toml_string`] wrote, with no
+    /// A configuration from the TOML text [`Config::to_effective_toml`] wrote, with no
     /// environment overlaid: how a process started by the service (a herd worker's
     /// supervisor) takes the service's effective configuration as it is.
     pub fn from_effective_toml(text: &str) -> Result<Config, ConfigError> {
@@ -101,6 +101,15 @@ impl Config {
         })?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// The effective configuration whole, secrets included, for a process the service
+    /// starts and hands it to over a private channel (a herd supervisor's launch, on a
+    /// pipe): read back with [`Config::from_effective_toml`]. Never for printing: see
+    /// [`Config::to_toml_string`].
+    pub fn to_effective_toml(&self) -> String {
+        toml::to_string_pretty(self)
+            .expect("Config holds only strings, u32/u64 below i64::MAX, lists and tables")
     }
 
     /// The effective configuration as pretty TOML, for `ferry serve --print-config`.

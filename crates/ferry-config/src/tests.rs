@@ -292,3 +292,23 @@ fn config_media_ttl_hours_defaults_overrides_and_refuses_zero() {
     let err = Config::load(None, env(&[("FERRY_MEDIA__TTL_HOURS", "0")])).unwrap_err();
     assert!(err.to_string().contains("media.ttl_hours"), "{err}");
 }
+
+#[test]
+fn secrets_are_printed_redacted_and_handed_on_whole() {
+    let mut c = Config::default();
+    c.metadata.url = Some("postgres://ferry:in-url-pw@db/ferry".into());
+    c.metadata.password = Some("env-pw".into());
+    c.media.backend = crate::MediaBackend::S3;
+    c.media.endpoint = Some("http://127.0.0.1:3900".into());
+    c.media.bucket = Some("ferry-media".into());
+    c.media.access_key_id = Some("GKkeyid".into());
+    c.media.secret_access_key = Some("s3-secret".into());
+    c.validate().unwrap();
+    let printed = c.to_toml_string();
+    for secret in ["in-url-pw", "env-pw", "GKkeyid", "s3-secret"] {
+        assert!(!printed.contains(secret), "{secret}: {printed}");
+    }
+    // A supervisor the service starts gets the configuration it runs with, whole.
+    let handed = Config::from_effective_toml(&c.to_effective_toml()).unwrap();
+    assert_eq!(handed, c);
+}

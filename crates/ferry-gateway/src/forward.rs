@@ -219,7 +219,7 @@ impl ferry_tools::Forward for Forwarder {
 /// Where to reach a gateway that registered `address`: a gateway bound to every
 /// interface (`0.0.0.0`, `[::]`) is reached on loopback, on the same machine; one bound
 /// to an address, there.
-fn reachable(address: &str) -> String {
+pub(crate) fn reachable(address: &str) -> String {
     if let Some(port) = address.strip_prefix("0.0.0.0:") {
         return format!("127.0.0.1:{port}");
     }

@@ -19,6 +19,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Request, State};
+use axum::response::{IntoResponse, Response};
 use ferry_codes::Code;
 use ferry_config::limits::{MULTIPART_ALLOWANCE_BYTES, NODE_STALL_SECS, TERMINAL_UPLOAD_FILES_MAX};
 use ferry_node::checked::{CheckedWriter, Verified};
@@ -31,7 +32,7 @@ use ferry_node::{Link, NodeError};
 use serde::Serialize;
 
 use crate::nodes::Admin;
-use crate::terminals::{Reached, node_error, reach, shown};
+use crate::terminals::{Reached, Route, node_error, reach, relay_upload, shown};
 use crate::upload::{multipart_error, open_multipart};
 use crate::{ApiError, AppState};
 
@@ -103,8 +104,17 @@ pub(crate) async fn upload(
     _: Admin,
     id: Result<Path<String>, PathRejection>,
     request: Request,
-) -> Result<Json<Answer>, ApiError> {
-    let Reached { record, link } = reach(&state, id, TERMINAL_UPLOAD).await?;
+) -> Result<Response, ApiError> {
+    let headers = request.headers().clone();
+    let Reached { record, link } = match reach(&state, id, TERMINAL_UPLOAD, &headers).await? {
+        Route::Here(reached) => *reached,
+        Route::Elsewhere(address) => {
+            let token = crate::terminals::token_of(&headers).unwrap_or_default();
+            let (parts, body) = request.into_parts();
+            let uri = parts.uri;
+            return relay_upload(&state, &address, &uri, &token, &headers, body).await;
+        }
+    };
     // Asked with a harmless path: the shell's quoting is known, or nothing is staged.
     if let Err(e) = quote_path(
         &record.platform,
@@ -159,7 +169,7 @@ pub(crate) async fn upload(
             "send the files in parts named 'file'",
         ));
     }
-    Ok(Json(Answer { files }))
+    Ok(Json(Answer { files }).into_response())
 }
 
 /// Stages one part as `name`. The outer error fails the request (the body itself broke);

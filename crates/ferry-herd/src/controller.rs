@@ -50,8 +50,8 @@ pub struct Place {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Acting {
-    /// It opens the site with the service's effective configuration
-    /// (`Config::to_toml_string`) and acts through the person's requester, exactly as the
+    /// It opens the site with the service's effective configuration, secrets included
+    /// (`Config::to_effective_toml`: a site on PostgreSQL or S3 needs them) and acts through the person's requester, exactly as the
     /// service would (local and container mode).
     Site {
         /// The configuration, as TOML.

@@ -11,6 +11,7 @@ use ferry_media::blob::Placed;
 use ferry_media::testing::S3Bucket;
 use ferry_media::{Blobs, MediaError};
 use futures_util::stream::{self, StreamExt};
+use object_store::ObjectStoreExt;
 use sha2::Digest;
 
 const MIB: usize = 1024 * 1024;
@@ -84,6 +85,16 @@ async fn puts_around_the_multipart_threshold_are_whole_and_in_order() {
         assert_eq!(blobs.place(&staged).await.unwrap(), Placed::New, "{size}");
         let sha256 = staged.sha256.clone();
         blobs.settle(staged).await.unwrap();
+        // A multipart object's ETag names its parts ("…-2"); one PUT's is a plain MD5.
+        let key = format!("blobs/{sha256}").into();
+        let etag = blobs
+            .object_store()
+            .head(&key)
+            .await
+            .unwrap()
+            .e_tag
+            .unwrap();
+        assert_eq!(etag.contains('-'), size > part, "{size}: {etag}");
         assert_eq!(read_sha256(&blobs, &sha256).await, (size, sha256.clone()));
         assert_eq!(
             blobs.location(&sha256),

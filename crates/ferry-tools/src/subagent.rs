@@ -77,7 +77,7 @@ fn place_of(tools: &Toolbox) -> Result<Place, HerdError> {
         data: tools.paths().data.clone(),
         program,
         acting: Acting::Site {
-            config: config.to_toml_string(),
+            config: config.to_effective_toml(),
         },
         sandboxed: config.exec.sandbox != ferry_config::SandboxChoice::None,
     })

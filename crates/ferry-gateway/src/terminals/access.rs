@@ -17,6 +17,14 @@ pub(crate) const TERMINAL_PROTOCOL: &str = "ferry.terminal.v1";
 /// with this prefix, which the server never selects (nor echoes).
 const TOKEN_PROTOCOL_PREFIX: &str = "ferry.token.";
 
+/// Where a terminal command for a node is served: here, on its link, or by the gateway
+/// of the site that holds the link (the request is relayed there, see `relay.rs`).
+pub(crate) enum Route {
+    Here(Box<Reached>),
+    /// The address of the gateway holding the link.
+    Elsewhere(String),
+}
+
 /// A node an admin may reach for a terminal command, with its open link.
 pub(crate) struct Reached {
     /// The node's pairing record as read for this request.
@@ -64,12 +72,14 @@ pub(crate) fn admin(state: &AppState, headers: &HeaderMap) -> Result<Principal, 
 
 /// The node `id` for `command`: `404 unknown_node` when there is none, `403
 /// command_not_allowed` unless it may serve `command` now (its approval ∩ its hello ∩
-/// `[nodes.<id>] commands`), `503 node_offline` without a link.
+/// `[nodes.<id>] commands`); then its link here, or the gateway holding it, or `503
+/// node_offline`.
 pub(crate) async fn reach(
     state: &AppState,
     id: Result<Path<String>, PathRejection>,
     command: &str,
-) -> Result<Reached, ApiError> {
+    headers: &HeaderMap,
+) -> Result<Route, ApiError> {
     let unknown = || ApiError::new(Code::UnknownNode, "there is no such node");
     let Path(id) = id.map_err(|_| unknown())?;
     let site = state.site.clone();
@@ -94,8 +104,13 @@ pub(crate) async fn reach(
             ),
         ));
     }
-    let link = state.nodes.hub.link(&record.id).map_err(node_error)?;
-    Ok(Reached { record, link })
+    match state.nodes.hub.link(&record.id) {
+        Ok(link) => Ok(Route::Here(Box::new(Reached { record, link }))),
+        Err(e) => match super::relay::holder(state, &record, headers).await? {
+            Some(address) => Ok(Route::Elsewhere(address)),
+            None => Err(node_error(e)),
+        },
+    }
 }
 
 /// A failure of the node or its link, as the API answers it. A node may answer any code:

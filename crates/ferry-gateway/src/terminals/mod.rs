@@ -17,6 +17,7 @@
 mod access;
 mod client;
 mod registry;
+mod relay;
 mod replay;
 mod session;
 
@@ -26,7 +27,7 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message as Ws, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use ferry_codes::Code;
 use ferry_config::limits::{NODE_STALL_SECS, TERMINAL_WS_MESSAGE_MAX_BYTES};
@@ -34,8 +35,9 @@ use ferry_node::frame::LINK_READ_BUFFER_BYTES;
 use ferry_node::terminal::{TERMINAL_OPEN, TerminalOpenArgs, TerminalOpenHead, check_size};
 use serde::Deserialize;
 
-pub(crate) use access::{Reached, admin, node_error, reach, same_origin, shown};
+pub(crate) use access::{Reached, Route, admin, node_error, reach, same_origin, shown, token_of};
 pub(crate) use registry::Sessions;
+pub(crate) use relay::upload as relay_upload;
 
 use crate::{ApiError, AppState};
 use session::{Attach, Opened};
@@ -75,6 +77,7 @@ pub(crate) async fn terminal(
     State(state): State<AppState>,
     id: Result<Path<String>, PathRejection>,
     query: Result<Query<TerminalQuery>, QueryRejection>,
+    uri: Uri,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
@@ -84,7 +87,12 @@ pub(crate) async fn terminal(
         token: access::token_of(&headers).unwrap_or_default(),
     };
     same_origin(&headers)?;
-    let Reached { record, link } = reach(&state, id, TERMINAL_OPEN).await?;
+    let Reached { record, link } = match reach(&state, id, TERMINAL_OPEN, &headers).await? {
+        Route::Here(reached) => *reached,
+        Route::Elsewhere(address) => {
+            return relay::terminal(&state, &address, &uri, &holder.token, upgrade).await;
+        }
+    };
     let Query(query) = query.map_err(|e| ApiError::new(Code::InvalidRequest, e.body_text()))?;
     let (cols, rows) = size_of(&query)?;
     // Checked after the session and the cap, so a page whose socket was refused can ask

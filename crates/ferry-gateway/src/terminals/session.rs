@@ -44,9 +44,9 @@ const NOTICES_QUEUE: usize = 4;
 const FAREWELL_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often an attached page is pinged, so a network that dropped without a word is
 /// noticed (a page answers pings by itself).
-const PING_INTERVAL: Duration = Duration::from_secs(15);
+pub(super) const PING_INTERVAL: Duration = Duration::from_secs(15);
 /// How long a page may send nothing, not even a pong, before it counts as gone.
-const PAGE_SILENCE: Duration = Duration::from_secs(45);
+pub(super) const PAGE_SILENCE: Duration = Duration::from_secs(45);
 
 /// A socket handed to a running terminal (a reattach or a takeover), with the page's size.
 pub(crate) struct Attach {

@@ -636,3 +636,23 @@ fn a_terminal_on_a_node_linked_to_one_is_used_through_the_other() {
     );
     drop(node);
 }
+
+/// A gateway whose metadata is reached over verified TLS (its name and the run's own CA,
+/// see `.ci/postgres`) serves as any other, and so do the commands beside it.
+#[test]
+fn a_gateway_reaches_its_metadata_over_verified_tls() {
+    let db = PostgresDatabase::create();
+    let ca = std::env::var("FERRY_TEST_POSTGRES_CA")
+        .expect("FERRY_TEST_POSTGRES_CA: the test server's CA (.ci/postgres start sets it)");
+    let url = format!("{}?sslmode=verify-full&sslrootcert={ca}", db.url());
+    let server = Server::start_with(Options {
+        env: vec![(METADATA_URL.to_owned(), url)],
+        ..Options::default()
+    });
+    let (status, _) = upload(&server, &server.token, "over-tls.txt", b"sealed\n", None);
+    assert_eq!(status, 201);
+    let ready = client().get(server.url("/readyz")).send().unwrap();
+    assert_eq!(ready.status().as_u16(), 200);
+    let out = server.ferry(&["site", "check"]);
+    assert!(out.status.success(), "{out:?}");
+}

@@ -17,6 +17,7 @@
 mod dialect;
 mod migrate;
 mod pg;
+mod pg_tls;
 mod sqlite;
 pub mod testing;
 mod value;

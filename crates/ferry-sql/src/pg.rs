@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
-use std::str::FromStr;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -13,9 +12,10 @@ use std::time::Duration;
 use bytes::BytesMut;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
-use postgres::{Client, Config, NoTls, Statement};
+use postgres::{Client, Statement};
 
 use crate::migrate::{ADVISORY_LOCK_KEY, Migration, Step, VERSION_TABLE};
+use crate::pg_tls::Connector;
 use crate::{Error, Output, Row, Value, Want, dialect};
 
 /// How long a caller waits for a free connection before giving up.
@@ -45,7 +45,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn spawn(config: Config, n: usize) -> Result<Worker, Error> {
+    fn spawn(config: Connector, n: usize) -> Result<Worker, Error> {
         let (jobs, queue) = mpsc::channel();
         std::thread::Builder::new()
             .name(format!("ferry-pg-{n}"))
@@ -84,7 +84,7 @@ impl Worker {
 }
 
 /// A worker's life: one connection, its prepared statements, one job at a time.
-fn work(config: Config, jobs: Receiver<Job>) {
+fn work(config: Connector, jobs: Receiver<Job>) {
     let mut client: Option<Client> = None;
     let mut statements: HashMap<String, Statement> = HashMap::new();
     // A transaction is open on the connection: if it breaks, the statements still to
@@ -109,7 +109,7 @@ fn work(config: Config, jobs: Receiver<Job>) {
                 ));
                 continue;
             }
-            match config.connect(NoTls) {
+            match config.connect() {
                 Ok(c) => client = Some(c),
                 Err(e) => {
                     job.fail(e.into());
@@ -142,7 +142,7 @@ fn work(config: Config, jobs: Receiver<Job>) {
                 // more on a new connection.
                 if !in_transaction && answer.as_ref().is_err_and(|_| c.is_closed()) {
                     statements.clear();
-                    if let Ok(fresh) = config.connect(NoTls) {
+                    if let Ok(fresh) = config.connect() {
                         *c = fresh;
                         answer = run(c, &mut statements, &sql, &params, want);
                     }
@@ -275,7 +275,7 @@ impl ToSql for Value {
 
 /// The workers, those idle and how many were made.
 pub(crate) struct Pool {
-    config: Config,
+    config: Connector,
     idle: Mutex<(Vec<Worker>, usize)>,
     freed: Condvar,
     size: usize,
@@ -283,15 +283,11 @@ pub(crate) struct Pool {
 
 impl Pool {
     pub(crate) fn new(url: &str, password: Option<&str>, size: usize) -> Result<Pool, Error> {
-        let mut config = Config::from_str(url).map_err(|e| {
-            Error::Config(format!("[metadata] url is not a PostgreSQL address: {e}"))
-        })?;
-        if let Some(password) = password {
-            config.password(password);
-        }
-        config.connect_timeout(CONNECT_TIMEOUT);
-        config.application_name("ferry");
-        config.keepalives(true);
+        let mut config = Connector::new(url, password)?;
+        let settings = config.config_mut();
+        settings.connect_timeout(CONNECT_TIMEOUT);
+        settings.application_name("ferry");
+        settings.keepalives(true);
         Ok(Pool {
             config,
             idle: Mutex::new((Vec::new(), 0)),
@@ -384,7 +380,7 @@ impl Pool {
             .spawn(move || {
                 let mut first = true;
                 while !stopping.load(std::sync::atomic::Ordering::Relaxed) {
-                    let mut client = match config.connect(NoTls) {
+                    let mut client = match config.connect() {
                         Ok(c) => c,
                         Err(e) => {
                             tracing::warn!("the metadata database's notifications: {e}");

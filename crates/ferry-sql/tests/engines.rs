@@ -366,3 +366,51 @@ fn an_idle_connection_the_server_closed_is_made_again_without_an_error() {
         .unwrap();
     assert_ne!(again, me);
 }
+
+/// `sslmode=require` makes a TLS connection that verifies the server: against the CA of
+/// `sslrootcert` (the test server's, from `.ci/postgres`), never against nothing; a
+/// certificate for another name, or a CA nobody gave, is refused. Without it, plain TCP.
+#[test]
+fn tls_is_verified_when_asked_for() {
+    let pg = PostgresDatabase::create();
+    let ca = std::env::var("FERRY_TEST_POSTGRES_CA")
+        .expect("FERRY_TEST_POSTGRES_CA: the test server's CA (.ci/postgres start sets it)");
+    let encrypted = |db: &Db| -> bool {
+        db.row(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            params![],
+            |r| r.get::<bool>(0),
+        )
+        .unwrap()
+        .unwrap()
+    };
+    let with = |query: &str| format!("{}?{query}", pg.url());
+    let verified = Db::postgres(&with(&format!("sslmode=require&sslrootcert={ca}")), None).unwrap();
+    assert!(encrypted(&verified));
+    let full = Db::postgres(
+        &with(&format!("sslmode=verify-full&sslrootcert={ca}")),
+        None,
+    )
+    .unwrap();
+    assert!(encrypted(&full));
+    assert!(!encrypted(&Db::postgres(pg.url(), None).unwrap()));
+    assert!(!encrypted(
+        &Db::postgres(&with("sslmode=prefer"), None).unwrap()
+    ));
+
+    // The system's roots do not know the test CA; the certificate names 127.0.0.1 only.
+    let unknown_ca = Db::postgres(&with("sslmode=require"), None).unwrap();
+    let by_name = pg.url().replace("127.0.0.1", "localhost");
+    let wrong_name =
+        Db::postgres(&format!("{by_name}?sslmode=require&sslrootcert={ca}"), None).unwrap();
+    for db in [&unknown_ca, &wrong_name] {
+        let err = db.exists("SELECT 1", params![]).unwrap_err();
+        assert!(err.to_string().contains("certificate"), "{err}");
+    }
+    // A CA file that holds no certificate, or is not there, is said at once.
+    let empty = tempfile::NamedTempFile::new().unwrap();
+    for file in [empty.path().to_str().unwrap(), "/nonexistent/ca.pem"] {
+        let refused = Db::postgres(&with(&format!("sslmode=require&sslrootcert={file}")), None);
+        assert!(matches!(refused, Err(Error::Config(_))), "{file}");
+    }
+}

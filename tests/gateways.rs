@@ -554,13 +554,7 @@ fn a_terminal_on_a_node_linked_to_one_is_used_through_the_other() {
             ("HOME", &home),
         ],
     );
-    let line = node.line_blocking();
-    let id = line
-        .split(" as ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_owned();
+    let id = node.connected_id();
     wait_for_node(&a, &id, |n| n["connected"] == true);
     assert!(a.ferry(&["node", "approve", &id]).status.success());
     wait_for_node(&b, &id, |n| n["connected"] == true);

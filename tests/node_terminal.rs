@@ -1037,13 +1037,7 @@ impl Real {
             }
             None => NodeProcess::start(&args, &env),
         };
-        let line = node.line_blocking();
-        let id = line
-            .split(" as ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("{line}"))
-            .to_owned();
+        let id = node.connected_id();
         wait_for_node(&server, &id, |n| n["connected"] == true);
         let out = server.ferry(&["node", "approve", &id]);
         assert!(out.status.success(), "{out:?}");

@@ -248,6 +248,16 @@ impl NodeProcess {
             .unwrap_or_else(|e| panic!("no line from the node ({e:?}); stderr: {}", self.stderr()))
     }
 
+    /// The node's id, from the line it prints once connected (`connected to … as ID …`).
+    pub fn connected_id(&self) -> String {
+        let line = self.line_blocking();
+        line.split(" as ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("{line}"))
+            .to_owned()
+    }
+
     /// What the node wrote to stderr so far.
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()

@@ -380,6 +380,10 @@ codes! {
     TooManyStreams = "too_many_streams" => 429,
     /// The person has as many worker processes busy as they may (host mode).
     TooManyWorkers = "too_many_workers" => 429,
+    /// The person made as many requests of this kind this minute as they may
+    /// (`[limits] uploads_per_minute`, `deliveries_per_minute`, `tool_calls_per_minute`);
+    /// nothing was done. The answer says when to try again (`Retry-After`).
+    RateLimited = "rate_limited" => 429,
 
     // ------------------------------------------------------------------ handoffs (herd)
     /// No agent definition of that name is found in the project, the home or the site.
@@ -538,6 +542,7 @@ mod tests {
             ("quota_exceeded", 507),
             ("too_many_turns", 429),
             ("too_many_sessions", 429),
+            ("rate_limited", 429),
             ("permission_denied", 403),
             ("not_found", 404),
             ("unauthorized", 401),

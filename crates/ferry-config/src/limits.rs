@@ -25,6 +25,24 @@ pub const SHUTDOWN_GRACE_MAX_SECS: u64 = 3600;
 /// Live event streams (`GET /v1/events`) one person may hold open at once (`server.max_event_streams`).
 pub const MAX_EVENT_STREAMS: u32 = 16;
 
+// ---- per-person rates (`[limits]`) -----------------------------------------------------
+
+/// Uploads one person may start a minute, `POST /v1/media` and resumable creations
+/// (`POST /v1/uploads`) together (`limits.uploads_per_minute`; 0 is no limit). Ten a
+/// second once the first 600 are spent: a dropped folder of a few hundred files goes at
+/// once.
+pub const UPLOADS_PER_MINUTE: u32 = 600;
+/// Deliveries one person's agents may make a minute, `POST /v1/deliveries` and
+/// `file_deliver` calls together (`limits.deliveries_per_minute`; 0 is no limit). Each
+/// may fetch 64 MiB from the network, hence fewer than uploads.
+pub const DELIVERIES_PER_MINUTE: u32 = 120;
+/// MCP tool calls one person's agents may make a minute at `/mcp`, all of them together
+/// (`limits.tool_calls_per_minute`; 0 is no limit): far more than a model's turns make.
+pub const TOOL_CALLS_PER_MINUTE: u32 = 600;
+/// The highest any per-minute rate may be set to (a thousand a second); past that a rate
+/// bounds nothing a gateway can serve, and `0` is the way to say "no limit".
+pub const RATE_PER_MINUTE_MAX: u32 = 60_000;
+
 // ---- members: uploads, listings, deliveries -----------------------------------------
 
 /// Largest file a member may upload, in bytes (10 MiB; `media.max_upload_bytes`).

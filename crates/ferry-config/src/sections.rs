@@ -11,6 +11,7 @@ use crate::limits::{
     DELIVERY_TIMEOUT_SECS, EXEC_OUTPUT_MAX_BYTES, EXEC_OUTPUT_TTL_HOURS, HEADER_READ_TIMEOUT_SECS,
     MAX_EVENT_STREAMS, MEDIA_MAX_BYTES, MEDIA_TTL_HOURS, PERSON_MAX_BYTES,
 };
+use crate::limits::{DELIVERIES_PER_MINUTE, TOOL_CALLS_PER_MINUTE, UPLOADS_PER_MINUTE};
 use crate::limits::{
     FOLDER_ZIP_MAX_BYTES, MEDIA_RESUMABLE_EXPIRY_SECS, MEDIA_RESUMABLE_MAX_BYTES,
     SHUTDOWN_GRACE_SECS, TRASH_DAYS, TRASH_MAX_BYTES,
@@ -430,12 +431,24 @@ pub struct LimitsConfig {
     /// Bytes one person may keep in their `public/` folders plus saved command output;
     /// a write past it is `507 quota_exceeded` and leaves nothing.
     pub person_max_bytes: u64,
+    /// Uploads (`POST /v1/media`, `POST /v1/uploads`) one person may start a minute, all
+    /// their tokens together; one more is `429 rate_limited`. 0: no limit.
+    pub uploads_per_minute: u32,
+    /// Deliveries (`POST /v1/deliveries`, `file_deliver`) one person may make a minute;
+    /// one more is `429 rate_limited`. 0: no limit.
+    pub deliveries_per_minute: u32,
+    /// MCP tool calls at `/mcp` one person may make a minute; one more is a tool error
+    /// `rate_limited`. 0: no limit.
+    pub tool_calls_per_minute: u32,
 }
 
 impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
             person_max_bytes: PERSON_MAX_BYTES,
+            uploads_per_minute: UPLOADS_PER_MINUTE,
+            deliveries_per_minute: DELIVERIES_PER_MINUTE,
+            tool_calls_per_minute: TOOL_CALLS_PER_MINUTE,
         }
     }
 }

@@ -312,3 +312,78 @@ fn secrets_are_printed_redacted_and_handed_on_whole() {
     let handed = Config::from_effective_toml(&c.to_effective_toml()).unwrap();
     assert_eq!(handed, c);
 }
+
+#[test]
+fn per_person_rates_default_generous_and_take_0_to_their_ceiling() {
+    let c = Config::default();
+    assert_eq!(c.limits.uploads_per_minute, limits::UPLOADS_PER_MINUTE);
+    assert_eq!(
+        c.limits.deliveries_per_minute,
+        limits::DELIVERIES_PER_MINUTE
+    );
+    assert_eq!(
+        c.limits.tool_calls_per_minute,
+        limits::TOOL_CALLS_PER_MINUTE
+    );
+    // Generous: a person working by hand or a model's turns never come near them.
+    assert!(c.limits.uploads_per_minute >= 600);
+    assert!(c.limits.deliveries_per_minute >= 60);
+    assert!(c.limits.tool_calls_per_minute >= 600);
+    let ceiling = limits::RATE_PER_MINUTE_MAX;
+    assert_eq!(ceiling, 60_000);
+    for (var, key) in [
+        (
+            "FERRY_LIMITS__UPLOADS_PER_MINUTE",
+            "limits.uploads_per_minute",
+        ),
+        (
+            "FERRY_LIMITS__DELIVERIES_PER_MINUTE",
+            "limits.deliveries_per_minute",
+        ),
+        (
+            "FERRY_LIMITS__TOOL_CALLS_PER_MINUTE",
+            "limits.tool_calls_per_minute",
+        ),
+    ] {
+        let rate_of = |c: &Config| match key {
+            "limits.uploads_per_minute" => c.limits.uploads_per_minute,
+            "limits.deliveries_per_minute" => c.limits.deliveries_per_minute,
+            _ => c.limits.tool_calls_per_minute,
+        };
+        // 0 (no limit), 1, and the ceiling's neighbours below and at it.
+        for ok in [0, 1, 2, ceiling - 1, ceiling] {
+            let c = Config::load(None, env(&[(var, &ok.to_string())]))
+                .unwrap_or_else(|e| panic!("{var}={ok}: {e}"));
+            assert_eq!(rate_of(&c), ok, "{var}={ok}");
+        }
+        let err = Config::load(None, env(&[(var, &(ceiling + 1).to_string())])).unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid { .. }), "{err}");
+        let said = err.to_string();
+        assert!(
+            said.contains(var) && said.contains("0 (no limit) to 60000"),
+            "{said}"
+        );
+        // Not a count at all: the type says so, naming the variable.
+        for bad in ["-1", "ten", "1.5"] {
+            let err = Config::load(None, env(&[(var, bad)])).unwrap_err();
+            assert!(err.to_string().contains(var), "{var}={bad}: {err}");
+        }
+    }
+    // The file's `[limits]` table, checked like the environment.
+    let f = file("[limits]\nuploads_per_minute = 3\ntool_calls_per_minute = 0\n");
+    let c = Config::load(Some(f.path()), env(&[])).unwrap();
+    assert_eq!(
+        (
+            c.limits.uploads_per_minute,
+            c.limits.deliveries_per_minute,
+            c.limits.tool_calls_per_minute
+        ),
+        (3, limits::DELIVERIES_PER_MINUTE, 0)
+    );
+    let f = file("[limits]\ndeliveries_per_minute = 60001\n");
+    let err = Config::load(Some(f.path()), env(&[])).unwrap_err();
+    assert!(
+        err.to_string().contains("limits.deliveries_per_minute"),
+        "{err}"
+    );
+}

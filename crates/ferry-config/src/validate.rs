@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::limits::SHUTDOWN_GRACE_MAX_SECS;
+use crate::limits::{RATE_PER_MINUTE_MAX, SHUTDOWN_GRACE_MAX_SECS};
 use crate::load::env_var_for;
 use crate::sections::DEFAULT_HELPER_PATH;
 use crate::{Config, ConfigError, MediaBackend, SiteMode, TOOL_NAMES};
@@ -98,6 +98,24 @@ impl Config {
         }
         if self.limits.person_max_bytes == 0 {
             return Err(invalid("limits.person_max_bytes", "must be greater than 0"));
+        }
+        for (key, rate) in [
+            ("limits.uploads_per_minute", self.limits.uploads_per_minute),
+            (
+                "limits.deliveries_per_minute",
+                self.limits.deliveries_per_minute,
+            ),
+            (
+                "limits.tool_calls_per_minute",
+                self.limits.tool_calls_per_minute,
+            ),
+        ] {
+            if rate > RATE_PER_MINUTE_MAX {
+                return Err(invalid(
+                    key,
+                    &format!("must be 0 (no limit) to {RATE_PER_MINUTE_MAX} a minute"),
+                ));
+            }
         }
         self.validate_media_backend()?;
         if self.media.max_upload_bytes == 0 {

@@ -32,3 +32,18 @@ pub use random::{random_base32, random_bytes, random_hex};
 pub use resume::{PartFile, PartMark, reopen_temporary};
 pub use shown::{is_hidden_or_spoofing, shown_name};
 pub use sink::{ByteSink, Written};
+
+#[doc(hidden)]
+pub mod fuzzing {
+    //! For the fuzz targets (`fuzz/`): parsers of outside input that are not public.
+
+    /// The bytes a name from [`crate::name_from_bytes`] stands for.
+    pub fn name_to_bytes(name: &str) -> std::borrow::Cow<'_, [u8]> {
+        crate::name::name_to_bytes(name)
+    }
+
+    /// A relative path's parent (if any) and last component.
+    pub fn split_parent(rel: &str) -> Result<(Option<&str>, &str), crate::FsError> {
+        crate::path::split_parent(rel)
+    }
+}

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{FromRequest, Request, State};
 use axum::http::{StatusCode, header};
 use ferry_codes::Code;
 use ferry_exec::Staging;
@@ -23,6 +23,7 @@ use crate::auth::Harness;
 use crate::body::Sink;
 use crate::delivery_name::{choose_name, fallback_name};
 use crate::extract::JsonBody;
+use crate::rate::Rate;
 use crate::{ApiError, AppState, blocking};
 use ferry_site::{AuditAction, AuditEntry};
 
@@ -45,8 +46,12 @@ pub struct Delivered {
 pub async fn deliver(
     State(state): State<AppState>,
     Harness(who): Harness,
-    JsonBody(request): JsonBody<DeliveryRequest>,
+    request: Request,
 ) -> Result<(StatusCode, Json<Delivered>), ApiError> {
+    // Before the body is read and anything fetched: a delivery refused for the person's
+    // rate does nothing.
+    state.rates.take(&who.person, Rate::Deliveries)?;
+    let JsonBody(request) = JsonBody::<DeliveryRequest>::from_request(request, &state).await?;
     let url = reqwest::Url::parse(&request.url)
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())

@@ -8,6 +8,10 @@ use ferry_codes::Code;
 use ferry_site::SiteError;
 use serde_json::json;
 
+/// The member of an error object that says, in whole seconds, when to try again; an
+/// answer carrying it has the same number in `Retry-After`.
+pub(crate) const RETRY_AFTER_SECS: &str = "retryAfterSecs";
+
 /// An error answered to a client.
 #[derive(Debug)]
 pub struct ApiError {
@@ -116,11 +120,22 @@ impl From<ferry_archive::ArchiveError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
+        // A refusal for now says when to come back, in the header HTTP clients know as
+        // well as in the body (`retryAfterSecs`, whole seconds).
+        let retry_after = self
+            .details
+            .get(RETRY_AFTER_SECS)
+            .and_then(serde_json::Value::as_u64);
         let mut error = self.details;
         error.insert("code".to_owned(), json!(self.code));
         error.insert("message".to_owned(), json!(self.message));
         let body = Json(json!({ "error": error }));
         let mut response = (status, body).into_response();
+        if let Some(secs) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

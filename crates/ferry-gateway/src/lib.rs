@@ -29,6 +29,7 @@ mod ops;
 pub mod preview;
 mod projects;
 mod range;
+mod rate;
 mod shares;
 mod tally;
 mod terminal_upload;
@@ -95,6 +96,9 @@ pub struct AppState {
     gateway_key: Arc<std::sync::OnceLock<[u8; 32]>>,
     /// The calls other gateways forwarded here lately, so none is taken twice.
     forwarded: Arc<forward::Seen>,
+    /// Each person's uploads, deliveries and tool calls of the last minute (`[limits]`),
+    /// as this gateway counted them.
+    rates: Arc<rate::Limiter>,
 }
 
 /// Why the gateway could not be set up.
@@ -119,6 +123,7 @@ impl AppState {
             idle: Duration::from_secs(server.body_idle_timeout_secs),
             min_bytes_per_sec: server.body_min_bytes_per_sec,
         };
+        let rates = Arc::new(rate::Limiter::new(&site.config().limits));
         let http = reqwest::Client::builder()
             .user_agent(concat!("ferry/", env!("CARGO_PKG_VERSION")))
             .redirect(reqwest::redirect::Policy::limited(5))
@@ -141,6 +146,7 @@ impl AppState {
             gateway_id: ferry_fs::random_base32::<10>().into(),
             gateway_key: Arc::default(),
             forwarded: Arc::default(),
+            rates,
         })
     }
 
@@ -488,6 +494,110 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+#[doc(hidden)]
+pub mod fuzzing {
+    //! For the fuzz targets (`fuzz/`): the gateway's parsers of outside input.
+
+    use axum::body::Body;
+    use axum::http::{Request, header};
+    use ferry_codes::Code;
+
+    use crate::ApiError;
+
+    pub use crate::delivery_name::{
+        choose_name, filename_from_content_disposition, filename_from_url,
+    };
+    pub use crate::range::{
+        RangeRequest, etag_for, if_none_match_hits, if_range_allows, parse_range,
+    };
+
+    /// The `Content-Disposition` a download of a file named `name` is sent with.
+    pub fn content_disposition(name: &str) -> String {
+        crate::files::content_disposition(name)
+    }
+
+    /// One part of a multipart body, as `POST /v1/media` reads it.
+    #[derive(Debug)]
+    pub struct Part {
+        /// The part's form field name.
+        pub name: Option<String>,
+        /// The file name the part was sent with.
+        pub file_name: Option<String>,
+        /// Its bytes; for `project` and `folder`, the text the upload reads.
+        pub bytes: Vec<u8>,
+    }
+
+    /// Reads a multipart body as an upload whose file may hold `max` bytes does: the
+    /// request's `Content-Type` and `Content-Length` as given, the body arriving in
+    /// `chunks`, the `project` and `folder` fields read as text.
+    pub async fn multipart(
+        content_type: &[u8],
+        content_length: Option<u64>,
+        chunks: Vec<Vec<u8>>,
+        max: u64,
+    ) -> Result<Vec<Part>, ApiError> {
+        // hyper refuses a header value it could not carry before any handler sees it.
+        let content_type = header::HeaderValue::from_bytes(content_type)
+            .map_err(|_| ApiError::new(Code::BadMultipart, "not a header value"))?;
+        let mut request = Request::builder()
+            .method("POST")
+            .uri("/v1/media")
+            .header(header::CONTENT_TYPE, content_type);
+        if let Some(len) = content_length {
+            request = request.header(header::CONTENT_LENGTH, len);
+        }
+        let stream = futures_util::stream::iter(
+            chunks
+                .into_iter()
+                .map(|chunk| Ok::<_, std::io::Error>(bytes::Bytes::from(chunk))),
+        );
+        let request = request
+            .body(Body::from_stream(stream))
+            .map_err(|e| ApiError::internal("request", e))?;
+        let pace = crate::Pace {
+            idle: std::time::Duration::from_secs(60),
+            min_bytes_per_sec: 0,
+        };
+        let mut multipart = crate::upload::open_multipart(request, max, pace)?;
+        let mut parts = Vec::new();
+        while let Some(mut field) = multipart
+            .next_field()
+            .await
+            .map_err(crate::upload::multipart_error)?
+        {
+            let name = field.name().map(str::to_owned);
+            let file_name = field.file_name().map(str::to_owned);
+            let text = match name.as_deref() {
+                Some("project") => Some("project"),
+                Some("folder") => Some("folder"),
+                _ => None,
+            };
+            let bytes = match text {
+                Some(text) => crate::upload::read_text_field(&mut field, text)
+                    .await?
+                    .into_bytes(),
+                None => {
+                    let mut bytes = Vec::new();
+                    while let Some(chunk) = field
+                        .chunk()
+                        .await
+                        .map_err(crate::upload::multipart_error)?
+                    {
+                        bytes.extend_from_slice(&chunk);
+                    }
+                    bytes
+                }
+            };
+            parts.push(Part {
+                name,
+                file_name,
+                bytes,
+            });
+        }
+        Ok(parts)
+    }
 }
 
 #[cfg(test)]

@@ -39,7 +39,12 @@ use ferry_config::limits::MCP_SESSIONS_PER_TOKEN_MAX;
 /// The `/mcp` service, behind harness-token authentication.
 pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
     let lookup_state = state.clone();
-    let server = McpServer::per_request(move |person| lookup_state.toolbox(person));
+    let rates = state.rates.clone();
+    // Each tool call takes one of the person's tool calls (and `file_deliver` one of
+    // their deliveries) before it runs; a refused one is a tool error saying when to
+    // try again.
+    let server = McpServer::per_request(move |person| lookup_state.toolbox(person))
+        .with_admission(move |person, tool| rates.admit_tool_call(person, tool));
     let site_config = state.site.config();
     let address = state.address.unwrap_or_else(|| {
         site_config

@@ -9,7 +9,12 @@ pub enum RangeRequest {
     /// No usable range: send the whole representation (`200`).
     Full,
     /// Send bytes `start..=end_inclusive` (`206`); always within the file.
-    Partial { start: u64, end_inclusive: u64 },
+    Partial {
+        /// The first byte sent.
+        start: u64,
+        /// The last byte sent.
+        end_inclusive: u64,
+    },
     /// The range starts past the end (`416` with `Content-Range: bytes */len`).
     Unsatisfiable,
 }

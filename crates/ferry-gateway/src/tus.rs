@@ -47,6 +47,7 @@ use tokio::sync::{OwnedMutexGuard, mpsc};
 
 use crate::auth::Member;
 use crate::body::paced;
+use crate::rate::Rate;
 use crate::{ApiError, AppState, blocking};
 use ferry_site::{AuditAction, AuditEntry};
 
@@ -555,12 +556,17 @@ fn declared(headers: &HeaderMap, max: u64) -> Result<Declared, ApiError> {
     })
 }
 
-/// `POST /v1/uploads`: declares an upload.
+/// `POST /v1/uploads`: declares an upload. It counts as one upload of the person's
+/// `[limits] uploads_per_minute`, as `POST /v1/media` does; its parts, `HEAD`s and
+/// termination are the same upload and are not counted, so a resumed upload is never
+/// refused half way for the rate.
 async fn create(
     State(state): State<AppState>,
     Member(who): Member,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    // First: a creation refused for the rate makes no temporary and no record.
+    state.rates.take(&who.person, Rate::Uploads)?;
     require_version(&headers)?;
     let max = state.site.config().media.max_resumable_bytes;
     let declared = declared(&headers, max)?;

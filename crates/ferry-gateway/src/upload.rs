@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::Member;
 use crate::body::{BodyError, Filled, Pace, Sink, paced};
+use crate::rate::Rate;
 use crate::{ApiError, AppState, blocking};
 use ferry_config::limits::{
     FOLDER_FIELD_MAX_BYTES, MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES,
@@ -62,6 +63,9 @@ pub async fn upload(
     Member(who): Member,
     request: Request,
 ) -> Result<(StatusCode, Json<Uploaded>), ApiError> {
+    // First, before the body is read: an upload refused for the person's rate reads,
+    // stages and records nothing.
+    state.rates.take(&who.person, Rate::Uploads)?;
     let query = match request.uri().query() {
         None => UploadQuery::default(),
         Some(_) => {
@@ -357,7 +361,7 @@ pub(crate) async fn receive_file<W: AsMut<ByteSink> + Send + 'static>(
 
 /// A text field of at most [`PROJECT_FIELD_MAX_BYTES`] (`project`) or
 /// [`FOLDER_FIELD_MAX_BYTES`] (`folder`) bytes of UTF-8.
-async fn read_text_field(
+pub(crate) async fn read_text_field(
     field: &mut multer::Field<'_>,
     name: &'static str,
 ) -> Result<String, ApiError> {

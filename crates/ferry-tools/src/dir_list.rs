@@ -177,7 +177,7 @@ fn folder_hash(folder: &str) -> [u8; TOKEN_PATH_BYTES] {
 }
 
 /// The folder's hash, then the last displayed name: the next page starts after it.
-fn encode_token(folder: &str, last: &str) -> String {
+pub(crate) fn encode_token(folder: &str, last: &str) -> String {
     let mut raw = folder_hash(folder).to_vec();
     raw.extend_from_slice(last.as_bytes());
     BASE32_NOPAD.encode(&raw).to_ascii_lowercase()
@@ -191,7 +191,7 @@ fn bad_token() -> ToolError {
     )
 }
 
-fn decode_token(token: &str, folder: &str) -> Result<Vec<u8>, ToolError> {
+pub(crate) fn decode_token(token: &str, folder: &str) -> Result<Vec<u8>, ToolError> {
     let raw = BASE32_NOPAD
         .decode(token.to_ascii_uppercase().as_bytes())
         .map_err(|_| bad_token())?;

@@ -91,6 +91,21 @@ impl ToolOutput {
         }
     }
 
+    /// A call refused for now, which may be made again in `after_secs` seconds: an
+    /// [`error`](ToolOutput::error) whose structured error also carries `retryAfterSecs`,
+    /// so a program need not read the sentence (which says it too).
+    pub fn retry_later(error: &ToolError, after_secs: u64) -> ToolOutput {
+        ToolOutput {
+            content: vec![Content::Text(error.message.clone())],
+            structured: Some(serde_json::json!({"error": {
+                "code": error.code,
+                "message": error.message,
+                "retryAfterSecs": after_secs,
+            }})),
+            is_error: true,
+        }
+    }
+
     /// The text parts, joined (for logs and tests).
     pub fn joined_text(&self) -> String {
         self.content
@@ -397,14 +412,7 @@ impl Toolbox {
                 format!("there is no tool `{name}` here; tools/list shows the tools you have"),
             ));
         };
-        if unicode::holds_not_unicode(args) {
-            return Err(ToolError::new(
-                Code::InvalidUnicode,
-                "the arguments hold text that is not valid Unicode (a lone UTF-16 surrogate \
-                 or bytes that are not UTF-8); nothing was done. Send the text as valid UTF-8",
-            ));
-        }
-        spec.check_bounds(args)?;
+        admit_args(spec, args)?;
         Ok(spec)
     }
 
@@ -426,6 +434,97 @@ impl Toolbox {
             artifacts = p.artifacts.display(),
             shared = p.shared_public.display(),
         )
+    }
+}
+
+/// The checks every call's arguments pass before its tool runs: no text that is not
+/// Unicode, and numbers within the schema's bounds.
+fn admit_args(spec: &ToolSpec, args: &Value) -> Result<(), ToolError> {
+    if unicode::holds_not_unicode(args) {
+        return Err(ToolError::new(
+            Code::InvalidUnicode,
+            "the arguments hold text that is not valid Unicode (a lone UTF-16 surrogate \
+             or bytes that are not UTF-8); nothing was done. Send the text as valid UTF-8",
+        ));
+    }
+    spec.check_bounds(args)
+}
+
+#[doc(hidden)]
+pub mod fuzzing {
+    //! For the fuzz targets (`fuzz/`): the parsers of what an MCP client sends.
+
+    use serde::de::DeserializeOwned;
+    use serde_json::Value;
+
+    use crate::{ToolError, args};
+
+    pub use crate::unicode::{NOT_UNICODE, clean_line};
+
+    /// The name [`tools`] gives the worker's own `subagent` tool (`ferry herd mcp`).
+    pub const WORKER_TOOL: &str = "worker:subagent";
+
+    /// Whether any string in `value`, keys included, holds [`NOT_UNICODE`].
+    pub fn holds_not_unicode(value: &Value) -> bool {
+        crate::unicode::holds_not_unicode(value)
+    }
+
+    /// Every tool an MCP client may call, with the input schema `tools/list` shows: the
+    /// controller's tools, then the worker's ([`WORKER_TOOL`]).
+    pub fn tools() -> Vec<(&'static str, Value)> {
+        let mut tools: Vec<_> = crate::spec::ALL
+            .iter()
+            .map(|spec| (spec.name, spec.input_schema()))
+            .collect();
+        tools.push((WORKER_TOOL, crate::worker_mcp::input_schema()));
+        tools
+    }
+
+    /// What a call of `tool` with `args` meets before the tool does anything: the checks
+    /// of every call (none for the worker's tool, which has its own server), then the
+    /// parse into the tool's typed arguments.
+    pub fn admit(tool: &str, args: Value) -> Result<(), ToolError> {
+        fn typed<T: DeserializeOwned>(tool: &str, value: Value) -> Result<(), ToolError> {
+            args::parse::<T>(tool, value).map(drop)
+        }
+        if let Some(spec) = crate::spec::ALL.iter().find(|spec| spec.name == tool) {
+            crate::admit_args(spec, &args)?;
+        }
+        match tool {
+            "file_read" => typed::<args::FileRead>(tool, args),
+            "file_write" => typed::<args::FileWrite>(tool, args),
+            "file_edit" => typed::<args::FileEdit>(tool, args),
+            "file_preview" | "file_delete" | "image_read" => typed::<args::PathArg>(tool, args),
+            "file_deliver" => typed::<args::FileDeliver>(tool, args),
+            "terminal_run" => typed::<args::TerminalRun>(tool, args),
+            "dir_list" => typed::<args::DirList>(tool, args),
+            "file_fetch" => typed::<crate::node::FileFetch>(tool, args),
+            "file_push" => typed::<crate::node::FilePush>(tool, args),
+            "dir_fetch" => typed::<crate::node::DirFetch>(tool, args),
+            "skill_search" => typed::<args::Query>(tool, args),
+            "file_pick" => typed::<args::Prompt>(tool, args),
+            "subagent" => typed::<crate::subagent::SubagentArgs>(tool, args),
+            WORKER_TOOL => typed::<crate::worker_mcp::WorkerArgs>(tool, args),
+            _ => Err(ToolError::new(
+                ferry_codes::Code::UnknownTool,
+                format!("no typed arguments for {tool}"),
+            )),
+        }
+    }
+
+    /// The page token `dir_list` answers after `last` in the folder `binding`.
+    pub fn page_token(binding: &str, last: &str) -> String {
+        crate::dir_list::encode_token(binding, last)
+    }
+
+    /// The raw name a page token given back for the folder `binding` names.
+    pub fn decode_page_token(token: &str, binding: &str) -> Result<Vec<u8>, ToolError> {
+        crate::dir_list::decode_token(token, binding)
+    }
+
+    /// The name a page starts after, from a token given back for the folder `binding`.
+    pub fn start_after(token: Option<&str>, binding: &str) -> Result<Option<String>, ToolError> {
+        crate::dir_list::start_after(token, binding)
     }
 }
 

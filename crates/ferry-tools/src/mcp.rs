@@ -38,6 +38,11 @@ enum Source {
     PerRequest(Lookup),
 }
 
+/// Whether a person (the first argument) may call a tool (the second) now, asked before
+/// anything of the call runs: the gateway's per-person rates. `Err` is the call's answer
+/// instead, a tool error.
+type Admission = Arc<dyn Fn(&str, &str) -> Result<(), ToolOutput> + Send + Sync>;
+
 /// The person a request to `/mcp` was authenticated as; the gateway puts it in the
 /// HTTP request's extensions.
 #[derive(Clone, Debug)]
@@ -49,6 +54,8 @@ pub struct McpServer {
     source: Source,
     /// Instructions need a toolbox; per-request servers use the site's generic text.
     instructions: String,
+    /// Asked before each call of an enabled tool; none admits every call.
+    admission: Option<Admission>,
 }
 
 impl McpServer {
@@ -57,6 +64,7 @@ impl McpServer {
         McpServer {
             instructions: toolbox.instructions(),
             source: Source::Fixed(toolbox),
+            admission: None,
         }
     }
 
@@ -71,7 +79,18 @@ impl McpServer {
                 crate::TOOLS_NOTE
             ),
             source: Source::PerRequest(Arc::new(lookup)),
+            admission: None,
         }
+    }
+
+    /// The same server, asking `admit` (person, tool) before each call of an enabled tool
+    /// runs; a refusal is answered as the tool's error and nothing of the call is done.
+    pub fn with_admission(
+        mut self,
+        admit: impl Fn(&str, &str) -> Result<(), ToolOutput> + Send + Sync + 'static,
+    ) -> McpServer {
+        self.admission = Some(Arc::new(admit));
+        self
     }
 
     /// The toolbox of the request's person. The outer error is a request with no person;
@@ -146,6 +165,13 @@ impl ServerHandler for McpServer {
             return Err(unknown_tool(format!(
                 "there is no tool `{name}` here; tools/list shows the tools you have"
             )));
+        }
+        // Before anything of the call runs (a node call, the delete question included):
+        // a refused call does no work.
+        if let Some(admit) = &self.admission
+            && let Err(refused) = admit(toolbox.person(), &name)
+        {
+            return Ok(to_result(refused)?.into());
         }
         let args = request
             .arguments

@@ -13,7 +13,7 @@ use crate::{ToolError, ToolOutput, Toolbox, args};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct SubagentArgs {
+pub(crate) struct SubagentArgs {
     action: Action,
     agent: Option<String>,
     label: Option<String>,

@@ -29,7 +29,7 @@ const TOOL: &str = "subagent";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct WorkerArgs {
+pub(crate) struct WorkerArgs {
     action: WorkerAction,
     message: Option<String>,
     #[serde(default)]
@@ -53,7 +53,7 @@ struct WorkerServer {
     worker: Arc<Worker>,
 }
 
-fn input_schema() -> Value {
+pub(crate) fn input_schema() -> Value {
     json!({
         "type": "object",
         "properties": {

@@ -19,7 +19,7 @@ use crate::{ToolError, ToolOutput, Toolbox, args};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct FileFetch {
+pub(crate) struct FileFetch {
     node: String,
     path: String,
     max_bytes: Option<u64>,

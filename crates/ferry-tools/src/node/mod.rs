@@ -33,6 +33,8 @@ pub(crate) use fetch::file_fetch;
 pub(crate) use list::dir_list;
 pub(crate) use push::file_push;
 pub(crate) use tree::dir_fetch;
+/// The typed arguments of the node tools, for [`crate::fuzzing`].
+pub(crate) use {fetch::FileFetch, push::FilePush, tree::DirFetch};
 
 /// The nodes a toolbox reaches: the gateway's hub of links, and, on a site several
 /// gateways serve, the way to the gateway holding a node's link when this one does not

@@ -21,7 +21,7 @@ use crate::{ToolError, ToolOutput, Toolbox, args};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct FilePush {
+pub(crate) struct FilePush {
     node: String,
     path: String,
     content_base64: Option<String>,

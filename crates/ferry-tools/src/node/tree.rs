@@ -26,7 +26,7 @@ use crate::{ToolError, ToolOutput, Toolbox, args};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct DirFetch {
+pub(crate) struct DirFetch {
     node: String,
     path: String,
     max_bytes: Option<u64>,

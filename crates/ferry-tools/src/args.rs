@@ -10,10 +10,19 @@ use crate::ToolError;
 
 /// Parses a tool's arguments; unknown names and wrong types are refused.
 pub(crate) fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolError> {
-    let args = if args.is_null() {
-        Value::Object(Default::default())
-    } else {
-        args
+    let args = match args {
+        Value::Null => Value::Object(Default::default()),
+        Value::Object(_) => args,
+        // serde would take an array for the arguments, its items as the fields in order.
+        _ => {
+            return Err(ToolError::new(
+                Code::InvalidArguments,
+                format!(
+                    "the arguments do not fit {tool}'s input schema: they are an object of \
+                     named arguments"
+                ),
+            ));
+        }
     };
     serde_json::from_value(args).map_err(|e| {
         ToolError::new(

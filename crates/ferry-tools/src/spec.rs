@@ -92,8 +92,9 @@ impl ToolSpec {
         })
     }
 
-    /// Refuses a number outside the `minimum` and `maximum` the schema states, at any
-    /// depth, naming the argument: the schema the model reads is the rule it is held to.
+    /// Refuses a number outside the `minimum` and `maximum` the schema states, and an
+    /// array where it states an object, at any depth, naming the argument: the schema
+    /// the model reads is the rule it is held to.
     pub(crate) fn check_bounds(&self, args: &Value) -> Result<(), ToolError> {
         check_bounds(self.name, &self.input_schema(), args, "")
     }
@@ -109,6 +110,17 @@ fn check_bounds(tool: &str, schema: &Value, value: &Value, at: &str) -> Result<(
             ),
         )
     };
+    // serde would take an array for an object's struct, its items as the fields in order.
+    if value.is_array() && schema.get("type").and_then(Value::as_str) == Some("object") {
+        return Err(ToolError::new(
+            Code::InvalidArguments,
+            format!(
+                "the arguments do not fit {tool}'s input schema: {} must be an object of \
+                 named fields, not an array; nothing was done",
+                if at.is_empty() { "the arguments" } else { at }
+            ),
+        ));
+    }
     match value {
         Value::Number(n) => {
             let x = n.as_f64().unwrap_or(f64::NAN);

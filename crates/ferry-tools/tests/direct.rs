@@ -640,3 +640,26 @@ fn skill_search_and_file_pick_answer_without_a_person_at_the_page() {
         );
     }
 }
+
+/// Found by the `tool_args` fuzz target (its input `b"\xc3[\"\"]"`: `file_preview` with
+/// the arguments `[""]`): serde takes an array for a struct, its items as the fields in
+/// order, so arguments given positionally were taken, at the top and in `edits`.
+#[test]
+fn arguments_given_as_an_array_are_refused_and_change_nothing() {
+    let fixture = Fixture::new();
+    std::fs::write(fixture.home().join("a.txt"), "old\n").unwrap();
+    let crash: Value = serde_json::from_slice(b"[\"\"]").unwrap();
+    assert_eq!(fixture.refused("file_preview", crash), "invalid_arguments");
+    assert_eq!(
+        fixture.refused("file_preview", json!(["a.txt"])),
+        "invalid_arguments"
+    );
+    assert_eq!(
+        fixture.refused("file_edit", json!({"edits": [["a.txt", "old", "new"]]})),
+        "invalid_arguments"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fixture.home().join("a.txt")).unwrap(),
+        "old\n"
+    );
+}

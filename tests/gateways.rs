@@ -495,6 +495,14 @@ fn a_herd_started_through_one_is_steered_through_the_other() {
         json!({"action": "assign", "agent": "idle", "task": "wait"}),
     );
     let pid = started["worker"]["pid"].as_u64().unwrap() as u32;
+    // The supervisor holds none of the service's secrets in its environment (it takes
+    // its configuration on its standard input), so no worker can read them there.
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(environ.contains("PATH="), "{environ}");
+    for secret in ["FERRY_METADATA__URL", "FERRY_MEDIA__SECRET_ACCESS_KEY"] {
+        assert!(!environ.contains(secret), "{secret} in {environ}");
+    }
     let steered = subagent(
         &b,
         json!({"action": "steer", "label": "idle", "message": "still waiting"}),

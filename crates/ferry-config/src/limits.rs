@@ -49,6 +49,9 @@ pub const RATE_PER_MINUTE_MAX: u32 = 60_000;
 pub const MEDIA_MAX_BYTES: u64 = 10 * 1024 * 1024;
 /// Hours a media record is kept before the sweeper removes it (C-MEDIA; `media.ttl_hours`).
 pub const MEDIA_TTL_HOURS: u64 = 168;
+/// The most hours `[media] ttl_hours` may keep a record: ten years, far below where an
+/// expiry in seconds could overflow.
+pub const MEDIA_TTL_MAX_HOURS: u64 = 87_600;
 /// Largest blob the media store takes in one put, in bytes (1 GiB); a caller with a
 /// smaller cap (file_fetch's 16 MiB) passes its own.
 pub const MEDIA_BLOB_MAX_BYTES: u64 = 1024 * 1024 * 1024;

@@ -387,3 +387,76 @@ fn per_person_rates_default_generous_and_take_0_to_their_ceiling() {
         "{err}"
     );
 }
+
+#[test]
+fn s3_settings_that_would_fail_every_request_stop_ferry_at_start() {
+    let s3 = |edit: &dyn Fn(&mut Config)| {
+        let mut c = Config::default();
+        c.media.backend = crate::MediaBackend::S3;
+        c.media.bucket = Some("ferry-media".into());
+        c.media.access_key_id = Some("GKkeyid".into());
+        c.media.secret_access_key = Some("secret".into());
+        edit(&mut c);
+        c.validate()
+    };
+    for endpoint in [
+        "http://127.0.0.1:3900",
+        "https://s3.example.com",
+        "http://garage:3900/",
+        "http://[::1]:3900",
+    ] {
+        assert!(
+            s3(&|c| c.media.endpoint = Some(endpoint.into())).is_ok(),
+            "{endpoint}"
+        );
+    }
+    for endpoint in [
+        "http://[::1",
+        "http://127.0.0.1:99999",
+        "http://127.0.0.1:0",
+        "http://",
+        "https://",
+        "http://exa mple.com",
+        "http://127.0.0.1:3900 ",
+        "http://h/a b",
+        "http://127.0.0.1:3900/other-bucket/sub",
+        "http://127.0.0.1:3900/?x=1",
+        "http://127.0.0.1:3900#f",
+        "http://user:s3cretpw@127.0.0.1:3900",
+        "ftp://store",
+    ] {
+        let e = s3(&|c| c.media.endpoint = Some(endpoint.into())).unwrap_err();
+        assert!(e.to_string().contains("media.endpoint"), "{endpoint}: {e}");
+        assert!(!e.to_string().contains("s3cretpw"), "{e}");
+    }
+    for region in ["", " ", "us-east-1\n", "a b"] {
+        let e = s3(&|c| c.media.region = region.into()).unwrap_err();
+        assert!(e.to_string().contains("media.region"), "{region:?}: {e}");
+    }
+    for key in ["GK\nx", "GK x", "\u{7f}"] {
+        let e = s3(&|c| c.media.access_key_id = Some(key.into())).unwrap_err();
+        assert!(e.to_string().contains("media.access_key_id"), "{e}");
+        assert!(!e.to_string().contains(key), "the key is not echoed: {e}");
+    }
+    for bucket in ["rt..cfg", "192.168.1.1", "ab", "-ferry", "Ferry"] {
+        let e = s3(&|c| c.media.bucket = Some(bucket.into())).unwrap_err();
+        assert!(e.to_string().contains("media.bucket"), "{bucket}: {e}");
+    }
+    assert!(s3(&|c| c.media.bucket = Some("192.168.1.1.media".into())).is_ok());
+}
+
+#[test]
+fn the_media_ttl_at_limit_minus_one_limit_and_plus_one() {
+    let max = crate::limits::MEDIA_TTL_MAX_HOURS;
+    for (hours, fits) in [
+        (0, false),
+        (1, true),
+        (max - 1, true),
+        (max, true),
+        (max + 1, false),
+    ] {
+        let mut c = Config::default();
+        c.media.ttl_hours = hours;
+        assert_eq!(c.validate().is_ok(), fits, "{hours}");
+    }
+}

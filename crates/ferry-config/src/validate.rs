@@ -127,10 +127,13 @@ impl Config {
                 "must be greater than 0, or every resumable upload expires at once",
             ));
         }
-        if self.media.ttl_hours == 0 {
+        if !(1..=crate::limits::MEDIA_TTL_MAX_HOURS).contains(&self.media.ttl_hours) {
             return Err(invalid(
                 "media.ttl_hours",
-                "must be greater than 0, or every fetched file is gone at once",
+                &format!(
+                    "must be 1 to {} (hours a fetched file is kept; 0 would drop it at once)",
+                    crate::limits::MEDIA_TTL_MAX_HOURS
+                ),
             ));
         }
         if self.media.allowed_extensions.is_empty() {
@@ -239,25 +242,40 @@ impl Config {
             Some(_) => {}
         }
         if let Some(endpoint) = &media.endpoint
-            && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+            && !is_endpoint(endpoint)
         {
             return Err(invalid(
                 "media.endpoint",
-                "must be an http:// or https:// URL of the S3 API (leave it out for AWS)",
+                "must be the S3 API's address alone, http(s)://host[:port] (no user, \
+                 password, path, query or spaces; leave it out for AWS)",
             ));
         }
-        if media.region.trim().is_empty() {
-            return Err(invalid("media.region", "must not be empty"));
+        if !is_header_word(&media.region) {
+            return Err(invalid(
+                "media.region",
+                "must be a region name: letters, digits, '-', '_' and '.'",
+            ));
         }
         for (key, value) in [
             ("media.access_key_id", &media.access_key_id),
             ("media.secret_access_key", &media.secret_access_key),
         ] {
-            if value.as_deref().is_none_or(str::is_empty) {
-                return Err(invalid(
-                    key,
-                    "is required with media.backend = \"s3\"; give it in the environment",
-                ));
+            match value.as_deref() {
+                None | Some("") => {
+                    return Err(invalid(
+                        key,
+                        "is required with media.backend = \"s3\"; give it in the environment",
+                    ));
+                }
+                // Signed into request headers: a space or control character there would
+                // make every request fail, so it is told now.
+                Some(key_text) if !key_text.bytes().all(|b| b.is_ascii_graphic()) => {
+                    return Err(invalid(
+                        key,
+                        "holds a space or a control character; keys are printable ASCII",
+                    ));
+                }
+                Some(_) => {}
             }
         }
         Ok(())
@@ -267,10 +285,58 @@ impl Config {
 /// S3's rules for a bucket name, so a typo is told at start rather than by the store.
 fn is_bucket_name(name: &str) -> bool {
     let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let looks_like_an_address =
+        name.split('.').count() == 4 && name.split('.').all(|part| part.parse::<u8>().is_ok());
     (3..=63).contains(&name.len())
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
         && edge(name.chars().next())
         && edge(name.chars().last())
+        && !name.contains("..")
+        && !looks_like_an_address
+}
+
+/// An S3 endpoint: `http://` or `https://`, a host (a name, an IPv4 address or a
+/// bracketed IPv6 one) and an optional port from 1 to 65535, and at most a trailing `/`.
+/// Nothing the client would have to carry in every request (a user and password, a path
+/// that would address another bucket, a query) and nothing it could not parse.
+fn is_endpoint(endpoint: &str) -> bool {
+    let Some(rest) = endpoint
+        .strip_prefix("http://")
+        .or_else(|| endpoint.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((address, after)) => {
+                if address.parse::<std::net::Ipv6Addr>().is_err() {
+                    return false;
+                }
+                (address, after.strip_prefix(':'))
+            }
+            None => return false,
+        },
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    let host_ok = !host.is_empty()
+        && (authority.starts_with('[')
+            || host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.'));
+    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0));
+    host_ok && port_ok
+}
+
+/// A word fit for a signed header: letters, digits, `-`, `_` and `.`, not empty.
+fn is_header_word(word: &str) -> bool {
+    !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }

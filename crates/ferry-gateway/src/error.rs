@@ -107,7 +107,7 @@ impl From<SiteError> for ApiError {
 
 impl From<ferry_media::MediaError> for ApiError {
     fn from(err: ferry_media::MediaError) -> ApiError {
-        ApiError::failure(err.code(), err.to_string(), "media store")
+        ApiError::failure(err.code(), err.shown(), "media store")
     }
 }
 

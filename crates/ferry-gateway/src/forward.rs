@@ -47,6 +47,10 @@ type HmacSha256 = Hmac<Sha256>;
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Call {
+    /// The gateway the call is for (ids are made anew at each start): a call captured on
+    /// its way is refused by any other gateway, and by the same one after a restart,
+    /// whose memory of the nonces it took is gone.
+    to: String,
     person: String,
     tool: String,
     args: Value,
@@ -182,6 +186,7 @@ impl ferry_tools::Forward for Forwarder {
                 return Err(gone("is gone"));
             };
             let call = Call {
+                to: gateway.clone(),
                 person,
                 tool,
                 args,
@@ -266,7 +271,10 @@ pub(crate) async fn node_call(
         .verify_slice(&signature)
         .map_err(|_| hidden())?;
     let call: Call = serde_json::from_slice(&body).map_err(|_| hidden())?;
-    if now_secs().abs_diff(call.at) > SKEW.as_secs() || !state.forwarded.first(&call.nonce) {
+    if call.to != *state.gateway_id
+        || now_secs().abs_diff(call.at) > SKEW.as_secs()
+        || !state.forwarded.first(&call.nonce)
+    {
         return Err(hidden());
     }
     if !NODE_TOOLS.contains(&call.tool.as_str()) {

@@ -183,6 +183,9 @@ pub(crate) async fn healthz() -> &'static str {
     "ok"
 }
 
+/// How long `/readyz` waits for the media store's bucket.
+const READY_STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// `GET /readyz`: `ok` when the metadata database and the media store both answer (and,
 /// on a site several gateways share, this one hears the others' events), else 503
 /// `not_ready` naming which does not, and why.
@@ -201,8 +204,12 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<&'static str
         )));
     }
     if state.site.config().media.backend == ferry_config::MediaBackend::S3 {
+        // Bounded here too: a store that takes the connection and never answers is
+        // not ready, and `/readyz` says so within seconds.
         let answered = match state.site.blobs() {
-            Ok(blobs) => blobs.check().await,
+            Ok(blobs) => tokio::time::timeout(READY_STORE_WAIT, blobs.check())
+                .await
+                .unwrap_or_else(|_| Err(std::io::Error::other("no answer within 5 s").into())),
             Err(e) => Err(e),
         };
         if let Err(e) = answered {

@@ -65,6 +65,20 @@ impl Launch {
     }
 }
 
+/// The variable holding the upstream's API key (`[agent] api_key_env`), if the
+/// supervisor is handed a configuration naming one.
+fn upstream_key_variable(acting: &Acting) -> Option<String> {
+    match acting {
+        Acting::Site { config } => {
+            ferry_config::Config::from_effective_toml(config)
+                .ok()?
+                .agent
+                .api_key_env
+        }
+        Acting::AsPerson(_) => None,
+    }
+}
+
 /// A supervisor started and waiting for its launch.
 pub struct Supervisor {
     child: Child,
@@ -81,6 +95,19 @@ impl Supervisor {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        // The service's own secrets stay out of the supervisor's environment, which a
+        // worker of the same account could read in the instant before the supervisor
+        // makes itself undumpable: every `FERRY_` setting (the metadata password, the S3
+        // keys; the supervisor takes its configuration on its standard input) and the
+        // upstream's API key. What the operator allowlists for commands stays.
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("FERRY_") {
+                command.env_remove(&name);
+            }
+        }
+        if let Some(api_key) = upstream_key_variable(&place.acting) {
+            command.env_remove(api_key);
+        }
         // SAFETY: setsid is one raw system call, safe between fork and exec.
         unsafe {
             command.pre_exec(|| {

@@ -135,6 +135,8 @@ enum Backend {
     S3 {
         s3: Arc<object_store::aws::AmazonS3>,
         bucket: String,
+        /// Where this site's keys live in the bucket.
+        prefix: Path,
     },
 }
 
@@ -156,18 +158,34 @@ impl Blobs {
         })
     }
 
-    /// Blobs in the S3 bucket `media` names; `dir` (made if missing, mode 0700) holds
-    /// what must be local: the trees `dir_fetch` extracts. Nothing is asked of the store
-    /// yet: a store that is down is told by the first call (and `/readyz`).
-    pub fn s3(dir: &FsPath, media: &ferry_config::MediaConfig) -> Result<Blobs, MediaError> {
+    /// Blobs in the S3 bucket `media` names, every key under `prefix/` (a site's own
+    /// name: sites may share a bucket, and one's sweep never meets another's blobs);
+    /// `dir` (made if missing, mode 0700) holds what must be local: the trees `dir_fetch`
+    /// extracts. Nothing is asked of the store yet: a store that is down is told by the
+    /// first call (and `/readyz`).
+    pub fn s3(
+        dir: &FsPath,
+        media: &ferry_config::MediaConfig,
+        prefix: &str,
+    ) -> Result<Blobs, MediaError> {
         let mut blobs = Blobs::local(dir)?;
         let s3 = Arc::new(crate::s3::client(media)?);
-        blobs.store = s3.clone();
+        let prefix = Path::from(prefix);
+        blobs.store = Arc::new(object_store::prefix::PrefixStore::new(
+            s3.clone(),
+            prefix.clone(),
+        ));
         blobs.backend = Backend::S3 {
             s3,
             bucket: media.bucket.clone().unwrap_or_default(),
+            prefix,
         };
         Ok(blobs)
+    }
+
+    /// `key` in the bucket itself, for the calls made on the S3 client directly.
+    fn in_bucket(prefix: &Path, key: &Path) -> Path {
+        prefix.parts().chain(key.parts()).collect()
     }
 
     /// Whether the store answers: the folder can be read, or the bucket is reachable
@@ -234,9 +252,10 @@ impl Blobs {
                 let upload = self.store.put_multipart(&temporary).await?;
                 Writer::Local(WriteMultipart::new_with_chunk_size(upload, PART_BYTES))
             }
-            Backend::S3 { s3, .. } => {
-                Writer::S3(crate::s3::Staging::new(s3.clone(), temporary.clone()))
-            }
+            Backend::S3 { s3, prefix, .. } => Writer::S3(crate::s3::Staging::new(
+                s3.clone(),
+                Blobs::in_bucket(prefix, &temporary),
+            )),
         };
         let mut hasher = Sha256::new();
         let mut size = 0u64;
@@ -373,9 +392,9 @@ impl Blobs {
     pub(crate) fn staged_reader(&self, staged: &Staged) -> Option<crate::s3::ObjectReader> {
         match &self.backend {
             Backend::Local(_) => None,
-            Backend::S3 { s3, .. } => Some(crate::s3::ObjectReader::new(
+            Backend::S3 { s3, prefix, .. } => Some(crate::s3::ObjectReader::new(
                 s3.clone(),
-                staged.temporary.clone(),
+                Blobs::in_bucket(prefix, &staged.temporary),
                 staged.size,
                 tokio::runtime::Handle::current(),
             )),
@@ -399,7 +418,10 @@ impl Blobs {
                 .path_to_filesystem(&blob_key(sha256))
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
-            Backend::S3 { bucket, .. } => format!("s3://{bucket}/{}", blob_key(sha256)),
+            Backend::S3 { bucket, prefix, .. } => format!(
+                "s3://{bucket}/{}",
+                Blobs::in_bucket(prefix, &blob_key(sha256))
+            ),
         }
     }
 

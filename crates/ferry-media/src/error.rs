@@ -42,6 +42,19 @@ pub enum MediaError {
 }
 
 impl MediaError {
+    /// The sentence for whoever asked from outside (an agent, a page): a failure of the
+    /// store itself is told in general words, and its own (the endpoint, the bucket, the
+    /// keys' id, request ids) go to the gateway's log only.
+    pub fn shown(&self) -> String {
+        match self {
+            MediaError::Store(e) => {
+                tracing::warn!("the media store failed: {e}");
+                "the media store failed; the gateway's log says why".to_owned()
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// The code this failure is answered with.
     pub fn code(&self) -> Code {
         match self {

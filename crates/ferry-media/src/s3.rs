@@ -46,7 +46,9 @@ pub(crate) fn client(media: &ferry_config::MediaConfig) -> Result<AmazonS3, Medi
     };
     let options = ClientOptions::new()
         .with_connect_timeout(Duration::from_secs(5))
-        .with_timeout(Duration::from_secs(120));
+        // A part is 8 MiB: 30 s is 280 KB/s at the least, and a store that accepts a
+        // connection and never answers is told within that.
+        .with_timeout(Duration::from_secs(30));
     // A store that is down is told within seconds (`/readyz`, a put's error), not after
     // the client's default three minutes of retries.
     let retry = RetryConfig {

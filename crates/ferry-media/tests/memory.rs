@@ -38,7 +38,11 @@ async fn a_64_mib_put_keeps_memory_flat() {
     let mut media = ferry_config::MediaConfig::default();
     bucket.configure(&mut media);
     // The pending part, two parts in flight, and the client's own buffers.
-    put_64_mib(Blobs::s3(dir.path(), &media).unwrap(), 26 * 1024 * 1024).await;
+    put_64_mib(
+        Blobs::s3(dir.path(), &media, "site").unwrap(),
+        26 * 1024 * 1024,
+    )
+    .await;
 }
 
 async fn put_64_mib(blobs: Blobs, ceiling: usize) {

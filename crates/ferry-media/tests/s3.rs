@@ -21,7 +21,7 @@ fn on_garage() -> (S3Bucket, Blobs, tempfile::TempDir) {
     let mut media = MediaConfig::default();
     bucket.configure(&mut media);
     let dir = tempfile::tempdir().unwrap();
-    let blobs = Blobs::s3(dir.path(), &media).unwrap();
+    let blobs = Blobs::s3(dir.path(), &media, "site-a").unwrap();
     (bucket, blobs, dir)
 }
 
@@ -98,7 +98,7 @@ async fn puts_around_the_multipart_threshold_are_whole_and_in_order() {
         assert_eq!(read_sha256(&blobs, &sha256).await, (size, sha256.clone()));
         assert_eq!(
             blobs.location(&sha256),
-            format!("s3://{}/blobs/{sha256}", _bucket.name)
+            format!("s3://{}/site-a/blobs/{sha256}", _bucket.name)
         );
         assert_eq!(blobs.local_path(&sha256), None);
     }
@@ -200,11 +200,17 @@ async fn a_store_that_is_down_or_refuses_the_keys_is_told() {
     let dir = tempfile::tempdir().unwrap();
     let mut media = MediaConfig::default();
     bucket.configure(&mut media);
-    assert!(Blobs::s3(dir.path(), &media).unwrap().check().await.is_ok());
+    assert!(
+        Blobs::s3(dir.path(), &media, "p")
+            .unwrap()
+            .check()
+            .await
+            .is_ok()
+    );
 
     let mut wrong_secret = media.clone();
     wrong_secret.secret_access_key = Some("0".repeat(64));
-    let blobs = Blobs::s3(dir.path(), &wrong_secret).unwrap();
+    let blobs = Blobs::s3(dir.path(), &wrong_secret, "p").unwrap();
     let err = blobs.check().await.unwrap_err();
     assert!(
         !err.to_string().contains(bucket.secret_access_key()),
@@ -218,7 +224,7 @@ async fn a_store_that_is_down_or_refuses_the_keys_is_told() {
     drop(listener);
     let mut down = media.clone();
     down.endpoint = Some(format!("http://{closed}"));
-    let err = Blobs::s3(dir.path(), &down)
+    let err = Blobs::s3(dir.path(), &down, "p")
         .unwrap()
         .check()
         .await

@@ -150,20 +150,34 @@ impl Site {
     /// The key that signs calls between the site's gateways: 32 random bytes, made by
     /// the first gateway to ask and the same for every gateway of the site since.
     pub fn gateway_key(&self) -> Result<[u8; 32], SiteError> {
+        self.site_key("gateways")
+    }
+
+    /// The site's own name in a shared store: 8 random bytes as hex, made once, kept in
+    /// the metadata (so it moves with `migrate-metadata`). Two sites that share a bucket
+    /// keep their blobs under their own names, and neither's sweep sees the other's.
+    pub fn store_name(&self) -> Result<String, SiteError> {
+        let key: [u8; 32] = self.site_key("store")?;
+        Ok(ferry_fs::hex(&key[..8]))
+    }
+
+    /// The 32 random bytes named `name` in `site_keys`: made by the first process to
+    /// ask, the same for every process of the site since.
+    fn site_key(&self, name: &str) -> Result<[u8; 32], SiteError> {
         let mut fresh = [0u8; 32];
         getrandom::fill(&mut fresh)
             .map_err(|e| SiteError::Io(std::io::Error::other(format!("no randomness: {e}"))))?;
         self.db.execute(
-            "INSERT INTO site_keys (name, value) VALUES ('gateways', ?1) ON CONFLICT DO NOTHING",
-            params![&fresh[..]],
+            "INSERT INTO site_keys (name, value) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            params![name, &fresh[..]],
         )?;
         let key: Option<Vec<u8>> = self.db.row(
-            "SELECT value FROM site_keys WHERE name = 'gateways'",
-            params![],
+            "SELECT value FROM site_keys WHERE name = ?1",
+            params![name],
             |r| r.get(0),
         )?;
         key.and_then(|k| <[u8; 32]>::try_from(k.as_slice()).ok())
-            .ok_or_else(|| SiteError::CorruptRow("the gateways' key is not 32 bytes".into()))
+            .ok_or_else(|| SiteError::CorruptRow(format!("the site key {name:?} is not 32 bytes")))
     }
 
     /// The address gateway `id` registered, if it is registered.

@@ -69,7 +69,10 @@ impl Site {
         if let Some(blobs) = self.s3_blobs.get() {
             return Ok(blobs.clone());
         }
-        let blobs = Blobs::s3(&self.media_dir(), media)?;
+        let prefix = self
+            .store_name()
+            .map_err(|e| MediaError::Records(e.to_string()))?;
+        let blobs = Blobs::s3(&self.media_dir(), media, &format!("ferry-{prefix}"))?;
         Ok(self.s3_blobs.get_or_init(|| blobs).clone())
     }
 

@@ -289,7 +289,7 @@ impl From<NodeError> for ToolError {
 
 impl From<ferry_media::MediaError> for ToolError {
     fn from(e: ferry_media::MediaError) -> ToolError {
-        ToolError::new(e.code(), e.to_string())
+        ToolError::new(e.code(), e.shown())
     }
 }
 

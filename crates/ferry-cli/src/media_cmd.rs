@@ -116,9 +116,11 @@ async fn put(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     });
+    // An operator's bytes, for any person's agent to push.
     let source = MediaSource {
         node: None,
         path: canonical.to_string_lossy().into_owned(),
+        person: None,
     };
     Ok(store.put(opened, &name, source).await.map(|r| json(&r)))
 }

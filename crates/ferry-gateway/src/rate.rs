@@ -52,7 +52,7 @@ impl Rate {
     /// How a sentence names what is counted.
     fn noun(self) -> &'static str {
         match self {
-            Rate::Uploads => "uploads",
+            Rate::Uploads => "uploads started",
             Rate::Deliveries => "deliveries",
             Rate::ToolCalls => "tool calls",
         }

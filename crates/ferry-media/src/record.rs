@@ -14,6 +14,9 @@ pub struct MediaSource {
     pub node: Option<String>,
     /// The canonical path on the node (or the name it was given under).
     pub path: String,
+    /// The person whose agent brought the bytes in: only that person's agents may use
+    /// the id. `None` for bytes an operator put (`ferry media put`), any person's.
+    pub person: Option<String>,
 }
 
 /// One media record.

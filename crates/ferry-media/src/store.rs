@@ -206,6 +206,26 @@ impl MediaStore {
         }
     }
 
+    /// [`MediaStore::open`] for an agent of `person`: an id another person's agent
+    /// brought in is `unknown_media_id` to it, as an id never issued here would be.
+    pub async fn open_as(
+        &self,
+        id: &str,
+        person: &str,
+    ) -> Result<(MediaRecord, BoxStream<'static, std::io::Result<Bytes>>), MediaError> {
+        let record = self.get(id)?;
+        if record
+            .source
+            .person
+            .as_deref()
+            .is_some_and(|owner| owner != person)
+        {
+            return Err(MediaError::UnknownMediaId(id.to_owned()));
+        }
+        let bytes = self.blobs.get(&record.sha256).await?;
+        Ok((record, bytes))
+    }
+
     /// The live record of `id` and its bytes, streamed.
     pub async fn open(
         &self,

@@ -135,6 +135,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             },
         ],
     },
+    // Who brought each media record in: only that person's agents may use it.
+    Migration {
+        version: 6,
+        steps: &[Step::AddColumn {
+            table: "media",
+            column: "person",
+            decl: "TEXT",
+        }],
+    },
 ];
 
 /// The value of a `seq` column for a row inserted now into `table`.

@@ -28,8 +28,8 @@ CREATE INDEX IF NOT EXISTS media_by_expiry ON media (expires);
 CREATE INDEX IF NOT EXISTS media_by_blob ON media (sha256);
 ";
 
-const COLUMNS: &str =
-    "id, original_name, source_node, source_path, size, sha256, media_type, created, expires";
+const COLUMNS: &str = "id, original_name, source_node, source_path, size, sha256, media_type, \
+     created, expires, person";
 
 /// [`MediaRecords`] in the site's metadata database.
 pub struct DbMediaRecords {
@@ -115,6 +115,7 @@ fn record_of(row: &Row) -> Result<MediaRecord, MediaError> {
             source: MediaSource {
                 node: row.get(2)?,
                 path: row.get(3)?,
+                person: row.get(9)?,
             },
             size: u64::try_from(size).unwrap_or(0),
             sha256: row.get(5)?,
@@ -146,7 +147,7 @@ impl MediaRecords for DbMediaRecords {
         self.db
             .execute(
                 &format!(
-                    "INSERT INTO media ({COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, {})",
+                    "INSERT INTO media ({COLUMNS}, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, {})",
                     crate::db::next_seq("media")
                 ),
                 params![
@@ -159,6 +160,7 @@ impl MediaRecords for DbMediaRecords {
                     &r.media_type,
                     r.created,
                     r.expires,
+                    &r.source.person,
                 ],
             )
             .map_err(db_error)?;

@@ -25,6 +25,7 @@ fn from_node(path: &str) -> MediaSource {
     MediaSource {
         node: Some("build-box".to_owned()),
         path: path.to_owned(),
+        person: None,
     }
 }
 
@@ -461,6 +462,7 @@ async fn puts_and_sweeps_at_once_lose_no_blob() {
                 let source = MediaSource {
                     node: None,
                     path: "bait".to_owned(),
+                    person: None,
                 };
                 store
                     .put(content.as_bytes(), "c.txt", source)
@@ -608,4 +610,44 @@ async fn a_fetched_tree_lives_as_long_as_its_record_and_a_dead_extraction_goes()
     assert!(store.remove(&kept.id).unwrap());
     assert!(!store.tree_path(&kept.id).exists());
     assert!(!store.remove(&kept.id).unwrap());
+}
+
+/// A record an agent of one person brought in is that person's: another person's agent
+/// is told its id is unknown, as if it had never been issued. An operator's put is any
+/// person's.
+#[tokio::test]
+async fn a_media_id_serves_the_person_whose_agent_brought_it_in() {
+    let data = tempfile::tempdir().unwrap();
+    let store = site(data.path()).media().unwrap();
+    let of = |person: Option<&str>| MediaSource {
+        node: Some("build-box".to_owned()),
+        path: "/srv/secret.txt".to_owned(),
+        person: person.map(str::to_owned),
+    };
+    let anns = store
+        .put(&b"ann's"[..], "secret.txt", of(Some("ann")))
+        .await
+        .unwrap();
+    let operators = store
+        .put(&b"for all"[..], "shared.txt", of(None))
+        .await
+        .unwrap();
+    assert_eq!(
+        site(data.path())
+            .media()
+            .unwrap()
+            .get(anns.id.as_str())
+            .unwrap()
+            .source
+            .person
+            .as_deref(),
+        Some("ann"),
+        "kept in the records"
+    );
+    assert!(store.open_as(anns.id.as_str(), "ann").await.is_ok());
+    let refused = store.open_as(anns.id.as_str(), "bob").await.err().unwrap();
+    assert_eq!(refused.code(), Code::UnknownMediaId);
+    for person in ["ann", "bob"] {
+        assert!(store.open_as(operators.id.as_str(), person).await.is_ok());
+    }
 }

@@ -28,6 +28,7 @@ async fn a_sweep_of_one_site_never_takes_another_sites_blobs_in_a_shared_bucket(
     let source = MediaSource {
         node: None,
         path: "/srv/kept.txt".into(),
+        person: None,
     };
     let kept = a
         .media()

@@ -64,6 +64,7 @@ pub(crate) async fn file_fetch(
         let source = MediaSource {
             node: Some(reached.id.clone()),
             path: head.path.clone(),
+            person: Some(tools.person().to_owned()),
         };
         let record = store
             .put_stream_hashed(content, digest, file_name(&head.path), source)

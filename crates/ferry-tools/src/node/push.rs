@@ -192,7 +192,7 @@ fn from_base64(text: &str, cap: u64) -> Result<Source, ToolError> {
 
 async fn from_media(tools: &Toolbox, id: &str, cap: u64) -> Result<Source, ToolError> {
     let store = tools.site().media()?;
-    let (record, bytes) = store.open(id).await?;
+    let (record, bytes) = store.open_as(id, tools.person()).await?;
     if record.size > cap {
         return Err(too_large(record.size, cap));
     }

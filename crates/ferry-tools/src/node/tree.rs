@@ -71,6 +71,7 @@ pub(crate) async fn dir_fetch(
         let source = MediaSource {
             node: Some(reached.id.clone()),
             path: head.path.clone(),
+            person: Some(tools.person().to_owned()),
         };
         let name = format!("{}.tar.gz", file_name(&head.path));
         let record = store

@@ -42,6 +42,19 @@ pub mod fuzzing {
         crate::name::name_to_bytes(name)
     }
 
+    /// Writes `seeds` (a file name and its bytes each) as the seed corpus of the fuzz
+    /// target `target`, in `fuzz/corpus/<target>/` of this repository: every crate's
+    /// `write_fuzz_seeds` test calls it.
+    pub fn write_corpus<N: AsRef<str>>(target: &str, seeds: Vec<(N, Vec<u8>)>) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus")
+            .join(target);
+        std::fs::create_dir_all(&dir).expect("the corpus folder can be made");
+        for (name, bytes) in seeds {
+            std::fs::write(dir.join(name.as_ref()), bytes).expect("a seed can be written");
+        }
+    }
+
     /// A relative path's parent (if any) and last component.
     pub fn split_parent(rel: &str) -> Result<(Option<&str>, &str), crate::FsError> {
         crate::path::split_parent(rel)

@@ -2,8 +2,6 @@
 //! `fuzz/corpus/rel_path`), made here from the cases the rules speak of:
 //! `cargo test -p ferry-fs --test seeds -- --ignored write_fuzz_seeds`.
 
-use std::path::Path;
-
 /// The names seeds: a name as bytes (from the disk) or as text (an upload, a typed name).
 fn name_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let text = |s: &str| s.as_bytes().to_vec();
@@ -61,19 +59,11 @@ fn path_seeds() -> Vec<(&'static str, Vec<u8>)> {
     .collect()
 }
 
-fn write_all(dir: &Path, seeds: Vec<(&str, Vec<u8>)>) {
-    std::fs::create_dir_all(dir).unwrap();
-    for (name, bytes) in seeds {
-        std::fs::write(dir.join(name), bytes).unwrap();
-    }
-}
-
 #[test]
 #[ignore = "writes the fuzz corpus; run on purpose"]
 fn write_fuzz_seeds() {
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
-    write_all(&corpus.join("names"), name_seeds());
-    write_all(&corpus.join("rel_path"), path_seeds());
+    ferry_fs::fuzzing::write_corpus("names", name_seeds());
+    ferry_fs::fuzzing::write_corpus("rel_path", path_seeds());
 }
 
 #[test]

@@ -3,8 +3,6 @@
 //! headers and bodies clients and servers send:
 //! `cargo test -p ferry-gateway --test seeds -- --ignored write_fuzz_seeds`.
 
-use std::path::Path;
-
 use ferry_gateway::fuzzing::{etag_for, filename_from_content_disposition, parse_range};
 
 /// The range seeds: eight bytes of the file's length, then `Range`, `If-Range` and
@@ -170,20 +168,12 @@ fn disposition_seeds() -> Vec<(&'static str, Vec<u8>)> {
     .collect()
 }
 
-fn write_all(dir: &Path, seeds: Vec<(&str, Vec<u8>)>) {
-    std::fs::create_dir_all(dir).unwrap();
-    for (name, bytes) in seeds {
-        std::fs::write(dir.join(name), bytes).unwrap();
-    }
-}
-
 #[test]
 #[ignore = "writes the fuzz corpus; run on purpose"]
 fn write_fuzz_seeds() {
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
-    write_all(&corpus.join("range"), range_seeds());
-    write_all(&corpus.join("multipart"), multipart_seeds());
-    write_all(&corpus.join("content_disposition"), disposition_seeds());
+    ferry_fs::fuzzing::write_corpus("range", range_seeds());
+    ferry_fs::fuzzing::write_corpus("multipart", multipart_seeds());
+    ferry_fs::fuzzing::write_corpus("content_disposition", disposition_seeds());
 }
 
 #[test]

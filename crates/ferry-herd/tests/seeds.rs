@@ -127,20 +127,12 @@ fn expand_seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-fn write_all(dir: &Path, seeds: Vec<(&str, Vec<u8>)>) {
-    std::fs::create_dir_all(dir).unwrap();
-    for (name, bytes) in seeds {
-        std::fs::write(dir.join(name), bytes).unwrap();
-    }
-}
-
 #[test]
 #[ignore = "writes the fuzz corpus; run on purpose"]
 fn write_fuzz_seeds() {
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
-    write_all(&corpus.join("herd_envelope"), envelope_seeds());
-    write_all(&corpus.join("herd_definition"), definition_seeds());
-    write_all(&corpus.join("herd_expand"), expand_seeds());
+    ferry_fs::fuzzing::write_corpus("herd_envelope", envelope_seeds());
+    ferry_fs::fuzzing::write_corpus("herd_definition", definition_seeds());
+    ferry_fs::fuzzing::write_corpus("herd_expand", expand_seeds());
 }
 
 #[test]

@@ -2,8 +2,6 @@
 //! frame of every kind with the body it carries, as the link sends it, and frames broken
 //! in each header field: `cargo test -p ferry-node --test seeds -- --ignored write_fuzz_seeds`.
 
-use std::path::Path;
-
 use bytes::Bytes;
 use ferry_codes::Code;
 use ferry_node::Identity;
@@ -152,11 +150,7 @@ fn control<T: serde::Serialize>(kind: Kind, stream: u32, end: bool, body: &T) ->
 #[test]
 #[ignore = "writes the fuzz corpus; run on purpose"]
 fn write_fuzz_seeds() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/node_frame");
-    std::fs::create_dir_all(&dir).unwrap();
-    for (name, bytes) in frame_seeds() {
-        std::fs::write(dir.join(name), bytes).unwrap();
-    }
+    ferry_fs::fuzzing::write_corpus("node_frame", frame_seeds());
 }
 
 #[test]

@@ -3,8 +3,6 @@
 //! tool's arguments made from its own schema, messages with text that is not Unicode,
 //! and page tokens: `cargo test -p ferry-tools --test seeds -- --ignored write_fuzz_seeds`.
 
-use std::path::Path;
-
 use ferry_tools::fuzzing::{admit, page_token, tools};
 use serde_json::{Map, Value, json};
 
@@ -124,20 +122,12 @@ fn token_seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-fn write_all<N: AsRef<str>>(dir: &Path, seeds: Vec<(N, Vec<u8>)>) {
-    std::fs::create_dir_all(dir).unwrap();
-    for (name, bytes) in seeds {
-        std::fs::write(dir.join(name.as_ref()), bytes).unwrap();
-    }
-}
-
 #[test]
 #[ignore = "writes the fuzz corpus; run on purpose"]
 fn write_fuzz_seeds() {
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
-    write_all(&corpus.join("tool_args"), tool_seeds());
-    write_all(&corpus.join("mcp_clean"), clean_seeds());
-    write_all(&corpus.join("page_token"), token_seeds());
+    ferry_fs::fuzzing::write_corpus("tool_args", tool_seeds());
+    ferry_fs::fuzzing::write_corpus("mcp_clean", clean_seeds());
+    ferry_fs::fuzzing::write_corpus("page_token", token_seeds());
 }
 
 /// Arguments made from a tool's own schema are taken: the schema and the typed

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::{
     Peer, Reply, Server, SseEvent, SseStream, assert_alive, client, create_project, error_code,
-    is_rfc3339, json_answer, post_json, write_file,
+    is_rfc3339, json_answer, open_events, post_json, write_file,
 };
 
 /// Pause between the pieces of a scripted streamed reply.
@@ -556,21 +556,6 @@ fn attachments_dir(server: &Server, person: &str, project: Option<&str>) -> Path
         .workspace(person, project)
         .join("public")
         .join("attachments")
-}
-
-fn open_events(server: &Server, token: &str) -> SseStream {
-    let response = client()
-        .get(server.url("/v1/events"))
-        .bearer_auth(token)
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    let content_type = header(&response, "content-type");
-    assert!(
-        content_type.starts_with("text/event-stream"),
-        "Content-Type {content_type:?}"
-    );
-    SseStream::new(response)
 }
 
 /// A person's open `GET /v1/events`. A file written on disk into `public/attachments/`

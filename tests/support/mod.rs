@@ -979,10 +979,7 @@ enum SseItem {
     End(Option<String>),
 }
 
-/// A `text/event-stream` body read on a thread of its own, so that a test can wait for
-/// the next event with a bound instead of blocking forever. Comment lines (`: ping`)
-/// are skipped.
-/// `GET /v1/events` with `token`, asserted open.
+/// `GET /v1/events` with `token`, asserted open as an event stream.
 pub fn open_events(server: &Server, token: &str) -> SseStream {
     let response = client()
         .get(server.url("/v1/events"))
@@ -990,9 +987,22 @@ pub fn open_events(server: &Server, token: &str) -> SseStream {
         .send()
         .unwrap();
     assert_eq!(response.status().as_u16(), 200);
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "Content-Type {content_type:?}"
+    );
     SseStream::new(response)
 }
 
+/// A `text/event-stream` body read on a thread of its own, so that a test can wait for
+/// the next event with a bound instead of blocking forever. Comment lines (`: ping`)
+/// are skipped.
 pub struct SseStream {
     rx: std::sync::mpsc::Receiver<SseItem>,
     end: Option<Option<String>>,

@@ -756,6 +756,9 @@ fn a_worker_talks_to_its_owner_over_mcp() {
         "server": server,
         "steps": [
             list_tools(),
+            // Held to the schema the model reads, as the controller's tools are.
+            call("subagent", serde_json::json!({"action": "inbox", "waitSecs": 3601})),
+            call("subagent", serde_json::json!({"action": "inbox", "waitSecs": -1})),
             call("subagent", serde_json::json!({"action": "inbox", "waitSecs": 10})),
             call("subagent", serde_json::json!({"action": "ask_owner", "message": "is this it?", "files": [home.join("evidence.md")]})),
             call("subagent", serde_json::json!({"action": "complete", "output": "it was found"})),
@@ -764,11 +767,19 @@ fn a_worker_talks_to_its_owner_over_mcp() {
     }));
     let results = out["results"].as_array().unwrap();
     assert_eq!(results[0][0]["name"], "subagent", "{}", results[0]);
-    let task: Value = serde_json::from_str(&text_of(&results[1])).unwrap();
+    for (refused, bound) in [(&results[1], "at most 3600"), (&results[2], "at least 0")] {
+        assert!(mcp::is_error(refused), "{refused}");
+        assert_eq!(
+            refused["structuredContent"]["error"]["code"], "invalid_arguments",
+            "{refused}"
+        );
+        assert!(text_of(refused).contains(bound), "{refused}");
+    }
+    let task: Value = serde_json::from_str(&text_of(&results[3])).unwrap();
     assert_eq!(task["envelope"]["text"], "find it");
-    let asked: Value = serde_json::from_str(&text_of(&results[2])).unwrap();
+    let asked: Value = serde_json::from_str(&text_of(&results[4])).unwrap();
     assert_eq!(asked["label"], "owner", "{asked}");
-    let done: Value = serde_json::from_str(&text_of(&results[3])).unwrap();
+    let done: Value = serde_json::from_str(&text_of(&results[5])).unwrap();
     let result_path = done["resultPath"].as_str().unwrap();
     assert_eq!(
         std::fs::read_to_string(result_path).unwrap(),

@@ -437,9 +437,27 @@ impl Toolbox {
     }
 }
 
-/// The checks every call's arguments pass before its tool runs: no text that is not
-/// Unicode, and numbers within the schema's bounds.
+/// The checks every call's arguments pass before its tool runs: those of [`admit_to`],
+/// and a `node` that is a name.
 fn admit_args(spec: &ToolSpec, args: &Value) -> Result<(), ToolError> {
+    // The node, when there is one, picks where the call runs; anything but a name there
+    // (a null a client sent for "none") must not pick for it.
+    if args.get("node").is_some_and(|node| !node.is_string()) {
+        return Err(ToolError::new(
+            Code::InvalidArguments,
+            format!(
+                "{}: `node` must be a paired node's id or name, as a string; leave it out to \
+                 work on this machine; nothing was done",
+                spec.name
+            ),
+        ));
+    }
+    admit_to(spec.name, &spec.input_schema(), args)
+}
+
+/// The checks the arguments of every tool, ours or a worker's, pass before it runs: no
+/// text that is not Unicode, and numbers within `schema`'s bounds.
+pub(crate) fn admit_to(tool: &str, schema: &Value, args: &Value) -> Result<(), ToolError> {
     if unicode::holds_not_unicode(args) {
         return Err(ToolError::new(
             Code::InvalidUnicode,
@@ -447,7 +465,7 @@ fn admit_args(spec: &ToolSpec, args: &Value) -> Result<(), ToolError> {
              or bytes that are not UTF-8); nothing was done. Send the text as valid UTF-8",
         ));
     }
-    spec.check_bounds(args)
+    spec::check_bounds(tool, schema, args, "")
 }
 
 #[doc(hidden)]

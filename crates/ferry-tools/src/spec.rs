@@ -92,15 +92,21 @@ impl ToolSpec {
         })
     }
 
-    /// Refuses a number outside the `minimum` and `maximum` the schema states, and an
-    /// array where it states an object, at any depth, naming the argument: the schema
-    /// the model reads is the rule it is held to.
-    pub(crate) fn check_bounds(&self, args: &Value) -> Result<(), ToolError> {
+    #[cfg(test)]
+    fn check_bounds(&self, args: &Value) -> Result<(), ToolError> {
         check_bounds(self.name, &self.input_schema(), args, "")
     }
 }
 
-fn check_bounds(tool: &str, schema: &Value, value: &Value, at: &str) -> Result<(), ToolError> {
+/// Refuses a number outside the `minimum` and `maximum` `schema` states, and an array
+/// where it states an object, at any depth, naming the argument: the schema the model
+/// reads is the rule it is held to.
+pub(crate) fn check_bounds(
+    tool: &str,
+    schema: &Value,
+    value: &Value,
+    at: &str,
+) -> Result<(), ToolError> {
     let refuse = |bound: &str, limit: &Value| {
         ToolError::new(
             Code::InvalidArguments,

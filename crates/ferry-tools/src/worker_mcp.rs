@@ -71,11 +71,12 @@ pub(crate) fn input_schema() -> Value {
 
 impl WorkerServer {
     fn call(&self, args: Value) -> Result<ToolOutput, ToolError> {
+        crate::admit_to(TOOL, &input_schema(), &args)?;
         let args: WorkerArgs = args::parse(TOOL, args)?;
         let herd = |e: ferry_herd::HerdError| ToolError::new(e.code, e.message);
         let answer = match args.action {
             WorkerAction::Inbox => {
-                let wait = args.wait_secs.unwrap_or(0).min(HERD_INBOX_WAIT_MAX_SECS);
+                let wait = args.wait_secs.unwrap_or(0);
                 json!({"envelope": self.worker.inbox(Duration::from_secs(wait)).map_err(herd)?})
             }
             WorkerAction::AskOwner => {

@@ -663,3 +663,24 @@ fn arguments_given_as_an_array_are_refused_and_change_nothing() {
         "old\n"
     );
 }
+
+/// A `node` that is not a name (a null a client sends for "none", a number, an object)
+/// does not pick where the call runs: it is refused, naming the argument, before
+/// anything is looked up on this machine or on a node.
+#[test]
+fn a_node_that_is_not_a_name_is_refused() {
+    let fixture = Fixture::new();
+    std::fs::write(fixture.home().join("a.txt"), "old\n").unwrap();
+    for node in [Value::Null, json!(7), json!({"id": "x"}), json!(["x"])] {
+        let out = fixture.call("dir_list", json!({"path": ".", "node": node}));
+        assert_eq!(code_of(&out), "invalid_arguments", "{node}");
+        assert!(
+            out.joined_text().contains("`node`"),
+            "{}",
+            out.joined_text()
+        );
+    }
+    // Left out, the listing is made here.
+    let (text, _) = fixture.ok("dir_list", json!({"path": "."}));
+    assert!(text.contains("a.txt"), "{text}");
+}

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use ferry_media::testing::S3Bucket;
 use ferry_site::ApprovalOutcome;
 use ferry_sql::testing::PostgresDatabase;
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::{
     METADATA_URL, Options, Server, SseStream, client, get_json, last_line, open_events, post_json,
@@ -363,7 +364,38 @@ fn an_agent_on_one_gateway_uses_a_node_linked_to_the_other() {
         .send()
         .unwrap();
     assert_eq!(forged.status().as_u16(), 404);
+
+    // A holder that is stopped, not crashed, still takes connections (the kernel does),
+    // but B gives its call up once A's mark stops moving, rather than wait on it for as
+    // long as it stays stopped.
+    let stopped = Stopped::new(&a);
+    let out = mcp::drive(&json!({
+        "server": mcp::http(&b.url("/mcp"), &harness),
+        "steps": [mcp::call("dir_list", json!({"node": "build-box", "path": srv}))],
+        "timeout_secs": 120,
+    }));
+    drop(stopped);
+    let result = &out["results"][0];
+    assert!(mcp::is_error(result), "{out}");
+    assert!(mcp::text_of(result).contains("stopped answering"), "{out}");
     drop(node);
+}
+
+/// A gateway stopped with SIGSTOP for as long as this lives, and let go on with SIGCONT
+/// when it drops (a test that fails midway must not leave it stopped).
+struct Stopped(u32);
+
+impl Stopped {
+    fn new(server: &Server) -> Stopped {
+        unsafe { libc::kill(server.pid() as i32, libc::SIGSTOP) };
+        Stopped(server.pid())
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.0 as i32, libc::SIGCONT) };
+    }
 }
 
 /// A resumable upload is written by one gateway at a time: while a part streams through
@@ -636,6 +668,52 @@ fn a_terminal_on_a_node_linked_to_one_is_used_through_the_other() {
             .unwrap()
             .contains("a b.txt")
     );
+
+    rt.block_on(async {
+        let (mut page, _) = open(
+            &b.addr,
+            &path("cols=80&rows=24"),
+            Auth::Protocol(&b.token),
+            &[],
+        )
+        .await
+        .unwrap();
+        ready(&mut page).await;
+
+        // A stops (not crashed): a page relayed to it ends when A falls silent, and a
+        // new one is refused once A's mark stops moving; neither waits for A.
+        let stopped = Stopped::new(&a);
+        let page_ends = async {
+            while let Some(Ok(message)) = page.next().await {
+                if matches!(message, tokio_tungstenite::tungstenite::Message::Close(_)) {
+                    break;
+                }
+            }
+        };
+        let refused = async {
+            open(
+                &b.addr,
+                &path("cols=80&rows=24"),
+                Auth::Protocol(&b.token),
+                &[],
+            )
+            .await
+        };
+        let bound = Duration::from_secs(150);
+        let (ended, refused) = tokio::join!(
+            tokio::time::timeout(bound, page_ends),
+            tokio::time::timeout(bound, refused)
+        );
+        drop(stopped);
+        assert!(ended.is_ok(), "the relayed page outlived A's silence");
+        match refused.expect("a terminal on a stopped holder was not refused") {
+            Err((status, body)) => {
+                assert_eq!(status, 503, "{body}");
+                assert_eq!(body["error"]["code"], "node_offline", "{body}");
+            }
+            Ok(_) => panic!("a terminal opened on a stopped holder"),
+        }
+    });
     drop(node);
 }
 

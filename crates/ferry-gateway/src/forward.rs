@@ -197,27 +197,68 @@ impl ferry_tools::Forward for Forwarder {
                 .map_err(|e| ToolError::new(Code::Internal, format!("a forwarded call: {e}")))?;
             let signature =
                 data_encoding::HEXLOWER.encode(&sign(&key, &body).finalize().into_bytes());
-            let answer = http
-                .post(format!("http://{}{ROUTE}", reachable(&address)))
-                .header(SIGNATURE, signature)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body)
-                .send()
+            let call = async {
+                let answer = http
+                    .post(format!("http://{}{ROUTE}", reachable(&address)))
+                    .header(SIGNATURE, signature)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .map_err(|_| gone("did not answer"))?;
+                if !answer.status().is_success() {
+                    return Err(gone(&format!(
+                        "refused the call (HTTP {})",
+                        answer.status().as_u16()
+                    )));
+                }
+                let answer: Answer = answer
+                    .json()
+                    .await
+                    .map_err(|_| gone("answered something that is not a tool's output"))?;
+                answer.into_output()
+            };
+            while_beating(&site, &gateway, call)
                 .await
-                .map_err(|_| gone("did not answer"))?;
-            if !answer.status().is_success() {
-                return Err(gone(&format!(
-                    "refused the call (HTTP {})",
-                    answer.status().as_u16()
-                )));
-            }
-            let answer: Answer = answer
-                .json()
-                .await
-                .map_err(|_| gone("answered something that is not a tool's output"))?;
-            answer.into_output()
+                .unwrap_or_else(|| Err(gone("stopped answering")))
         }
         .boxed()
+    }
+}
+
+/// Awaits `work`, a request made to gateway `id`, for as long as that gateway keeps
+/// marking itself seen; `None` once its mark has not moved for
+/// [`ferry_site::GATEWAY_STALLED_SECS`] (or it left the site). A gateway that is stopped
+/// or stalled still accepts connections (the kernel does), so without this a request to
+/// it would wait as long as it stays so. Only the mark's movement is compared, on this
+/// machine's clock, so the two machines' clocks need not agree.
+pub(crate) async fn while_beating<T>(
+    site: &Arc<Site>,
+    id: &str,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    let watch = async {
+        let stalled = Duration::from_secs(ferry_site::GATEWAY_STALLED_SECS);
+        let mut ticks = tokio::time::interval(stalled / 5);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (mut last, mut moved) = (None, Instant::now());
+        loop {
+            ticks.tick().await;
+            let (site, id) = (site.clone(), id.to_owned());
+            match blocking(move || Ok::<_, ApiError>(site.gateway_seen_at(&id)?)).await {
+                Ok(None) => return,
+                Ok(seen) if seen != last => (last, moved) = (seen, Instant::now()),
+                // The metadata did not answer: no news either way, so keep waiting.
+                Ok(_) | Err(_) => {}
+            }
+            if moved.elapsed() >= stalled {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        done = work => Some(done),
+        () = watch => None,
     }
 }
 

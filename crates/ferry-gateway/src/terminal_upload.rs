@@ -108,11 +108,11 @@ pub(crate) async fn upload(
     let headers = request.headers().clone();
     let Reached { record, link } = match reach(&state, id, TERMINAL_UPLOAD, &headers).await? {
         Route::Here(reached) => *reached,
-        Route::Elsewhere(address) => {
+        Route::Elsewhere(holder) => {
             let token = crate::terminals::token_of(&headers).unwrap_or_default();
             let (parts, body) = request.into_parts();
             let uri = parts.uri;
-            return relay_upload(&state, &address, &uri, &token, &headers, body).await;
+            return relay_upload(&state, &holder, &uri, &token, &headers, body).await;
         }
     };
     // Asked with a harmless path: the shell's quoting is known, or nothing is staged.

@@ -38,6 +38,10 @@ CREATE TABLE IF NOT EXISTS site_keys (
 
 /// How often a running gateway marks itself seen.
 pub const GATEWAY_BEAT_SECS: u64 = 10;
+/// How long a gateway's mark may stay unchanged before another gateway waiting on it
+/// gives up the request it relayed there (two and a half beats): the gateway is alive
+/// but not answering (stopped, or stalled), and what it holds is kept until it is swept.
+pub const GATEWAY_STALLED_SECS: u64 = 25;
 /// How long a gateway may go unseen before what it held is swept (six beats: a gateway
 /// stalled for a moment keeps what it holds).
 pub const GATEWAY_SILENT_SECS: i64 = 60;
@@ -184,6 +188,16 @@ impl Site {
     pub fn gateway_address(&self, id: &str) -> Result<Option<String>, SiteError> {
         Ok(self.db.row(
             "SELECT address FROM gateways WHERE id = ?1",
+            params![id],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// When gateway `id` last marked itself seen, by its own clock (compare two readings,
+    /// never one with this machine's clock); `None` when it is not registered.
+    pub fn gateway_seen_at(&self, id: &str) -> Result<Option<i64>, SiteError> {
+        Ok(self.db.row(
+            "SELECT seen FROM gateways WHERE id = ?1",
             params![id],
             |r| r.get(0),
         )?)

@@ -39,7 +39,9 @@ pub use check::Finding;
 pub use circles::Circle;
 pub use error::SiteError;
 pub use folder_zip::ZipPlan;
-pub use gateways::{GATEWAY_BEAT_SECS, GATEWAY_SILENT_SECS, GatewaysSwept, SiteListener};
+pub use gateways::{
+    GATEWAY_BEAT_SECS, GATEWAY_SILENT_SECS, GATEWAY_STALLED_SECS, GatewaysSwept, SiteListener,
+};
 pub use ids::check_id;
 pub use interactions::{
     ApprovalOutcome, ClaimedPick, INTERACTION_POLL_INTERVAL, Interaction, InteractionError,

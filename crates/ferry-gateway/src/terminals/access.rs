@@ -21,8 +21,8 @@ const TOKEN_PROTOCOL_PREFIX: &str = "ferry.token.";
 /// of the site that holds the link (the request is relayed there, see `relay.rs`).
 pub(crate) enum Route {
     Here(Box<Reached>),
-    /// The address of the gateway holding the link.
-    Elsewhere(String),
+    /// The gateway holding the link.
+    Elsewhere(super::relay::Holder),
 }
 
 /// A node an admin may reach for a terminal command, with its open link.
@@ -107,7 +107,7 @@ pub(crate) async fn reach(
     match state.nodes.hub.link(&record.id) {
         Ok(link) => Ok(Route::Here(Box::new(Reached { record, link }))),
         Err(e) => match super::relay::holder(state, &record, headers).await? {
-            Some(address) => Ok(Route::Elsewhere(address)),
+            Some(holder) => Ok(Route::Elsewhere(holder)),
             None => Err(node_error(e)),
         },
     }

@@ -89,8 +89,8 @@ pub(crate) async fn terminal(
     same_origin(&headers)?;
     let Reached { record, link } = match reach(&state, id, TERMINAL_OPEN, &headers).await? {
         Route::Here(reached) => *reached,
-        Route::Elsewhere(address) => {
-            return relay::terminal(&state, &address, &uri, &holder.token, upgrade).await;
+        Route::Elsewhere(elsewhere) => {
+            return relay::terminal(&state, &elsewhere, &uri, &holder.token, upgrade).await;
         }
     };
     let Query(query) = query.map_err(|e| ApiError::new(Code::InvalidRequest, e.body_text()))?;

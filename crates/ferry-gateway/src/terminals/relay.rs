@@ -37,46 +37,71 @@ fn away() -> ApiError {
     )
 }
 
-/// Where to relay a request for `record`: the address of the live gateway of the site
-/// holding its link, when that is not this one and the request was not relayed already.
+/// The gateway of the site holding a node's link, where a request is relayed.
+pub(crate) struct Holder {
+    /// Its id, whose mark is watched while a request waits on it.
+    id: String,
+    /// Where it is reached.
+    address: String,
+}
+
+/// Where to relay a request for `record`: the live gateway of the site holding its link,
+/// when that is not this one and the request was not relayed already.
 pub(crate) async fn holder(
     state: &AppState,
     record: &NodeRecord,
     headers: &HeaderMap,
-) -> Result<Option<String>, ApiError> {
+) -> Result<Option<Holder>, ApiError> {
     if headers.contains_key(RELAYED)
         || record.gateway.is_empty()
         || *record.gateway == *state.gateway_id
     {
         return Ok(None);
     }
-    let (site, gateway) = (state.site.clone(), record.gateway.clone());
-    let address = blocking(move || site.gateway_address(&gateway)).await?;
-    Ok(address.map(|a| crate::forward::reachable(&a)))
+    let (site, id) = (state.site.clone(), record.gateway.clone());
+    let address = blocking(move || site.gateway_address(&id)).await?;
+    Ok(address.map(|a| Holder {
+        id: record.gateway.clone(),
+        address: crate::forward::reachable(&a),
+    }))
 }
 
-/// `GET /v1/nodes/{id}/terminal` on the gateway at `address`, for the admin with `token`.
+/// Awaits `work`, a request to `holder`, while the holder keeps marking itself seen
+/// ([`crate::forward::while_beating`]): a holder that is stopped answers `node_offline`
+/// within seconds rather than never.
+async fn while_beating<T>(
+    state: &AppState,
+    holder: &Holder,
+    work: impl std::future::Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    crate::forward::while_beating(&state.site, &holder.id, work)
+        .await
+        .unwrap_or_else(|| Err(away()))
+}
+
+/// `GET /v1/nodes/{id}/terminal` on `holder`, for the admin with `token`.
 pub(crate) async fn terminal(
     state: &AppState,
-    address: &str,
+    holder: &Holder,
     uri: &Uri,
     token: &str,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let address = &holder.address;
     let Ok(upgrade) = upgrade else {
         // A page asking over plain HTTP why its socket was refused: the holder says.
-        let answer = state
+        let asked = state
             .http
             .get(format!("http://{address}{path}"))
             .bearer_auth(token)
             .header(RELAYED, "1")
-            .send()
-            .await
-            .map_err(|_| away())?;
-        return relayed_answer(answer).await;
+            .send();
+        return while_beating(state, holder, async {
+            relayed_answer(asked.await.map_err(|_| away())?).await
+        })
+        .await;
     };
-    let tcp = TcpStream::connect(address).await.map_err(|_| away())?;
     let mut request = format!("ws://{address}{path}")
         .into_client_request()
         .map_err(|e| ApiError::internal("relayed terminal request", e))?;
@@ -93,8 +118,12 @@ pub(crate) async fn terminal(
         .max_message_size(Some(TERMINAL_WS_MESSAGE_MAX_BYTES))
         .max_frame_size(Some(TERMINAL_WS_MESSAGE_MAX_BYTES))
         .read_buffer_size(LINK_READ_BUFFER_BYTES);
-    let holder = match tokio_tungstenite::client_async_with_config(request, tcp, Some(config)).await
-    {
+    let opened = while_beating(state, holder, async {
+        let tcp = TcpStream::connect(address).await.map_err(|_| away())?;
+        Ok(tokio_tungstenite::client_async_with_config(request, tcp, Some(config)).await)
+    })
+    .await?;
+    let socket = match opened {
         Ok((socket, _)) => socket,
         Err(tungstenite::Error::Http(refusal)) => {
             // Refused before the upgrade (a size, the cap, a session that is gone): the
@@ -115,14 +144,15 @@ pub(crate) async fn terminal(
         .max_message_size(TERMINAL_WS_MESSAGE_MAX_BYTES)
         .max_frame_size(TERMINAL_WS_MESSAGE_MAX_BYTES)
         .read_buffer_size(LINK_READ_BUFFER_BYTES)
-        .on_upgrade(move |page| pump(page, holder)))
+        .on_upgrade(move |page| pump(page, socket)))
 }
 
 /// Carries frames both ways until either side ends; then ends the other. Each frame is
 /// sent before the next is read, so a slow side holds the other back rather than this
 /// gateway buffering for it. The page is pinged and held to the same silence rule as on
 /// the holder (whose own pings this gateway answers): a page that dropped off the network
-/// ends the relay, and the holder then keeps the terminal for a reload as it would.
+/// ends the relay, and the holder then keeps the terminal for a reload as it would. The
+/// holder pings as often, so one silent as long (stopped, or cut off) ends it too.
 async fn pump(page: WebSocket, holder: tokio_tungstenite::WebSocketStream<TcpStream>) {
     let (mut to_page, mut from_page) = page.split();
     let (mut to_holder, mut from_holder) = holder.split();
@@ -140,14 +170,23 @@ async fn pump(page: WebSocket, holder: tokio_tungstenite::WebSocketStream<TcpStr
     };
     let downstream = async {
         let mut ping = tokio::time::interval(PING_INTERVAL);
+        let mut heard = std::time::Instant::now();
         loop {
             let message = tokio::select! {
-                _ = ping.tick() => Ws::Ping(Bytes::new()),
-                next = from_holder.next() => match next.and_then(Result::ok).map(to_page_message) {
-                    Some(Some(message)) => message,
-                    Some(None) => continue,
-                    None => break,
-                },
+                _ = ping.tick() => {
+                    if heard.elapsed() > PAGE_SILENCE {
+                        break;
+                    }
+                    Ws::Ping(Bytes::new())
+                }
+                next = from_holder.next() => {
+                    heard = std::time::Instant::now();
+                    match next.and_then(Result::ok).map(to_page_message) {
+                        Some(Some(message)) => message,
+                        Some(None) => continue,
+                        None => break,
+                    }
+                }
             };
             let closing = matches!(message, Ws::Close(_));
             if to_page.send(message).await.is_err() || closing {
@@ -188,11 +227,11 @@ fn to_page_message(message: Tws) -> Option<Ws> {
     })
 }
 
-/// `POST /v1/nodes/{id}/terminal/upload` on the gateway at `address`: the body streams
-/// through as it comes, and the answer comes back as it was.
+/// `POST /v1/nodes/{id}/terminal/upload` on `holder`: the body streams through as it
+/// comes, and the answer comes back as it was.
 pub(crate) async fn upload(
     state: &AppState,
-    address: &str,
+    holder: &Holder,
     uri: &Uri,
     token: &str,
     headers: &HeaderMap,
@@ -201,7 +240,7 @@ pub(crate) async fn upload(
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let mut request = state
         .http
-        .post(format!("http://{address}{path}"))
+        .post(format!("http://{}{path}", holder.address))
         .bearer_auth(token)
         .header(RELAYED, "1")
         .body(reqwest::Body::wrap_stream(body.into_data_stream()));
@@ -210,8 +249,10 @@ pub(crate) async fn upload(
             request = request.header(name.as_str(), value.as_bytes());
         }
     }
-    let answer = request.send().await.map_err(|_| away())?;
-    relayed_answer(answer).await
+    while_beating(state, holder, async {
+        relayed_answer(request.send().await.map_err(|_| away())?).await
+    })
+    .await
 }
 
 /// The holder's answer, for the page: its status, type and body (a JSON answer or

@@ -250,7 +250,7 @@ impl ToSql for Value {
 /// The connections, those idle and how many were made.
 pub(crate) struct Pool {
     config: Connector,
-    idle: Mutex<(Vec<Conn>, usize)>,
+    idle: Mutex<(Vec<Box<Conn>>, usize)>,
     freed: Condvar,
     size: usize,
 }
@@ -279,7 +279,7 @@ impl Pool {
             if idle.1 < self.size {
                 // Made here, connected at its first statement.
                 idle.1 += 1;
-                return Ok(Lease::of(self, Conn::new(self.config.clone())));
+                return Ok(Lease::of(self, Box::new(Conn::new(self.config.clone()))));
             }
             let (guard, timeout) = self
                 .freed
@@ -454,11 +454,11 @@ fn apply(lease: &Lease<'_>, migrations: &[Migration]) -> Result<(), Error> {
 /// A connection lent to one caller; back in the pool when dropped.
 pub(crate) struct Lease<'a> {
     pool: &'a Pool,
-    conn: Mutex<Option<Conn>>,
+    conn: Mutex<Option<Box<Conn>>>,
 }
 
 impl<'a> Lease<'a> {
-    fn of(pool: &'a Pool, conn: Conn) -> Lease<'a> {
+    fn of(pool: &'a Pool, conn: Box<Conn>) -> Lease<'a> {
         Lease {
             pool,
             conn: Mutex::new(Some(conn)),

@@ -250,7 +250,7 @@ impl ToSql for Value {
 /// The connections, those idle and how many were made.
 pub(crate) struct Pool {
     config: Connector,
-    idle: Mutex<(Vec<Box<Conn>>, usize)>,
+    idle: Mutex<(Vec<Conn>, usize)>,
     freed: Condvar,
     size: usize,
 }
@@ -274,7 +274,7 @@ impl Pool {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(conn) = idle.0.pop() {
-                return Ok(Lease::of(self, conn));
+                return Ok(Lease::of(self, Box::new(conn)));
             }
             if idle.1 < self.size {
                 // Made here, connected at its first statement.
@@ -494,7 +494,7 @@ impl Drop for Lease<'_> {
             .take();
         if let Some(conn) = conn {
             let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-            idle.0.push(conn);
+            idle.0.push(*conn);
             self.pool.freed.notify_one();
         }
     }

@@ -109,6 +109,8 @@ fn a_node_connects_pending_and_is_approved_while_connected() {
         .block_on(dial(&server.addr, &identity, "build-box"))
         .unwrap();
 
+    // The node hears its welcome a moment before the gateway holds its link.
+    support::node::wait_for_node(&server, &id, |n| n["connected"] == true);
     let nodes = http_nodes(&server);
     assert_eq!(nodes.len(), 1);
     assert_eq!(nodes[0]["id"], id.as_str());
@@ -131,6 +133,7 @@ fn a_node_connects_pending_and_is_approved_while_connected() {
     let _other_link = rt
         .block_on(dial(&server.addr, &other, "build-box"))
         .unwrap();
+    support::node::wait_for_node(&server, &other.node_id(), |n| n["connected"] == true);
     let nodes = http_nodes(&server);
     assert_eq!(nodes.len(), 2);
     let second = node_of(&nodes, &other.node_id());

@@ -112,6 +112,15 @@ fn openat2_usable() -> bool {
     }
 }
 
+/// When a file was last written, as its status says.
+fn modified(stat: &rustix::fs::Stat) -> SystemTime {
+    UNIX_EPOCH
+        + Duration::new(
+            u64::try_from(stat.st_mtime).unwrap_or(0),
+            u32::try_from(stat.st_mtime_nsec).unwrap_or(0),
+        )
+}
+
 impl Dir {
     /// Opens a directory named by the operator (the site root). The only ambient open.
     pub fn open_ambient(path: &Path) -> Result<Dir, FsError> {
@@ -318,7 +327,71 @@ impl Dir {
     pub fn file_bytes(&self) -> Result<u64, FsError> {
         let mut total = 0u64;
         let mut linked = std::collections::HashSet::new();
-        // Folders still to count, by parent and name: a parent stays open only while a
+        self.walk_files(|_, name, stat| {
+            let temporary = name.to_bytes().starts_with(crate::TEMP_PREFIX.as_bytes());
+            if !temporary && (stat.st_nlink <= 1 || linked.insert(stat.st_ino)) {
+                total = total.saturating_add(stat.st_size as u64);
+            }
+            Ok(())
+        })?;
+        Ok(total)
+    }
+
+    /// Removes every hidden temporary (a regular file named [`crate::TEMP_PREFIX`]…)
+    /// beneath this directory, at any depth and links not followed, last modified before
+    /// `cutoff`, whose name `keep` does not claim: what writers that died left (a writer
+    /// that lives touches its temporary as its bytes come). How many went.
+    pub fn remove_stale_temporaries(
+        &self,
+        cutoff: SystemTime,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<usize, FsError> {
+        let mut removed = 0;
+        self.walk_files(|dir, name, stat| {
+            let Some(name) = name.to_str().ok().filter(|n| crate::is_temporary(n)) else {
+                return Ok(());
+            };
+            if modified(stat) < cutoff && !keep(name) {
+                crate::remove_temporary(dir, name)?;
+                removed += 1;
+            }
+            Ok(())
+        })?;
+        Ok(removed)
+    }
+
+    /// [`Dir::remove_stale_temporaries`] in this directory alone, not beneath it.
+    pub fn remove_stale_temporaries_here(
+        &self,
+        cutoff: SystemTime,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<usize, FsError> {
+        let mut stale = Vec::new();
+        self.for_each_name(|name| {
+            if let Ok(stat) = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                && FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+                && let Some(name) = name.to_str().ok().filter(|n| crate::is_temporary(n))
+                && modified(&stat) < cutoff
+                && !keep(name)
+            {
+                stale.push(name.to_owned());
+            }
+            Ok(())
+        })?;
+        for name in &stale {
+            crate::remove_temporary(self, name)?;
+        }
+        Ok(stale.len())
+    }
+
+    /// Calls `visit` with the folder, name and status of every regular file beneath this
+    /// directory, at any depth, no link followed; a folder gone or replaced by a link
+    /// while the walk went on is left out.
+    fn walk_files(
+        &self,
+        mut visit: impl FnMut(&Dir, &std::ffi::CStr, &rustix::fs::Stat) -> Result<(), FsError>,
+    ) -> Result<(), FsError> {
+        // Folders still to walk, by parent and name: a parent stays open only while a
         // child of it waits, so open handles grow with the depth, not the width.
         let mut pending: Vec<(std::rc::Rc<Dir>, String)> = Vec::new();
         let mut next = Some(self.try_clone()?);
@@ -326,10 +399,9 @@ impl Dir {
             let dir = match next.take() {
                 Some(dir) => dir,
                 None => match pending.pop() {
-                    None => break,
+                    None => return Ok(()),
                     Some((parent, name)) => match parent.open_component(&name) {
                         Ok(child) => child,
-                        // Gone or replaced by a link since it was read: nothing to count.
                         Err(FsError::NotFound | FsError::PathEscapes) => continue,
                         Err(e) => return Err(e),
                     },
@@ -347,18 +419,12 @@ impl Dir {
                         dir.clone(),
                         String::from_utf8_lossy(name.to_bytes()).into_owned(),
                     )),
-                    FileType::RegularFile => {
-                        let temporary = name.to_bytes().starts_with(crate::TEMP_PREFIX.as_bytes());
-                        if !temporary && (stat.st_nlink <= 1 || linked.insert(stat.st_ino)) {
-                            total = total.saturating_add(stat.st_size as u64);
-                        }
-                    }
+                    FileType::RegularFile => visit(&dir, name, &stat)?,
                     _ => {}
                 }
                 Ok(())
             })?;
         }
-        Ok(total)
     }
 
     /// Calls `f` with each name in this directory but `.` and `..`.

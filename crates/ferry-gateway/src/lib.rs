@@ -253,6 +253,7 @@ impl AppState {
         tokio::spawn(interactions::sweep_picks(self.clone()));
         tokio::spawn(sweep_saved_output(self.clone()));
         tokio::spawn(sweep_media(self.clone()));
+        tokio::spawn(sweep_temporaries(self.clone()));
         tokio::spawn(trash::sweep(self.clone()));
         tokio::spawn(shares::sweep(self.clone()));
         tokio::spawn(tus::sweep(self.clone()));
@@ -316,6 +317,26 @@ async fn sweep_media(state: AppState) {
         match swept {
             Ok(report) => tracing::debug!(?report, "media store swept"),
             Err(e) => tracing::warn!("sweeping the media store: {e}"),
+        }
+    }
+}
+
+/// How often `ferry serve` looks for the temporaries of writers that died, after the
+/// first time at start: a walk of every tree people write in, so not often.
+const TEMPORARY_SWEEP_INTERVAL: Duration = Duration::from_secs(6 * 3600);
+
+/// Removes what writers that died left ([`ferry_site::Site::sweep_stale_temporaries`])
+/// at start and then every [`TEMPORARY_SWEEP_INTERVAL`].
+async fn sweep_temporaries(state: AppState) {
+    let mut ticks = tokio::time::interval(TEMPORARY_SWEEP_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let site = state.site.clone();
+        match blocking(move || Ok::<_, ApiError>(site.sweep_stale_temporaries()?)).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("removed {n} temporaries that writers which died left"),
+            Err(e) => tracing::warn!("removing stale temporaries: {}", e.message),
         }
     }
 }

@@ -198,10 +198,10 @@ fn uploads_killed_at_random_points_leave_the_old_file_or_the_new_one() {
         server.restart();
 
         for (name, project, public) in &targets {
-            if let Ok(bytes) = std::fs::read(public.join(name)) {
-                if !is_a_version(&bytes) {
-                    violations.push(format!("kill {kill}: {name} is no whole version"));
-                }
+            if let Ok(bytes) = std::fs::read(public.join(name))
+                && !is_a_version(&bytes)
+            {
+                violations.push(format!("kill {kill}: {name} is no whole version"));
             }
             let query = project.map_or(String::new(), |p| format!("?project={p}"));
             let (status, listing) =

@@ -122,6 +122,38 @@ fn age(dir: &Path) {
     }
 }
 
+/// The temporaries left beneath `dir` after the leftovers are aged past the sweep's
+/// threshold and the gateway starts again.
+fn swept_at_next_start(server: &mut Server, dir: &Path) -> Vec<PathBuf> {
+    age(dir);
+    server.restart();
+    swept(dir)
+}
+
+/// Prints what one part did, then holds it to the invariants.
+fn report(
+    part: &str,
+    what: &str,
+    completed: usize,
+    left: usize,
+    remaining: &[PathBuf],
+    violations: &[String],
+) {
+    println!(
+        "{part}: {} kills, {completed} {what} between them, {left} temporaries left behind \
+         by them all, {} after the sweep, {} violations",
+        kills(),
+        remaining.len(),
+        violations.len()
+    );
+    assert!(violations.is_empty(), "{violations:#?}");
+    assert!(remaining.is_empty(), "{remaining:?}");
+    assert!(
+        completed > 0,
+        "nothing ever completed: the harness tested nothing"
+    );
+}
+
 /// Waits (bounded) until no temporary is left beneath `dir`; the ones left.
 fn swept(dir: &Path) -> Vec<PathBuf> {
     for _ in 0..200 {
@@ -217,22 +249,14 @@ fn uploads_killed_at_random_points_leave_the_old_file_or_the_new_one() {
         }
         left = temporaries(&home).len();
     }
-    // The leftovers, once stale, go at the next start.
-    age(&home);
-    server.restart();
-    let remaining = swept(&home);
-    println!(
-        "uploads: {} kills, {completed} uploads placed between them, {left} temporaries left \
-         behind by them all, {} after the sweep, {} violations",
-        kills(),
-        remaining.len(),
-        violations.len()
-    );
-    assert!(violations.is_empty(), "{violations:#?}");
-    assert!(remaining.is_empty(), "{remaining:?}");
-    assert!(
-        completed > 0,
-        "no upload ever completed: the harness tested nothing"
+    let remaining = swept_at_next_start(&mut server, &home);
+    report(
+        "uploads",
+        "uploads placed",
+        completed,
+        left,
+        &remaining,
+        &violations,
     );
 }
 
@@ -388,22 +412,14 @@ fn tool_writes_killed_at_random_points_land_whole_and_edits_all_or_none() {
         !names.iter().any(|n| n.contains(ferry_fs::TEMP_PREFIX)),
         "{names:?}"
     );
-    // The leftovers, once stale, go at the next start of the gateway.
-    age(&home);
     let mut server = server;
-    server.restart();
-    let remaining = swept(&home);
-    println!(
-        "tool writes: {} kills, {completed} writes and edits completed between them, {left} \
-         temporaries left behind by them all, {} after the sweep, {} violations",
-        kills(),
-        remaining.len(),
-        violations.len()
-    );
-    assert!(violations.is_empty(), "{violations:#?}");
-    assert!(remaining.is_empty(), "{remaining:?}");
-    assert!(
-        completed > 0,
-        "no write ever completed: the harness tested nothing"
+    let remaining = swept_at_next_start(&mut server, &home);
+    report(
+        "tool writes",
+        "writes and edits completed",
+        completed,
+        left,
+        &remaining,
+        &violations,
     );
 }

@@ -327,7 +327,7 @@ impl Dir {
     pub fn file_bytes(&self) -> Result<u64, FsError> {
         let mut total = 0u64;
         let mut linked = std::collections::HashSet::new();
-        self.walk_files(|_, name, stat| {
+        self.walk_files(true, |_, name, stat| {
             let temporary = name.to_bytes().starts_with(crate::TEMP_PREFIX.as_bytes());
             if !temporary && (stat.st_nlink <= 1 || linked.insert(stat.st_ino)) {
                 total = total.saturating_add(stat.st_size as u64);
@@ -346,8 +346,26 @@ impl Dir {
         cutoff: SystemTime,
         keep: impl Fn(&str) -> bool,
     ) -> Result<usize, FsError> {
+        self.remove_stale(true, cutoff, keep)
+    }
+
+    /// [`Dir::remove_stale_temporaries`] in this directory alone, not beneath it.
+    pub fn remove_stale_temporaries_here(
+        &self,
+        cutoff: SystemTime,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<usize, FsError> {
+        self.remove_stale(false, cutoff, keep)
+    }
+
+    fn remove_stale(
+        &self,
+        beneath: bool,
+        cutoff: SystemTime,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<usize, FsError> {
         let mut removed = 0;
-        self.walk_files(|dir, name, stat| {
+        self.walk_files(beneath, |dir, name, stat| {
             let Some(name) = name.to_str().ok().filter(|n| crate::is_temporary(n)) else {
                 return Ok(());
             };
@@ -360,35 +378,12 @@ impl Dir {
         Ok(removed)
     }
 
-    /// [`Dir::remove_stale_temporaries`] in this directory alone, not beneath it.
-    pub fn remove_stale_temporaries_here(
-        &self,
-        cutoff: SystemTime,
-        keep: impl Fn(&str) -> bool,
-    ) -> Result<usize, FsError> {
-        let mut stale = Vec::new();
-        self.for_each_name(|name| {
-            if let Ok(stat) = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
-                && FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
-                && let Some(name) = name.to_str().ok().filter(|n| crate::is_temporary(n))
-                && modified(&stat) < cutoff
-                && !keep(name)
-            {
-                stale.push(name.to_owned());
-            }
-            Ok(())
-        })?;
-        for name in &stale {
-            crate::remove_temporary(self, name)?;
-        }
-        Ok(stale.len())
-    }
-
-    /// Calls `visit` with the folder, name and status of every regular file beneath this
-    /// directory, at any depth, no link followed; a folder gone or replaced by a link
-    /// while the walk went on is left out.
+    /// Calls `visit` with the folder, name and status of every regular file in this
+    /// directory and, when `beneath`, at any depth below it, no link followed; a folder
+    /// gone or replaced by a link while the walk went on is left out.
     fn walk_files(
         &self,
+        beneath: bool,
         mut visit: impl FnMut(&Dir, &std::ffi::CStr, &rustix::fs::Stat) -> Result<(), FsError>,
     ) -> Result<(), FsError> {
         // Folders still to walk, by parent and name: a parent stays open only while a
@@ -415,7 +410,7 @@ impl Dir {
                     Err(e) => return Err(FsError::from_errno(e)),
                 };
                 match FileType::from_raw_mode(stat.st_mode) {
-                    FileType::Directory => pending.push((
+                    FileType::Directory if beneath => pending.push((
                         dir.clone(),
                         String::from_utf8_lossy(name.to_bytes()).into_owned(),
                     )),

@@ -1286,3 +1286,36 @@ mod tests {
         }
     }
 }
+
+#[doc(hidden)]
+pub mod fuzzing {
+    //! The header readers above, for the `tus_headers` fuzz target.
+
+    use axum::http::HeaderMap;
+
+    use super::{UPLOAD_OFFSET, declared, number, part_checksum, require_version};
+    use crate::ApiError;
+
+    /// What the headers declare, each reader's answer as it gave it.
+    #[derive(Debug)]
+    pub struct TusHeaders {
+        /// `Tus-Resumable`.
+        pub version: Result<(), ApiError>,
+        /// A creation's length, name, project, folder and overwrite.
+        pub creation: Result<(u64, String, Option<String>, Option<String>), ApiError>,
+        /// A part's `Upload-Offset`.
+        pub offset: Result<Option<u64>, ApiError>,
+        /// A part's `Upload-Checksum`.
+        pub checksum: Result<Option<[u8; 32]>, ApiError>,
+    }
+
+    /// Reads `headers` as every tus request's, a creation's and a part's.
+    pub fn tus_headers(headers: &HeaderMap, max: u64) -> TusHeaders {
+        TusHeaders {
+            version: require_version(headers),
+            creation: declared(headers, max).map(|d| (d.length, d.given, d.project, d.folder)),
+            offset: number(headers, &UPLOAD_OFFSET),
+            checksum: part_checksum(headers),
+        }
+    }
+}

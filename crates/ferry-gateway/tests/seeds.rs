@@ -168,9 +168,63 @@ fn disposition_seeds() -> Vec<(&'static str, Vec<u8>)> {
     .collect()
 }
 
+/// The tus seeds: eight bytes of the largest file, then headers, 0xff between them,
+/// each a byte naming it (0 `Tus-Resumable`, 1 `Upload-Length`, 2 `Upload-Metadata`,
+/// 3 `Upload-Offset`, 4 `Upload-Checksum`, 5 `Upload-Defer-Length`) and its value.
+fn tus_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let seed = |max: u64, headers: &[(u8, &str)]| {
+        let mut out = max.to_le_bytes().to_vec();
+        for (i, (pick, value)) in headers.iter().enumerate() {
+            if i > 0 {
+                out.push(0xff);
+            }
+            out.push(*pick);
+            out.extend_from_slice(value.as_bytes());
+        }
+        out
+    };
+    let b64 = |text: &str| data_encoding::BASE64.encode(text.as_bytes());
+    let metadata = format!(
+        "filename {},project {},folder {},overwrite {}",
+        b64("report.pdf"),
+        b64("q3"),
+        b64("public/reports"),
+        b64("false")
+    );
+    let sha = data_encoding::BASE64.encode(&[7u8; 32]);
+    vec![
+        (
+            "creation",
+            seed(1 << 30, &[(0, "1.0.0"), (1, "1048576"), (2, &metadata)]),
+        ),
+        (
+            "part",
+            seed(
+                1 << 30,
+                &[(0, "1.0.0"), (3, "524288"), (4, &format!("sha256 {sha}"))],
+            ),
+        ),
+        (
+            "over_max",
+            seed(10, &[(0, "1.0.0"), (1, "11"), (2, &metadata)]),
+        ),
+        ("deferred", seed(1 << 30, &[(0, "1.0.0"), (5, "1")])),
+        ("old_version", seed(1 << 30, &[(0, "0.2.2"), (1, "1")])),
+        (
+            "twice",
+            seed(
+                1 << 30,
+                &[(1, "1"), (1, "2"), (2, "filename YQ,filename Yg")],
+            ),
+        ),
+        ("md5", seed(1 << 30, &[(4, &format!("md5 {sha}"))])),
+    ]
+}
+
 #[test]
 #[ignore = "writes the fuzz corpus; run on purpose"]
 fn write_fuzz_seeds() {
+    ferry_fs::fuzzing::write_corpus("tus_headers", tus_seeds());
     ferry_fs::fuzzing::write_corpus("range", range_seeds());
     ferry_fs::fuzzing::write_corpus("multipart", multipart_seeds());
     ferry_fs::fuzzing::write_corpus("content_disposition", disposition_seeds());
@@ -216,6 +270,36 @@ fn the_seeds_are_what_they_say() {
             _ => Full,
         };
         assert_eq!(got, expected, "{name}");
+    }
+    for (name, bytes) in tus_seeds() {
+        let max = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+        let names = [
+            "tus-resumable",
+            "upload-length",
+            "upload-metadata",
+            "upload-offset",
+            "upload-checksum",
+            "upload-defer-length",
+        ];
+        let mut headers = axum::http::HeaderMap::new();
+        for header in bytes[8..].split(|&b| b == 0xff) {
+            headers.append(
+                names[usize::from(header[0])],
+                axum::http::HeaderValue::from_bytes(&header[1..]).unwrap(),
+            );
+        }
+        let read = ferry_gateway::fuzzing::tus_headers(&headers, max);
+        let created = read.creation.is_ok();
+        assert_eq!(created, name == "creation", "{name}: {read:?}");
+        assert_eq!(
+            read.checksum.is_ok_and(|c| c.is_some()),
+            name == "part",
+            "{name}"
+        );
+        assert_eq!(
+            read.version.is_ok(),
+            !["old_version", "twice", "md5"].contains(&name)
+        );
     }
     for (name, bytes) in disposition_seeds() {
         let read = filename_from_content_disposition(&bytes);

@@ -1,11 +1,11 @@
-//! PostgreSQL: a pool of connections, each made when first needed and made again after
-//! it breaks. A caller leases one and runs its statements on its own thread; a
-//! transaction keeps its lease until it ends. The driver blocks on a small runtime of its
-//! own, which must never happen on a thread that runs async tasks: [`blocking_here`]
-//! sees to that.
+//! PostgreSQL: a pool of worker threads, each holding one connection made when first
+//! needed and made again after it breaks. A caller leases a worker, sends it statements
+//! and waits for the answers; a transaction keeps its lease until it ends. The driver
+//! runs its own small runtime inside each worker, never inside the caller's.
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -22,117 +22,143 @@ use crate::{Error, Output, Row, Value, Want, dialect};
 const LEASE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long making a connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Prepared statements a connection keeps; past this the cache starts over.
+/// Prepared statements a worker keeps; past this the cache starts over.
 const STATEMENT_CACHE: usize = 512;
 /// The pause before a listener tries its connection again.
 const LISTEN_RETRY: Duration = Duration::from_secs(1);
 
-/// Runs `f`, which blocks on the driver, on this thread when that is allowed: always on
-/// a thread outside any runtime (the blocking pool's threads and plain ones); on a
-/// multi-threaded runtime's worker, after handing its tasks to another worker
-/// (`block_in_place`); and on a thread of its own from a single-threaded runtime, whose
-/// one thread may not block. Running here, rather than on a connection's own thread,
-/// saves two hand-offs between threads a statement: more than the round trip to the
-/// server on a loopback (`bench/README.md`).
-fn blocking_here<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current().map(|h| h.runtime_flavor()) {
-        Err(_) => f(),
-        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
-        Ok(_) => std::thread::scope(|scope| {
-            scope
-                .spawn(f)
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        }),
+enum Job {
+    Run {
+        sql: String,
+        params: Vec<Value>,
+        want: Want,
+        reply: SyncSender<Result<Output, Error>>,
+    },
+    Batch {
+        sql: String,
+        reply: SyncSender<Result<(), Error>>,
+    },
+}
+
+struct Worker {
+    jobs: Sender<Job>,
+}
+
+impl Worker {
+    fn spawn(config: Connector, n: usize) -> Result<Worker, Error> {
+        let (jobs, queue) = mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("ferry-pg-{n}"))
+            .spawn(move || work(config, queue))
+            .map_err(|e| Error::Unreachable(format!("could not start a thread: {e}")))?;
+        Ok(Worker { jobs })
+    }
+
+    fn run(&self, sql: &str, params: &[Value], want: Want) -> Result<Output, Error> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job = Job::Run {
+            sql: dialect::placeholders(sql),
+            params: params.to_vec(),
+            want,
+            reply,
+        };
+        self.send(job, answer)
+    }
+
+    fn batch(&self, sql: &str) -> Result<(), Error> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.send(
+            Job::Batch {
+                sql: sql.to_owned(),
+                reply,
+            },
+            answer,
+        )
+    }
+
+    fn send<T>(&self, job: Job, answer: Receiver<Result<T, Error>>) -> Result<T, Error> {
+        let gone = || Error::Unreachable("the connection's thread ended".into());
+        self.jobs.send(job).map_err(|_| gone())?;
+        answer.recv().map_err(|_| gone())?
     }
 }
 
-/// One connection, with its prepared statements.
-struct Conn {
-    config: Connector,
-    client: Option<Client>,
-    statements: HashMap<String, Statement>,
-    /// A transaction is open on the connection: if it breaks, the statements still to
-    /// come must fail rather than run, without it, on a new connection.
-    in_transaction: bool,
-}
-
-impl Drop for Conn {
-    /// Closing a client blocks on the driver too (it says goodbye to the server), and a
-    /// pool may be dropped anywhere, an async task included.
-    fn drop(&mut self) {
-        if let Some(client) = self.client.take() {
-            blocking_here(move || drop(client));
-        }
-    }
-}
-
-impl Conn {
-    fn new(config: Connector) -> Conn {
-        Conn {
-            config,
-            client: None,
-            statements: HashMap::new(),
-            in_transaction: false,
-        }
-    }
-
-    /// The client, made again if it broke; `ends` is whether the statement to come ends
-    /// a transaction.
-    fn client(&mut self, ends: bool) -> Result<&mut Client, Error> {
-        if self.client.as_ref().is_none_or(Client::is_closed) {
-            self.statements.clear();
-            self.client = None;
-            if self.in_transaction {
-                self.in_transaction = !ends;
-                return Err(Error::Unreachable(
+/// A worker's life: one connection, its prepared statements, one job at a time.
+fn work(config: Connector, jobs: Receiver<Job>) {
+    let mut client: Option<Client> = None;
+    let mut statements: HashMap<String, Statement> = HashMap::new();
+    // A transaction is open on the connection: if it breaks, the statements still to
+    // come must fail rather than run, without it, on a new connection.
+    let mut in_transaction = false;
+    for job in jobs {
+        let (begins, ends) = match &job {
+            Job::Batch { sql, .. } => (
+                sql.starts_with("BEGIN"),
+                sql == "COMMIT" || sql == "ROLLBACK",
+            ),
+            Job::Run { .. } => (false, false),
+        };
+        if client.as_ref().is_none_or(Client::is_closed) {
+            statements.clear();
+            client = None;
+            if in_transaction {
+                in_transaction = !ends;
+                job.fail(Error::Unreachable(
                     "the connection broke midway through a transaction, which did not happen"
                         .into(),
                 ));
+                continue;
             }
-            self.client = Some(self.config.connect()?);
-        }
-        Ok(self.client.as_mut().expect("made just above"))
-    }
-
-    fn batch(&mut self, sql: &str) -> Result<(), Error> {
-        let begins = sql.starts_with("BEGIN");
-        let ends = sql == "COMMIT" || sql == "ROLLBACK";
-        let done = self.client(ends)?.batch_execute(sql).map_err(Error::from);
-        if begins && done.is_ok() {
-            self.in_transaction = true;
-        }
-        if ends {
-            self.in_transaction = false;
-        }
-        done
-    }
-
-    fn run(&mut self, sql: &str, params: &[Value], want: Want) -> Result<Output, Error> {
-        let sql = dialect::placeholders(sql);
-        self.client(false)?;
-        let Conn {
-            client: Some(client),
-            statements,
-            ..
-        } = self
-        else {
-            unreachable!("a client was made above");
-        };
-        let mut answer = run(client, statements, &sql, params, want);
-        // A connection the server closed while it sat idle (a restart, an
-        // administrator's terminate) fails its next statement before the statement
-        // reaches the server: outside a transaction, that statement is tried once more
-        // on a new connection.
-        if !self.in_transaction && answer.as_ref().is_err_and(|_| client.is_closed()) {
-            statements.clear();
-            if let Ok(fresh) = self.config.connect() {
-                *client = fresh;
-                answer = run(client, statements, &sql, params, want);
+            match config.connect() {
+                Ok(c) => client = Some(c),
+                Err(e) => {
+                    job.fail(e.into());
+                    continue;
+                }
             }
         }
-        answer
+        let Some(c) = client.as_mut() else { continue };
+        match job {
+            Job::Batch { sql, reply } => {
+                let done = c.batch_execute(&sql).map_err(Error::from);
+                if begins && done.is_ok() {
+                    in_transaction = true;
+                }
+                if ends {
+                    in_transaction = false;
+                }
+                let _ = reply.send(done);
+            }
+            Job::Run {
+                sql,
+                params,
+                want,
+                reply,
+            } => {
+                let mut answer = run(c, &mut statements, &sql, &params, want);
+                // A connection the server closed while it sat idle (a restart, an
+                // administrator's terminate) fails its next statement before the statement
+                // reaches the server: outside a transaction, that statement is tried once
+                // more on a new connection.
+                if !in_transaction && answer.as_ref().is_err_and(|_| c.is_closed()) {
+                    statements.clear();
+                    if let Ok(fresh) = config.connect() {
+                        *c = fresh;
+                        answer = run(c, &mut statements, &sql, &params, want);
+                    }
+                }
+                let _ = reply.send(answer);
+            }
+        }
+    }
+}
+
+impl Job {
+    fn fail(self, e: Error) {
+        match self {
+            Job::Run { reply, .. } => drop(reply.send(Err(e))),
+            Job::Batch { reply, .. } => drop(reply.send(Err(e))),
+        }
     }
 }
 
@@ -247,10 +273,10 @@ impl ToSql for Value {
     to_sql_checked!();
 }
 
-/// The connections, those idle and how many were made.
+/// The workers, those idle and how many were made.
 pub(crate) struct Pool {
     config: Connector,
-    idle: Mutex<(Vec<Conn>, usize)>,
+    idle: Mutex<(Vec<Worker>, usize)>,
     freed: Condvar,
     size: usize,
 }
@@ -273,13 +299,24 @@ impl Pool {
     pub(crate) fn lease(&self) -> Result<Lease<'_>, Error> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(conn) = idle.0.pop() {
-                return Ok(Lease::of(self, Box::new(conn)));
+            if let Some(worker) = idle.0.pop() {
+                return Ok(Lease {
+                    pool: self,
+                    worker: Some(worker),
+                });
             }
             if idle.1 < self.size {
-                // Made here, connected at its first statement.
                 idle.1 += 1;
-                return Ok(Lease::of(self, Box::new(Conn::new(self.config.clone()))));
+                let n = idle.1;
+                drop(idle);
+                let worker = Worker::spawn(self.config.clone(), n);
+                if worker.is_err() {
+                    self.idle.lock().unwrap_or_else(|e| e.into_inner()).1 -= 1;
+                }
+                return Ok(Lease {
+                    pool: self,
+                    worker: Some(worker?),
+                });
             }
             let (guard, timeout) = self
                 .freed
@@ -451,50 +488,33 @@ fn apply(lease: &Lease<'_>, migrations: &[Migration]) -> Result<(), Error> {
     Ok(())
 }
 
-/// A connection lent to one caller; back in the pool when dropped.
+/// A worker lent to one caller; back in the pool when dropped.
 pub(crate) struct Lease<'a> {
     pool: &'a Pool,
-    conn: Mutex<Option<Box<Conn>>>,
+    worker: Option<Worker>,
 }
 
-impl<'a> Lease<'a> {
-    fn of(pool: &'a Pool, conn: Box<Conn>) -> Lease<'a> {
-        Lease {
-            pool,
-            conn: Mutex::new(Some(conn)),
-        }
-    }
-
+impl Lease<'_> {
     pub(crate) fn run(&self, sql: &str, params: &[Value], want: Want) -> Result<Output, Error> {
-        self.with(|conn| conn.run(sql, params, want))
+        self.worker().run(sql, params, want)
     }
 
     fn batch(&self, sql: &str) -> Result<(), Error> {
-        self.with(|conn| conn.batch(sql))
+        self.worker().batch(sql)
     }
 
-    fn with<T: Send>(
-        &self,
-        f: impl FnOnce(&mut Conn) -> Result<T, Error> + Send,
-    ) -> Result<T, Error> {
-        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        let conn = conn
-            .as_mut()
-            .expect("a lease holds its connection until dropped");
-        blocking_here(|| f(conn))
+    fn worker(&self) -> &Worker {
+        self.worker
+            .as_ref()
+            .expect("a lease holds its worker until dropped")
     }
 }
 
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
-        let conn = self
-            .conn
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(conn) = conn {
+        if let Some(worker) = self.worker.take() {
             let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-            idle.0.push(*conn);
+            idle.0.push(worker);
             self.pool.freed.notify_one();
         }
     }

@@ -623,7 +623,7 @@ pub mod fuzzing {
     /// What a resumable upload's headers declare, as `POST /v1/uploads` and `PATCH` read
     /// them with a largest file of `max` bytes: the tus version, then the length, name,
     /// project, folder and overwrite of a creation, and a part's offset and checksum.
-    pub use crate::tus::fuzzing::{TusHeaders, tus_headers};
+    pub use crate::tus::fuzzing::{TUS_HEADERS, TusHeaders, tus_headers};
 }
 
 #[cfg(test)]

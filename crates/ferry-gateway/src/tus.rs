@@ -1296,6 +1296,16 @@ pub mod fuzzing {
     use super::{UPLOAD_OFFSET, declared, number, part_checksum, require_version};
     use crate::ApiError;
 
+    /// The headers the readers read, by name.
+    pub const TUS_HEADERS: [&str; 6] = [
+        "tus-resumable",
+        "upload-length",
+        "upload-metadata",
+        "upload-offset",
+        "upload-checksum",
+        "upload-defer-length",
+    ];
+
     /// What the headers declare, each reader's answer as it gave it.
     #[derive(Debug)]
     pub struct TusHeaders {

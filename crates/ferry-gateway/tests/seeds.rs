@@ -273,14 +273,7 @@ fn the_seeds_are_what_they_say() {
     }
     for (name, bytes) in tus_seeds() {
         let max = u64::from_le_bytes(bytes[..8].try_into().unwrap());
-        let names = [
-            "tus-resumable",
-            "upload-length",
-            "upload-metadata",
-            "upload-offset",
-            "upload-checksum",
-            "upload-defer-length",
-        ];
+        let names = ferry_gateway::fuzzing::TUS_HEADERS;
         let mut headers = axum::http::HeaderMap::new();
         for header in bytes[8..].split(|&b| b == 0xff) {
             headers.append(

@@ -23,7 +23,12 @@ fuzz_target!(|data: &[u8]| {
         assert!(plan.entries.len() as u64 <= plan.descendants);
         for entry in &plan.entries {
             assert!(!entry.path.is_empty() && !entry.path.starts_with('/'));
-            assert!(!entry.path.split('/').any(|c| c.is_empty() || c == "." || c == ".."));
+            assert!(
+                !entry
+                    .path
+                    .split('/')
+                    .any(|c| c.is_empty() || c == "." || c == "..")
+            );
             assert!(!entry.path.contains('\0'));
         }
     }

@@ -35,7 +35,10 @@ fuzz_target!(|data: &[u8]| {
     } else {
         TarWriter::new(Vec::new())
     };
-    let meta = EntryMeta { mtime: 0, mode: 0o7777 };
+    let meta = EntryMeta {
+        mtime: 0,
+        mode: 0o7777,
+    };
     let mut written = Vec::new();
     for (name, bytes) in entries {
         let added = match &bytes {
@@ -56,7 +59,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(
                 matches!(
                     code,
-                    Code::NameCollision | Code::PlatformName | Code::TooManyEntries | Code::TooLarge
+                    Code::NameCollision
+                        | Code::PlatformName
+                        | Code::TooManyEntries
+                        | Code::TooLarge
                 ),
                 "the writer's own archive refused as {code}: {e}"
             );
@@ -66,7 +72,11 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(plan.entries.len(), written.len());
     for (entry, (name, bytes)) in plan.entries.iter().zip(&written) {
         assert_eq!(&entry.path, name);
-        let kind = if bytes.is_some() { EntryType::File } else { EntryType::Dir };
+        let kind = if bytes.is_some() {
+            EntryType::File
+        } else {
+            EntryType::Dir
+        };
         assert_eq!(entry.kind, kind);
         assert_eq!(entry.size, bytes.as_ref().map_or(0, |b| b.len() as u64));
     }

@@ -54,6 +54,10 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(Some(_)) = read.checksum {
         let value = text("upload-checksum").unwrap();
-        assert!(value.get(..6).is_some_and(|a| a.eq_ignore_ascii_case("sha256")));
+        assert!(
+            value
+                .get(..6)
+                .is_some_and(|a| a.eq_ignore_ascii_case("sha256"))
+        );
     }
 });

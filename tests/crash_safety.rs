@@ -19,8 +19,8 @@ mod support;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
@@ -348,14 +348,13 @@ fn tool_writes_killed_at_random_points_land_whole_and_edits_all_or_none() {
     let next = AtomicUsize::new(0);
     let (mut violations, mut completed, mut left) = (Vec::new(), 0usize, 0);
     for kill in 0..kills() {
-        let mcp = Arc::new(Mutex::new(McpProcess::start(&server.data)));
-        let pid = mcp.lock().unwrap().child.id();
+        let mut mcp = McpProcess::start(&server.data);
+        let pid = mcp.child.id();
         let delay = Duration::from_millis(random.below(300));
         let killer = std::thread::spawn(move || {
             std::thread::sleep(delay);
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         });
-        let mut mcp = mcp.lock().unwrap();
         loop {
             let k = next.fetch_add(1, Ordering::Relaxed) as u64;
             let written = mcp.call(

@@ -548,17 +548,22 @@ pub fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str
     );
 }
 
+/// An answer's `Content-Type`, empty when it has none.
+fn content_type_of(response: &Response) -> String {
+    response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// The status and JSON body of an API answer, which must be `application/json` and hold
 /// JSON; panics, showing what came instead, when it does not.
 #[track_caller]
 pub fn json_answer(response: Response) -> (u16, Value) {
     let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let content_type = content_type_of(&response);
     let text = response.text().unwrap();
     assert!(
         content_type.starts_with("application/json"),
@@ -987,12 +992,7 @@ pub fn open_events(server: &Server, token: &str) -> SseStream {
         .send()
         .unwrap();
     assert_eq!(response.status().as_u16(), 200);
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let content_type = content_type_of(&response);
     assert!(
         content_type.starts_with("text/event-stream"),
         "Content-Type {content_type:?}"

@@ -335,7 +335,7 @@ async fn sweep_temporaries(state: AppState) {
         let site = state.site.clone();
         match blocking(move || Ok::<_, ApiError>(site.sweep_stale_temporaries()?)).await {
             Ok(0) => {}
-            Ok(n) => tracing::info!("removed {n} temporaries that writers which died left"),
+            Ok(n) => tracing::info!("removed {n} temporary file(s) left by writers that died"),
             Err(e) => tracing::warn!("removing stale temporaries: {}", e.message),
         }
     }

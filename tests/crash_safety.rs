@@ -16,14 +16,13 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
+use support::mcp_stdio::McpProcess;
 use support::{Server, client, create_project, get_json};
 
 /// A small random generator (xorshift), so a failing run can be repeated from its seed.
@@ -258,74 +257,6 @@ fn uploads_killed_at_random_points_leave_the_old_file_or_the_new_one() {
         &remaining,
         &violations,
     );
-}
-
-/// `ferry mcp` on stdio, driven line by line.
-struct McpProcess {
-    child: Child,
-    input: std::process::ChildStdin,
-    output: BufReader<std::process::ChildStdout>,
-    id: u64,
-}
-
-impl McpProcess {
-    fn start(data: &Path) -> McpProcess {
-        let mut child = support::ferry_command()
-            .args(["mcp", "--data"])
-            .arg(data)
-            .args(["--person", "me"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let input = child.stdin.take().unwrap();
-        let output = BufReader::new(child.stdout.take().unwrap());
-        let mut mcp = McpProcess {
-            child,
-            input,
-            output,
-            id: 0,
-        };
-        mcp.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "crash", "version": "1"}}),
-        )
-        .expect("ferry mcp answers initialize");
-        mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .unwrap();
-        mcp
-    }
-
-    fn send(&mut self, message: &Value) -> std::io::Result<()> {
-        writeln!(self.input, "{message}")?;
-        self.input.flush()
-    }
-
-    /// The answer to one request; `None` once the process is gone.
-    fn request(&mut self, method: &str, params: Value) -> Option<Value> {
-        self.id += 1;
-        let id = self.id;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .ok()?;
-        loop {
-            let mut line = String::new();
-            if self.output.read_line(&mut line).ok()? == 0 {
-                return None;
-            }
-            let message: Value = serde_json::from_str(&line).ok()?;
-            if message["id"] == id {
-                return Some(message);
-            }
-        }
-    }
-
-    /// A tool call's result; `None` once the process is gone.
-    fn call(&mut self, tool: &str, args: Value) -> Option<Value> {
-        self.request("tools/call", json!({"name": tool, "arguments": args}))
-            .map(|m| m["result"].clone())
-    }
 }
 
 /// The counter line of the two files one `file_edit` changes together.

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::netns::Netns;
 use support::node::{NodeProcess, wait_for_node};
+use support::tmpfs::Tmpfs;
 use support::{Options, Server, ferry_bin, mcp};
 
 /// A gateway whose person `me` may use one node, and that node, running in its own
@@ -499,4 +500,55 @@ fn the_audit_trail_follows_one_file_through_every_face_once_each() {
     assert_eq!(theirs["records"], json!([]));
     let out = server.ferry(&["audit", "--path", "public/walk*"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+}
+
+#[test]
+fn a_fetch_or_a_push_onto_a_full_disk_is_refused_and_leaves_nothing_partial() {
+    let mut remote = Remote::start();
+    remote.approve(&[]);
+    const MIB: u64 = 1024 * 1024;
+    let media = remote.server.data.join(".ferry").join("media");
+    let media_disk = Tmpfs::mount(&media, 4 * MIB);
+    let empty = media_disk.available();
+    let big: Vec<u8> = (0..6 * MIB).map(|i| (i % 251) as u8).collect();
+    std::fs::write(remote.srv.join("big.bin"), &big).unwrap();
+    let fetch = json!({"node": "build-box", "path": remote.at("big.bin"), "maxBytes": 16 * MIB});
+    assert_eq!(remote.refused("file_fetch", fetch), "insufficient_storage");
+    assert_eq!(
+        media_disk.available(),
+        empty,
+        "the refused fetch kept bytes"
+    );
+    let listed = remote.server.ferry(&["media", "list"]);
+    assert!(
+        !String::from_utf8_lossy(&listed.stdout).contains("big.bin"),
+        "a record without its blob: {}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+    let small = json!({"node": "build-box", "path": remote.at("big.bin"), "maxBytes": 16 * MIB});
+    std::fs::write(remote.srv.join("big.bin"), &big[..MIB as usize]).unwrap();
+    let fetched = remote.ok("file_fetch", small);
+    assert_eq!(
+        remote.server.fetched_bytes(structured(&fetched)),
+        &big[..MIB as usize]
+    );
+
+    // The node's disk: a push that does not fit keeps the file that was there. The node
+    // sees mounts of its own network namespace's start, so it starts again after this.
+    let inbox = remote.srv.join("inbox");
+    let _inbox_disk = Tmpfs::mount(&inbox, MIB);
+    std::fs::write(inbox.join("kept.txt"), "the old version\n").unwrap();
+    remote.node.signal(libc::SIGKILL);
+    remote.node.exit_blocking();
+    remote.node = start_node(&remote.netns, &remote.server, &remote.state, &remote.srv);
+    wait_for_node(&remote.server, &remote.id, |n| n["connected"] == true);
+    let push = json!({"node": "build-box", "path": remote.at("inbox/kept.txt"),
+                      "contentBase64": data_encoding::BASE64.encode(&big[..2 * MIB as usize]),
+                      "overwrite": true});
+    assert_eq!(remote.refused("file_push", push), "insufficient_storage");
+    assert_eq!(
+        std::fs::read(inbox.join("kept.txt")).unwrap(),
+        b"the old version\n"
+    );
+    assert!(support::temporaries(&inbox).is_empty());
 }

@@ -3,12 +3,15 @@
 #![allow(dead_code)] // each test file uses a different part of the harness
 
 pub mod escapes;
+pub mod faults;
 pub mod herd;
 pub mod mcp;
+pub mod mcp_stdio;
 pub mod netns;
 pub mod node;
 pub mod seccomp;
 pub mod terminal;
+pub mod tmpfs;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -76,6 +79,9 @@ pub struct Options {
     /// A seccomp filter the gateway starts under (see [`seccomp`]): a machine without
     /// some kernel feature.
     pub seccomp: Option<&'static [libc::sock_filter]>,
+    /// The gateway's fsyncs go through the test ([`faults`]): [`Server::disk`] fails
+    /// those of files below the site's `home/` on demand.
+    pub failing_disk: bool,
 }
 
 /// A running gateway on a fresh site; killed on drop.
@@ -92,6 +98,8 @@ pub struct Server {
     /// The PostgreSQL database of this site's metadata, on a run that asks for one
     /// (`FERRY_TEST_METADATA=postgres`); dropped with the server.
     metadata: Option<ferry_sql::testing::PostgresDatabase>,
+    /// With [`Options::failing_disk`]: the disk under `home/`, to fail and heal.
+    pub disk: Option<faults::Disk>,
     _tmp: tempfile::TempDir,
 }
 
@@ -131,7 +139,7 @@ fn spawn_serve(
     dir: &Path,
     data: &Path,
     options: &Options,
-) -> (Child, BufReader<ChildStdout>, String) {
+) -> (Child, BufReader<ChildStdout>, String, Option<faults::Disk>) {
     let log = dir.join("server.log");
     let stderr = std::fs::File::options()
         .create(true)
@@ -158,7 +166,14 @@ fn spawn_serve(
             cmd.pre_exec(move || seccomp::install(program));
         }
     }
+    if options.failing_disk {
+        faults::prepare(&mut cmd);
+    }
     let mut child = cmd.spawn().expect("ferry serve starts");
+    // Watched before anything else: until then, the gateway's first fsync waits.
+    let disk = options
+        .failing_disk
+        .then(|| faults::Disk::watch(child.id(), &data.join("home")));
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
@@ -168,7 +183,7 @@ fn spawn_serve(
         "ferry serve printed {line:?}; log: {}",
         std::fs::read_to_string(&log).unwrap_or_default()
     );
-    (child, stdout, line)
+    (child, stdout, line, disk)
 }
 
 impl Server {
@@ -203,7 +218,7 @@ impl Server {
         if let Some(toml) = &options.config_toml {
             std::fs::write(data.join("ferry.toml"), toml).unwrap();
         }
-        let (child, stdout, line) = spawn_serve(tmp.path(), &data, &options);
+        let (child, stdout, line, disk) = spawn_serve(tmp.path(), &data, &options);
         let (base, token) = line
             .split_once("/#token=")
             .expect("first start prints a token");
@@ -217,6 +232,7 @@ impl Server {
             data,
             options,
             metadata,
+            disk,
             _tmp: tmp,
         }
     }
@@ -226,8 +242,9 @@ impl Server {
     pub fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let (child, stdout, line) = spawn_serve(self._tmp.path(), &self.data, &self.options);
+        let (child, stdout, line, disk) = spawn_serve(self._tmp.path(), &self.data, &self.options);
         self.child = child;
+        self.disk = disk;
         self.stdout = stdout;
         self.base = line.trim_end_matches('/').to_owned();
         self.addr = self.base.trim_start_matches("http://").to_owned();
@@ -278,7 +295,7 @@ impl Server {
             listen: None,
             ..self.options.clone()
         };
-        let (child, stdout, line) = spawn_serve(tmp.path(), &self.data, &options);
+        let (child, stdout, line, disk) = spawn_serve(tmp.path(), &self.data, &options);
         let base = line.trim_end_matches('/').to_owned();
         // Ready once it hears the other gateways' events.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -302,6 +319,7 @@ impl Server {
             data: self.data.clone(),
             options,
             metadata: None,
+            disk,
             _tmp: tmp,
         }
     }

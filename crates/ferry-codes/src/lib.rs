@@ -75,6 +75,9 @@ codes! {
     QuotaExceeded = "quota_exceeded" => 507,
     /// The deleted entry would pass what the person's trash may hold; nothing was deleted.
     TrashFull = "trash_full" => 507,
+    /// The disk that holds the files is full (or its own quota is reached); nothing was
+    /// written, and what was there before is as it was.
+    InsufficientStorage = "insufficient_storage" => 507,
     /// The share link's time is over.
     ShareExpired = "share_expired" => 410,
     /// The share link was revoked by the person who made it.
@@ -540,6 +543,7 @@ mod tests {
             ("no_agent", 503),
             ("not_ready", 503),
             ("quota_exceeded", 507),
+            ("insufficient_storage", 507),
             ("too_many_turns", 429),
             ("too_many_sessions", 429),
             ("rate_limited", 429),

@@ -60,6 +60,14 @@ pub enum FsError {
         /// Bytes counted against it, besides the refused write.
         used: u64,
     },
+    /// The disk is full, or the file system's own quota for the owner is reached (ENOSPC,
+    /// EDQUOT). The write that met it is undone like any failed write: its temporary goes,
+    /// and the file it would have replaced stays.
+    #[error(
+        "the disk that holds the files is full: nothing was written, and the file that \
+         was there is unchanged; free some space, or ask the operator for a larger disk"
+    )]
+    NoSpace,
     /// The kernel refused the operation (EACCES or EPERM).
     #[error(
         "permission denied (the permissions of the file or of a folder on its way do not allow this)"
@@ -94,6 +102,7 @@ impl FsError {
             FsError::NotEmpty => Code::NotEmpty,
             FsError::TooLarge(_) => Code::TooLarge,
             FsError::QuotaExceeded { .. } => Code::QuotaExceeded,
+            FsError::NoSpace => Code::InsufficientStorage,
             FsError::PermissionDenied => Code::PermissionDenied,
             FsError::Relayed { code, .. } => *code,
             FsError::Io(_) => Code::IoError,
@@ -127,6 +136,7 @@ impl FsError {
             Errno::NOTEMPTY => FsError::NotEmpty,
             Errno::ACCESS | Errno::PERM => FsError::PermissionDenied,
             Errno::NAMETOOLONG => FsError::PathTooLong,
+            Errno::NOSPC | Errno::DQUOT => FsError::NoSpace,
             // Opening a socket (or a device with no driver) for reading: not a file.
             Errno::NXIO => FsError::NotRegular,
             other => FsError::Io(other.into()),

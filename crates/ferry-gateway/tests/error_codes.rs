@@ -74,7 +74,7 @@ fn assert_covers(kind: &str, seen: impl IntoIterator<Item = usize>, count: usize
 
 // ------------------------------------------------------------------------------- FsError
 
-const FS_VARIANTS: usize = 17;
+const FS_VARIANTS: usize = 18;
 
 fn fs_variant(e: &FsError) -> usize {
     match e {
@@ -95,6 +95,7 @@ fn fs_variant(e: &FsError) -> usize {
         FsError::Io(_) => 14,
         FsError::Relayed { .. } => 15,
         FsError::UnusableName { .. } => 16,
+        FsError::NoSpace => 17,
     }
 }
 
@@ -123,6 +124,7 @@ fn fs_samples() -> Vec<FsError> {
             name: "a/b".into(),
             why: "a name cannot hold `/`",
         },
+        FsError::NoSpace,
     ]
 }
 

@@ -46,6 +46,9 @@ impl MediaError {
     /// store itself is told in general words, and its own (the endpoint, the bucket, the
     /// keys' id, request ids) go to the gateway's log only.
     pub fn shown(&self) -> String {
+        if self.is_no_space() {
+            return ferry_fs::FsError::NoSpace.to_string();
+        }
         match self {
             MediaError::Store(e) => {
                 tracing::warn!("the media store failed: {e}");
@@ -57,6 +60,9 @@ impl MediaError {
 
     /// The code this failure is answered with.
     pub fn code(&self) -> Code {
+        if self.is_no_space() {
+            return Code::InsufficientStorage;
+        }
         match self {
             MediaError::UnknownMediaId(_) => Code::UnknownMediaId,
             MediaError::NameTooLong { .. } => Code::BadPath,
@@ -68,6 +74,32 @@ impl MediaError {
             | MediaError::Records(_)
             | MediaError::Io(_) => Code::IoError,
         }
+    }
+}
+
+impl MediaError {
+    /// Whether the disk under the store is full (ENOSPC, or its quota is reached):
+    /// somewhere in the chain of causes, as the local store wraps the system's error in
+    /// its own, twice.
+    fn is_no_space(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(error) = cause {
+            if let Some(ferry_fs::FsError::NoSpace) = error.downcast_ref::<ferry_fs::FsError>() {
+                return true;
+            }
+            cause = match error.downcast_ref::<std::io::Error>() {
+                Some(io) if matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) => {
+                    return true;
+                }
+                // An error wrapped in an `io::Error` is its inner error, not its source.
+                Some(io) => match io.get_ref() {
+                    Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+                    None => error.source(),
+                },
+                None => error.source(),
+            };
+        }
+        false
     }
 }
 
@@ -111,5 +143,25 @@ mod tests {
             implementer: "y".into(),
         });
         assert_eq!(store.code(), Code::IoError);
+    }
+
+    #[test]
+    fn a_full_disk_is_told_however_deep_its_cause_lies() {
+        let full = || std::io::Error::from_raw_os_error(libc::ENOSPC);
+        let wrapped = MediaError::Store(object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(std::io::Error::other(full())),
+        });
+        for error in [
+            MediaError::Io(full()),
+            MediaError::Io(std::io::Error::from_raw_os_error(libc::EDQUOT)),
+            MediaError::Fs(ferry_fs::FsError::NoSpace),
+            wrapped,
+        ] {
+            assert_eq!(error.code(), Code::InsufficientStorage, "{error:?}");
+            assert!(error.shown().contains("full"), "{}", error.shown());
+        }
+        let other = MediaError::Io(std::io::Error::from_raw_os_error(libc::EIO));
+        assert_eq!(other.code(), Code::IoError);
     }
 }

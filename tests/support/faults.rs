@@ -2,7 +2,8 @@
 //! filter hands each `fsync` and `fdatasync` of the process to the test (a user
 //! notification), which answers `EIO` for the files below a chosen folder, as a disk that
 //! lost a write reports it at the next fsync, and lets every other go on unchanged (the
-//! site's database included).
+//! site's database included). Its renames come to the test too, so that it can kill the
+//! process at an exact point: at the n-th rename into the folder, before it happens.
 //!
 //! [`prepare`] sets up a command before it is spawned; [`Disk::watch`] takes the filter's
 //! listener from the started process and answers for it until dropped.
@@ -29,21 +30,25 @@ const fn op(code: u32, jt: u8, jf: u8, k: u32) -> sock_filter {
     }
 }
 
-/// `fsync` and `fdatasync` go to the listener; everything else is allowed.
-static SYNCS_TO_THE_TEST: [sock_filter; 5] = [
+/// A jump to the last instruction (`USER_NOTIF`) when the call is `nr`, `skip` of these
+/// before it.
+const fn to_the_test(nr: libc::c_long, skip: u8) -> sock_filter {
+    op(
+        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+        skip,
+        0,
+        nr as u32,
+    )
+}
+
+/// `fsync`, `fdatasync` and the renames that name folders go to the listener; every
+/// other call is allowed.
+static TO_THE_TEST: [sock_filter; 7] = [
     op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
-    op(
-        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-        2,
-        0,
-        libc::SYS_fsync as u32,
-    ),
-    op(
-        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-        1,
-        0,
-        libc::SYS_fdatasync as u32,
-    ),
+    to_the_test(libc::SYS_fsync, 4),
+    to_the_test(libc::SYS_fdatasync, 3),
+    to_the_test(libc::SYS_renameat, 2),
+    to_the_test(libc::SYS_renameat2, 1),
     op(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ALLOW),
     op(
         libc::BPF_RET | libc::BPF_K,
@@ -60,8 +65,8 @@ pub fn prepare(cmd: &mut Command) {
     unsafe {
         cmd.pre_exec(|| {
             let fprog = libc::sock_fprog {
-                len: SYNCS_TO_THE_TEST.len() as u16,
-                filter: SYNCS_TO_THE_TEST.as_ptr().cast_mut(),
+                len: TO_THE_TEST.len() as u16,
+                filter: TO_THE_TEST.as_ptr().cast_mut(),
             };
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                 return Err(std::io::Error::last_os_error());
@@ -85,11 +90,14 @@ pub fn prepare(cmd: &mut Command) {
     }
 }
 
-/// The test's side of a [`prepare`]d process's fsyncs: `EIO` for files below a folder
-/// while failing, success otherwise.
+/// The test's side of a [`prepare`]d process's fsyncs and renames: `EIO` for the fsyncs
+/// of files below a folder while failing, and a kill at a chosen rename into it.
 pub struct Disk {
     failing: Arc<AtomicBool>,
     failed: Arc<AtomicUsize>,
+    /// Renames into the folder still to let through before the process is killed at
+    /// the next; `usize::MAX` never.
+    renames_left: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -101,15 +109,22 @@ impl Disk {
         let listener = take_listener(pid);
         let failing = Arc::new(AtomicBool::new(false));
         let failed = Arc::new(AtomicUsize::new(0));
+        let renames_left = Arc::new(AtomicUsize::new(usize::MAX));
         let stop = Arc::new(AtomicBool::new(false));
-        let below = below.to_owned();
+        let rules = Rules {
+            below: below.to_owned(),
+            failing: failing.clone(),
+            failed: failed.clone(),
+            renames_left: renames_left.clone(),
+        };
         let thread = {
-            let (failing, failed, stop) = (failing.clone(), failed.clone(), stop.clone());
-            std::thread::spawn(move || answer(listener, &below, &failing, &failed, &stop))
+            let stop = stop.clone();
+            std::thread::spawn(move || answer(listener, &rules, &stop))
         };
         Disk {
             failing,
             failed,
+            renames_left,
             stop,
             thread: Some(thread),
         }
@@ -123,6 +138,12 @@ impl Disk {
     /// From now on, every fsync succeeds again.
     pub fn heal(&self) {
         self.failing.store(false, Ordering::SeqCst);
+    }
+
+    /// Kills the process (SIGKILL) at its rename into the folder after the next `passed`
+    /// ones, before that rename happens.
+    pub fn kill_at_rename_after(&self, passed: usize) {
+        self.renames_left.store(passed, Ordering::SeqCst);
     }
 
     /// How many fsyncs were failed so far.
@@ -161,14 +182,60 @@ fn take_listener(pid: u32) -> OwnedFd {
     }
 }
 
+/// What [`answer`] does with each call.
+struct Rules {
+    below: PathBuf,
+    failing: Arc<AtomicBool>,
+    failed: Arc<AtomicUsize>,
+    renames_left: Arc<AtomicUsize>,
+}
+
+/// What one call gets.
+enum Verdict {
+    Proceed,
+    Fail(i32),
+    Kill,
+}
+
+impl Rules {
+    fn judge(&self, request: &libc::seccomp_notif) -> Verdict {
+        let nr = libc::c_long::from(request.data.nr);
+        // The descriptor that says where: the file for a sync, the new name's folder for
+        // a rename.
+        let fd = if nr == libc::SYS_fsync || nr == libc::SYS_fdatasync {
+            request.data.args[0]
+        } else {
+            request.data.args[2]
+        };
+        let path = std::fs::read_link(format!("/proc/{}/fd/{}", request.pid, fd as i32))
+            .unwrap_or_default();
+        if !path.starts_with(&self.below) {
+            return Verdict::Proceed;
+        }
+        if nr == libc::SYS_fsync || nr == libc::SYS_fdatasync {
+            if self.failing.load(Ordering::SeqCst) {
+                self.failed.fetch_add(1, Ordering::SeqCst);
+                return Verdict::Fail(libc::EIO);
+            }
+            return Verdict::Proceed;
+        }
+        let left = self.renames_left.load(Ordering::SeqCst);
+        match left {
+            usize::MAX => Verdict::Proceed,
+            0 => {
+                self.renames_left.store(usize::MAX, Ordering::SeqCst);
+                Verdict::Kill
+            }
+            n => {
+                self.renames_left.store(n - 1, Ordering::SeqCst);
+                Verdict::Proceed
+            }
+        }
+    }
+}
+
 /// Answers notifications until told to stop or the process is gone.
-fn answer(
-    listener: OwnedFd,
-    below: &PathBuf,
-    failing: &AtomicBool,
-    failed: &AtomicUsize,
-    stop: &AtomicBool,
-) {
+fn answer(listener: OwnedFd, rules: &Rules, stop: &AtomicBool) {
     let fd = listener.as_raw_fd();
     while !stop.load(Ordering::SeqCst) {
         let mut poll = libc::pollfd {
@@ -189,22 +256,22 @@ fn answer(
         if unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut request) } != 0 {
             continue; // The caller died meanwhile.
         }
-        let file = std::fs::read_link(format!("/proc/{}/fd/{}", request.pid, request.data.args[0]))
-            .unwrap_or_default();
-        let fail = failing.load(Ordering::SeqCst) && file.starts_with(below);
+        let (error, flags) = match rules.judge(&request) {
+            Verdict::Proceed => (0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
+            Verdict::Fail(errno) => (-errno, 0),
+            Verdict::Kill => {
+                // The call waits for this answer, so the process dies before it is made.
+                // SAFETY: a signal to the caller's process.
+                unsafe { libc::kill(request.pid as i32, libc::SIGKILL) };
+                continue;
+            }
+        };
         let response = libc::seccomp_notif_resp {
             id: request.id,
             val: 0,
-            error: if fail { -libc::EIO } else { 0 },
-            flags: if fail {
-                0
-            } else {
-                libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32
-            },
+            error,
+            flags,
         };
-        if fail {
-            failed.fetch_add(1, Ordering::SeqCst);
-        }
         // SAFETY: the response is complete; a caller gone meanwhile is ENOENT, ignored.
         unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, &response) };
     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use ferry_fs::{ByteSink, FileId};
 
+use crate::journal::Journal;
 use crate::ops::{Op, Placement, Reach, Reply, WrittenFile};
 use crate::staging::{discard, out_of_turn};
 use crate::{Lease, RequestError, Requester};
@@ -19,6 +20,9 @@ pub struct Change {
     reach: Reach,
     files: Vec<Staged>,
     placed: bool,
+    /// Where a change of several files is noted while it is placed; none leaves such a
+    /// change all or none against errors only, not against a kill.
+    journal: Option<Journal>,
 }
 
 #[derive(Debug)]
@@ -47,7 +51,15 @@ impl Change {
             reach,
             files: Vec::new(),
             placed: false,
+            journal: None,
         }
+    }
+
+    /// Notes the change in `journal` while it is placed, when it has several files, so
+    /// a kill between two placings is undone at the next start.
+    pub fn journaled(mut self, journal: Journal) -> Change {
+        self.journal = Some(journal);
+        self
     }
 
     /// Makes the temporary for `path` (its missing folders made) and hands back where its
@@ -94,8 +106,26 @@ impl Change {
                 sha256: done.sha256_hex(),
             });
         }
-        let files = self.files.iter().map(|f| f.placement.clone()).collect();
-        match self.lease.execute(Op::PlaceAll { files })? {
+        let files: Vec<Placement> = self.files.iter().map(|f| f.placement.clone()).collect();
+        let noted = match &self.journal {
+            Some(journal) if files.len() > 1 => Some(journal.note(&files)?),
+            _ => None,
+        };
+        let placed = self.lease.execute(Op::PlaceAll {
+            files: files.clone(),
+        });
+        if let Some(noted) = noted {
+            let settled = match &placed {
+                Ok(_) => Ok(()),
+                // The person's side put back what it had placed, unless it died midway:
+                // undone here, or, failing that, at the next start (the note stays).
+                Err(_) => self.lease.execute(Op::UndoPlaceAll { files }).map(|_| ()),
+            };
+            if settled.is_ok() {
+                noted.done()?;
+            }
+        }
+        match placed? {
             (Reply::Done, _) => {}
             _ => return Err(out_of_turn()),
         }

@@ -54,6 +54,7 @@ mod extras;
 mod fds;
 mod idle;
 mod info;
+mod journal;
 mod landlock;
 mod lease;
 pub mod member;
@@ -84,6 +85,7 @@ use ferry_config::limits::{
 pub use capture::sweep_saved_output;
 pub use change::Change;
 pub use error::ExecError;
+pub use journal::{Journal, persons_with_unfinished_changes};
 pub use lease::Lease;
 pub use probe::{AUTO_LANDLOCK_MIN_ABI, Strongest, Unavailable, in_force, probe, strongest};
 pub use request_error::RequestError;

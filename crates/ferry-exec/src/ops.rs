@@ -103,6 +103,13 @@ pub enum Op {
         /// Every file of the change, in order.
         files: Vec<Placement>,
     },
+    /// Undoes a change of several files whose writer was killed between its placings
+    /// (its journal survived it, see journal.rs): each file placed gets its previous
+    /// file back, and what the change left (kept files, temporaries) goes.
+    UndoPlaceAll {
+        /// Every file of the change, as [`Op::PlaceAll`] had them.
+        files: Vec<Placement>,
+    },
     /// Removes the temporary `temp` made for `path`.
     DiscardAt {
         /// Where the file would have gone.
@@ -271,6 +278,10 @@ impl Executor {
             }
             Op::PlaceAll { files } => {
                 self.place_all(&files)?;
+                Reply::Done
+            }
+            Op::UndoPlaceAll { files } => {
+                self.undo_place_all(&files)?;
                 Reply::Done
             }
             Op::DiscardAt { path, temp, reach } => {

@@ -82,8 +82,11 @@ impl Executor {
     }
 
     /// Places every file of one change, all or none. Each expected content is checked
-    /// first, and each previous file is kept (a second hard link) until all are placed:
-    /// should placing one fail, those already placed get their previous file back.
+    /// first, and each previous file is kept (a second hard link, named after the file's
+    /// temporary: [`ferry_fs::kept_name`]) until all are placed: should placing one
+    /// fail, those already placed get their previous file back. Should this process be
+    /// killed meanwhile, the change's journal has [`Executor::undo_place_all`] do that at
+    /// the next start.
     pub(crate) fn place_all(&self, files: &[Placement]) -> Result<(), RequestError> {
         let mut targets = Vec::with_capacity(files.len());
         for file in files {
@@ -98,8 +101,12 @@ impl Executor {
         // One file alone is placed or not: nothing to put back, so nothing is kept (and
         // no second link is made to a file another may own, in a sticky folder).
         let keeping = targets.len() > 1;
-        for (index, target) in targets.iter().enumerate().filter(|_| keeping) {
-            match ferry_fs::keep_previous(&target.dir, &target.name) {
+        for (index, (file, target)) in files.iter().zip(&targets).enumerate() {
+            if !keeping {
+                break;
+            }
+            let kept_as = ferry_fs::kept_name(&file.temp);
+            match ferry_fs::keep_previous(&target.dir, &target.name, &kept_as) {
                 Ok(previous) => kept.push(previous),
                 Err(e) => {
                     result = Err((index, e));
@@ -158,6 +165,38 @@ impl Executor {
             }
         }
         result.map_err(|(index, e)| naming(&files[index].path, e.into()))
+    }
+
+    /// Undoes the change `files` whose writer died between its placings: each target
+    /// that holds its new file (the temporary's inode) gets its kept previous file back;
+    /// then the kept files and the temporaries left are removed. Repeating it does no
+    /// harm, so a kill during the undo is mended by the next. A target that holds
+    /// something else (changed since) is left alone, and a file is never removed: a
+    /// change of several files only ever replaces files that exist (`file_edit`).
+    pub(crate) fn undo_place_all(&self, files: &[Placement]) -> Result<(), RequestError> {
+        let mut first_error = None;
+        for file in files {
+            let undone = self
+                .target_of(&file.path, false, file.reach)
+                .and_then(|target| {
+                    let kept = ferry_fs::kept_name(&file.temp);
+                    let holds_new = target
+                        .dir
+                        .metadata(&target.name)
+                        .is_ok_and(|meta| meta.inode == file.ino);
+                    let has_kept = target.dir.metadata(&kept).is_ok();
+                    if holds_new && has_kept {
+                        ferry_fs::restore_previous(&target.dir, &kept, &target.name)?;
+                    }
+                    ferry_fs::remove_temporary(&target.dir, &kept)?;
+                    ferry_fs::remove_temporary(&target.dir, &file.temp)?;
+                    Ok(())
+                });
+            if let Err(e) = undone {
+                first_error.get_or_insert(naming(&file.path, e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Removes the temporary `temp` made for `path`.

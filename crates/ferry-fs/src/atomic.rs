@@ -323,23 +323,29 @@ pub fn remove_temporary(dir: &Dir, temp_name: &str) -> Result<(), FsError> {
     }
 }
 
-/// Keeps the file `name` of `dir` under a hidden temporary name (a second hard link to
-/// it), so that a change of several files can put it back: see [`restore_previous`].
-/// `None` when there is no file at `name`.
-pub fn keep_previous(dir: &Dir, name: &str) -> Result<Option<String>, FsError> {
+/// The name under which a change keeps the previous file of the target its temporary
+/// `temp` will replace: the temporary's own name with a suffix, so whoever knows the
+/// temporary (a journal of the change, see ferry-exec) knows where the previous file is.
+pub fn kept_name(temp: &str) -> String {
+    format!("{temp}{KEPT_SUFFIX}")
+}
+
+/// The suffix of [`kept_name`].
+const KEPT_SUFFIX: &str = ".was";
+
+/// Keeps the file `name` of `dir` as `kept` (a [`kept_name`]: a second hard link to it),
+/// so that a change of several files can put it back: see [`restore_previous`]. `None`
+/// when there is no file at `name`.
+pub fn keep_previous(dir: &Dir, name: &str, kept: &str) -> Result<Option<String>, FsError> {
     check_name(name)?;
+    check_temporary_name(kept)?;
     check_target(dir, name)?;
-    for _ in 0..8 {
-        let kept = format!("{TEMP_PREFIX}{}", crate::random_base32::<10>());
-        let from = crate::name::name_to_bytes(name);
-        match rustix::fs::linkat(dir.fd(), &*from, dir.fd(), kept.as_str(), AtFlags::empty()) {
-            Ok(()) => return Ok(Some(kept)),
-            Err(rustix::io::Errno::NOENT) => return Ok(None),
-            Err(rustix::io::Errno::EXIST) => continue,
-            Err(e) => return Err(FsError::from_errno(e)),
-        }
+    let from = crate::name::name_to_bytes(name);
+    match rustix::fs::linkat(dir.fd(), &*from, dir.fd(), kept, AtFlags::empty()) {
+        Ok(()) => Ok(Some(kept.to_owned())),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(e) => Err(FsError::from_errno(e)),
     }
-    Err(FsError::Exists)
 }
 
 /// Puts the file [`keep_previous`] kept as `kept` back at `name`, over what is there now.

@@ -18,7 +18,7 @@ mod sink;
 
 pub use atomic::{
     AtomicWriter, FileId, Placement, TEMP_PREFIX, check_placeable, create_temporary, keep_previous,
-    place_temporary, remove_temporary, restore_previous,
+    kept_name, place_temporary, remove_temporary, restore_previous,
 };
 pub use budget::Budget;
 pub use digest::{hex, sha256_hex, sha256_hex_of_reader};

@@ -326,17 +326,43 @@ async fn sweep_media(state: AppState) {
 const TEMPORARY_SWEEP_INTERVAL: Duration = Duration::from_secs(6 * 3600);
 
 /// Removes what writers that died left ([`ferry_site::Site::sweep_stale_temporaries`])
-/// at start and then every [`TEMPORARY_SWEEP_INTERVAL`].
+/// at start and then every [`TEMPORARY_SWEEP_INTERVAL`]; first, it undoes the changes
+/// of several files they were killed in the middle of, whose kept files the sweep would
+/// otherwise remove.
 async fn sweep_temporaries(state: AppState) {
     let mut ticks = tokio::time::interval(TEMPORARY_SWEEP_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
+        let undoing = state.clone();
+        let _ = blocking(move || {
+            undo_unfinished_changes(&undoing);
+            Ok::<_, ApiError>(())
+        })
+        .await;
         let site = state.site.clone();
         match blocking(move || Ok::<_, ApiError>(site.sweep_stale_temporaries()?)).await {
             Ok(0) => {}
             Ok(n) => tracing::info!("removed {n} temporary file(s) left by writers that died"),
             Err(e) => tracing::warn!("removing stale temporaries: {}", e.message),
+        }
+    }
+}
+
+/// Undoes, as each person, the changes of several files whose writer died between two
+/// of its files (a `ferry mcp` killed meanwhile, or this gateway's last run).
+fn undo_unfinished_changes(state: &AppState) {
+    let journals = state.site.path().join(ferry_site::layout::CHANGES_DIR);
+    for person in ferry_exec::persons_with_unfinished_changes(&journals) {
+        match state.toolbox(&person) {
+            Ok(toolbox) => {
+                toolbox.journal().undo_unfinished(toolbox.requester());
+            }
+            Err(e) => tracing::warn!(
+                person,
+                "undoing an unfinished change of several files: {}",
+                e.message
+            ),
         }
     }
 }

@@ -15,6 +15,9 @@ pub const SERVICE_DIR: &str = ".ferry";
 pub const PICK_STAGING_DIR: &str = ".ferry/picks";
 /// The media store, under [`SERVICE_DIR`].
 pub const MEDIA_DIR: &str = ".ferry/media";
+/// The journals of changes of several files while they are placed (ferry-exec's
+/// `Journal`), under [`SERVICE_DIR`]; made when first needed.
+pub const CHANGES_DIR: &str = ".ferry/changes";
 /// The folder holding every person's workspace.
 pub const HOME_DIR: &str = "home";
 /// The folder above the persons' private folders.

@@ -159,7 +159,7 @@ pub(crate) fn file_edit(tools: &Toolbox, args: serde_json::Value) -> Result<Tool
             }
         }
     }
-    let mut change = Change::new(tools.shared_requester());
+    let mut change = Change::new(tools.shared_requester()).journaled(tools.journal());
     for pending in &files {
         if pending.text.len() > TEXT_FILE_MAX_BYTES {
             return Err(ToolError::new(

@@ -205,7 +205,18 @@ impl Toolbox {
         };
         toolbox.enabled.retain(|t| !t.needs_node());
         toolbox.restore_documents();
+        // Before any tool runs: a change of several files this person's writer was
+        // killed in the middle of is undone, so it landed in none of them.
+        toolbox.journal().undo_unfinished(&toolbox.requester);
         Ok(toolbox)
+    }
+
+    /// Where this person's changes of several files are noted while they are placed.
+    pub fn journal(&self) -> ferry_exec::Journal {
+        ferry_exec::Journal::new(
+            self.site.path().join(ferry_site::layout::CHANGES_DIR),
+            &self.person,
+        )
     }
 
     /// Puts the provisioned documents (`memory/FILE_DELIVERY.md`) back as shipped if a

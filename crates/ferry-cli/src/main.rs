@@ -346,6 +346,21 @@ fn raise_open_files_limit() {
     }
 }
 
+/// Says so when `server.max_connections` is past the open-files limit: descriptors would
+/// then run out before the connections' bound is reached, and files with them.
+fn warn_if_past_open_files(max_connections: usize) {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    if let Some(open_files) = limit
+        && open_files <= max_connections as u64
+    {
+        tracing::warn!(
+            "server.max_connections ({max_connections}) is not below this process's \
+             open-files limit ({open_files}): descriptors run out before connections do; \
+             raise the limit (LimitNOFILE=, ulimit -n) or lower the setting"
+        );
+    }
+}
+
 /// Keeps the serving processes' environment and memory (the operator's secrets, other
 /// people's tokens) from processes of the same user: in local mode every command runs as
 /// that user and could otherwise read `/proc/<pid>/environ` or attach a debugger. The
@@ -403,6 +418,8 @@ fn serve(data: &Path, config: Config) -> Result<()> {
     ferry_tools::log_sandbox(&config);
     let listen = config.server.listen.clone();
     let header_timeout = Duration::from_secs(config.server.header_read_timeout_secs);
+    let max_connections = config.server.max_connections;
+    warn_if_past_open_files(max_connections);
     let grace = Duration::from_secs(config.server.shutdown_grace_secs);
     let created = !Site::exists(data);
     let site = Site::open(data, config)
@@ -470,7 +487,15 @@ fn serve(data: &Path, config: Config) -> Result<()> {
             shutdown_signal().await;
             stopping.close_streams();
         };
-        let served = ferry_gateway::serve(listener, router, header_timeout, shutdown, grace).await;
+        let served = ferry_gateway::serve(
+            listener,
+            router,
+            header_timeout,
+            max_connections,
+            shutdown,
+            grace,
+        )
+        .await;
         state.stopped().await;
         served?;
         Ok(())

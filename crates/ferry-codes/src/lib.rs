@@ -381,6 +381,9 @@ codes! {
     TooManySessions = "too_many_sessions" => 429,
     /// The person has as many event streams open as they may.
     TooManyStreams = "too_many_streams" => 429,
+    /// The gateway holds as many client connections as it may (`[server]
+    /// max_connections`); the connection was answered and closed. Try again in a moment.
+    TooManyConnections = "too_many_connections" => 503,
     /// The person has as many worker processes busy as they may (host mode).
     TooManyWorkers = "too_many_workers" => 429,
     /// The person made as many requests of this kind this minute as they may

@@ -24,6 +24,16 @@ pub const SHUTDOWN_GRACE_SECS: u64 = 30;
 pub const SHUTDOWN_GRACE_MAX_SECS: u64 = 3600;
 /// Live event streams (`GET /v1/events`) one person may hold open at once (`server.max_event_streams`).
 pub const MAX_EVENT_STREAMS: u32 = 16;
+/// Client connections the gateway holds open at once, upgraded ones (node links,
+/// terminals) included (`server.max_connections`); one more is answered `503
+/// too_many_connections` and closed. Each is a descriptor and a few KiB while idle (up
+/// to about half a MiB while an upload streams through it), so this, not what clients
+/// open, bounds what connections cost; it stays well below the 65,536 open files the
+/// gateway asks for, leaving descriptors for the files themselves.
+pub const MAX_CONNECTIONS: usize = 10_000;
+/// The highest `server.max_connections` may be set to: past the open-files limit of
+/// any system the gateway would meet.
+pub const MAX_CONNECTIONS_CEILING: usize = 1_000_000;
 
 // ---- per-person rates (`[limits]`) -----------------------------------------------------
 

@@ -9,7 +9,7 @@ use crate::limits::{
     AGENT_MAX_CONTEXT_BYTES, AGENT_MAX_REPLY_BYTES, BODY_IDLE_TIMEOUT_SECS, BODY_MIN_BYTES_PER_SEC,
     CHAT_TURN_TIMEOUT_SECS, DEFAULT_ALLOWED_EXTENSIONS, DEFAULT_LISTEN, DELIVERY_MAX_BYTES,
     DELIVERY_TIMEOUT_SECS, EXEC_OUTPUT_MAX_BYTES, EXEC_OUTPUT_TTL_HOURS, HEADER_READ_TIMEOUT_SECS,
-    MAX_EVENT_STREAMS, MEDIA_MAX_BYTES, MEDIA_TTL_HOURS, PERSON_MAX_BYTES,
+    MAX_CONNECTIONS, MAX_EVENT_STREAMS, MEDIA_MAX_BYTES, MEDIA_TTL_HOURS, PERSON_MAX_BYTES,
 };
 use crate::limits::{DELIVERIES_PER_MINUTE, TOOL_CALLS_PER_MINUTE, UPLOADS_PER_MINUTE};
 use crate::limits::{
@@ -136,6 +136,8 @@ pub struct ServerConfig {
     pub header_read_timeout_secs: u64,
     /// Live event streams one person may hold open; more are `429`.
     pub max_event_streams: u32,
+    /// Client connections held open at once; one more is `503 too_many_connections`.
+    pub max_connections: usize,
     /// Seconds a stopping gateway (SIGTERM, Ctrl-C) lets requests in flight finish.
     pub shutdown_grace_secs: u64,
 }
@@ -148,6 +150,7 @@ impl Default for ServerConfig {
             body_min_bytes_per_sec: BODY_MIN_BYTES_PER_SEC,
             header_read_timeout_secs: HEADER_READ_TIMEOUT_SECS,
             max_event_streams: MAX_EVENT_STREAMS,
+            max_connections: MAX_CONNECTIONS,
             shutdown_grace_secs: SHUTDOWN_GRACE_SECS,
         }
     }

@@ -239,6 +239,20 @@ fn the_shutdown_grace_is_0_to_an_hour() {
 }
 
 #[test]
+fn max_connections_is_1_to_its_ceiling() {
+    assert_eq!(Config::default().server.max_connections, 10_000);
+    for ok in ["1", "5000", "1000000"] {
+        let c = Config::load(None, env(&[("FERRY_SERVER__MAX_CONNECTIONS", ok)])).unwrap();
+        assert_eq!(c.server.max_connections.to_string(), ok);
+    }
+    for bad in ["0", "1000001"] {
+        let err = Config::load(None, env(&[("FERRY_SERVER__MAX_CONNECTIONS", bad)])).unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid { .. }), "{bad}: {err}");
+        assert!(err.to_string().contains("server.max_connections"), "{err}");
+    }
+}
+
+#[test]
 fn config_agent_ids_only_in_container_mode() {
     let mut c = Config::default();
     c.site.agent_uid = Some(1);

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::limits::{RATE_PER_MINUTE_MAX, SHUTDOWN_GRACE_MAX_SECS};
+use crate::limits::{MAX_CONNECTIONS_CEILING, RATE_PER_MINUTE_MAX, SHUTDOWN_GRACE_MAX_SECS};
 use crate::load::env_var_for;
 use crate::sections::DEFAULT_HELPER_PATH;
 use crate::{Config, ConfigError, MediaBackend, SiteMode, TOOL_NAMES};
@@ -28,6 +28,12 @@ impl Config {
             return Err(invalid(
                 "server.header_read_timeout_secs",
                 "must be greater than 0, or every request is cut off",
+            ));
+        }
+        if !(1..=MAX_CONNECTIONS_CEILING).contains(&self.server.max_connections) {
+            return Err(invalid(
+                "server.max_connections",
+                &format!("must be 1 to {MAX_CONNECTIONS_CEILING} (connections held at once)"),
             ));
         }
         if self.server.shutdown_grace_secs > SHUTDOWN_GRACE_MAX_SECS {

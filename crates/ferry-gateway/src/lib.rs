@@ -9,6 +9,7 @@ mod audit;
 mod auth;
 mod body;
 mod chat;
+mod conn;
 mod deliveries;
 mod delivery_name;
 mod error;
@@ -480,6 +481,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets open requests finish.
+/// At most `max_connections` client connections are held at once (`conn.rs`).
 ///
 /// hyper-util directly rather than `axum::serve`, for the header read timeout that keeps a
 /// client who never finishes its headers from holding a connection.
@@ -487,9 +489,11 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     header_read_timeout: Duration,
+    max_connections: usize,
     shutdown: impl std::future::Future<Output = ()>,
     grace: Duration,
 ) -> std::io::Result<()> {
+    let mut admission = conn::Admission::new(max_connections);
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -512,6 +516,9 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        let Some(stream) = admission.admit(stream, header_read_timeout) else {
+            continue;
+        };
         // Who is on the other end, for the routes that bound what one source may hold.
         let router = tower::ServiceExt::map_request(
             router.clone(),

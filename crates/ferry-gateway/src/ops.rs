@@ -94,6 +94,14 @@ fn describe() {
         "agent tool calls against a node (transfers and listings), by tool and outcome"
     );
     describe_gauge!("ferry_event_streams_open", "event streams open now");
+    describe_gauge!(
+        "ferry_http_connections_open",
+        "client connections held now (server.max_connections bounds them)"
+    );
+    describe_counter!(
+        "ferry_http_connections_refused_total",
+        "connections answered 503 too_many_connections, past server.max_connections"
+    );
     describe_gauge!("ferry_nodes_connected", "nodes whose link is up now");
     describe_gauge!(
         "ferry_media_store_bytes",

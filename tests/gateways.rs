@@ -736,3 +736,110 @@ fn a_gateway_reaches_its_metadata_over_verified_tls() {
     let out = server.ferry(&["site", "check"]);
     assert!(out.status.success(), "{out:?}");
 }
+
+/// One JSON-RPC message posted to `/mcp` of `server`, in `session` when given: the
+/// status, the session id answered, and the message answered (from JSON or from the
+/// event stream), if any.
+fn mcp_post(
+    server: &Server,
+    token: &str,
+    session: Option<&str>,
+    message: &Value,
+) -> (u16, Option<String>, Option<Value>) {
+    let mut request = client()
+        .post(server.url("/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(message);
+    if let Some(session) = session {
+        request = request
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    let answer = request.send().unwrap();
+    let status = answer.status().as_u16();
+    let id = answer
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let text = answer.text().unwrap();
+    let body = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .chain(std::iter::once(text.as_str()))
+        .find_map(|data| serde_json::from_str::<Value>(data.trim()).ok());
+    (status, id, body)
+}
+
+/// An MCP session opened through one gateway goes on through the other (a harness
+/// behind a balancer needs no sticky sessions): its messages are relayed to the
+/// gateway holding it, which answers them, and closing it through the other closes it
+/// there. A session whose holder is stopped is answered as gone, so the client opens a
+/// new one.
+#[test]
+fn an_mcp_session_opened_on_one_goes_on_through_the_other() {
+    let (_db, a, b) = pair();
+    let harness = a.create_token("me", "harness");
+    std::fs::write(a.home("me").join("hello.txt"), "hi\n").unwrap();
+    let (status, session, answer) = mcp_post(
+        &a,
+        &harness,
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "balanced", "version": "1"}}}),
+    );
+    assert_eq!(status, 200, "{answer:?}");
+    let session = session.expect("a session id");
+    let (status, _, _) = mcp_post(
+        &b,
+        &harness,
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert_eq!(status, 202);
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "dir_list", "arguments": {"path": "."}}});
+    let (status, _, answer) = mcp_post(&b, &harness, Some(&session), &call);
+    assert_eq!(status, 200);
+    let answer = answer.expect("an answer");
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert!(
+        answer["result"].to_string().contains("hello.txt"),
+        "{answer}"
+    );
+
+    // Another token cannot use it through either gateway.
+    let other = a.create_token("me", "harness");
+    for gateway in [&a, &b] {
+        let (status, _, _) = mcp_post(gateway, &other, Some(&session), &call);
+        assert_eq!(status, 404);
+    }
+
+    // Closed through B, it is gone on A.
+    let closed = client()
+        .delete(b.url("/mcp"))
+        .bearer_auth(&harness)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    let (status, _, _) = mcp_post(&a, &harness, Some(&session), &call);
+    assert_eq!(status, 404);
+
+    // A holder that is stopped: its session is answered as gone, within seconds.
+    let (_, session, _) = mcp_post(
+        &a,
+        &harness,
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "balanced", "version": "1"}}}),
+    );
+    let session = session.unwrap();
+    let stopped = Stopped::new(&a);
+    let (status, _, _) = mcp_post(&b, &harness, Some(&session), &call);
+    drop(stopped);
+    assert_eq!(status, 404);
+}

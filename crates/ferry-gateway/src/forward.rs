@@ -32,6 +32,10 @@ use crate::{ApiError, AppState, blocking};
 
 /// The internal route.
 pub(crate) const ROUTE: &str = "/internal/v1/node-call";
+/// Marks a request one gateway relayed to another as the client made it (a terminal's,
+/// an MCP session's): it is never relayed again, so two gateways that each think the
+/// other holds something answer rather than pass the request back and forth.
+pub(crate) const RELAYED: &str = "ferry-relayed";
 /// The header carrying the body's signature, in lowercase hex.
 const SIGNATURE: &str = "x-ferry-gateway-signature";
 /// How far a call's stamp may be from the receiver's clock.
@@ -237,28 +241,32 @@ pub(crate) async fn while_beating<T>(
     id: &str,
     work: impl std::future::Future<Output = T>,
 ) -> Option<T> {
-    let watch = async {
-        let stalled = Duration::from_secs(ferry_site::GATEWAY_STALLED_SECS);
-        let mut ticks = tokio::time::interval(stalled / 5);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let (mut last, mut moved) = (None, Instant::now());
-        loop {
-            ticks.tick().await;
-            let (site, id) = (site.clone(), id.to_owned());
-            match blocking(move || Ok::<_, ApiError>(site.gateway_seen_at(&id)?)).await {
-                Ok(None) => return,
-                Ok(seen) if seen != last => (last, moved) = (seen, Instant::now()),
-                // The metadata did not answer: no news either way, so keep waiting.
-                Ok(_) | Err(_) => {}
-            }
-            if moved.elapsed() >= stalled {
-                return;
-            }
-        }
-    };
     tokio::select! {
         done = work => Some(done),
-        () = watch => None,
+        () = stalled(site.clone(), id.to_owned()) => None,
+    }
+}
+
+/// Resolves once gateway `id`'s mark has not moved for
+/// [`ferry_site::GATEWAY_STALLED_SECS`], or it left the site: [`while_beating`]'s watch,
+/// also for what streams from that gateway for long.
+pub(crate) async fn stalled(site: Arc<Site>, id: String) {
+    let stalled = Duration::from_secs(ferry_site::GATEWAY_STALLED_SECS);
+    let mut ticks = tokio::time::interval(stalled / 5);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (mut last, mut moved) = (None, Instant::now());
+    loop {
+        ticks.tick().await;
+        let (site, id) = (site.clone(), id.clone());
+        match blocking(move || Ok::<_, ApiError>(site.gateway_seen_at(&id)?)).await {
+            Ok(None) => return,
+            Ok(seen) if seen != last => (last, moved) = (seen, Instant::now()),
+            // The metadata did not answer: no news either way, so keep waiting.
+            Ok(_) | Err(_) => {}
+        }
+        if moved.elapsed() >= stalled {
+            return;
+        }
     }
 }
 

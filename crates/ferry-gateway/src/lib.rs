@@ -22,6 +22,7 @@ mod forward;
 mod interactions;
 mod mcp;
 mod mcp_http;
+mod mcp_relay;
 mod me;
 mod member;
 mod node_link;

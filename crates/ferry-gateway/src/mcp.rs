@@ -6,6 +6,9 @@
 //! answered exactly as an unknown session is, before rmcp sees it. A token holds at
 //! most [`MCP_SESSIONS_PER_TOKEN_MAX`] live sessions; an `initialize` past that is
 //! `429 too_many_sessions`, and nothing is made for it.
+//!
+//! A session's id names the gateway holding it (`<gateway id>.<rmcp's id>`): a request
+//! naming another gateway's session is relayed there (`mcp_relay.rs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,8 +24,10 @@ use ferry_codes::Code;
 use ferry_tools::mcp::{McpPerson, McpServer};
 use futures_util::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::WorkerTransport;
+use rmcp::transport::common::server_side_http;
 use rmcp::transport::streamable_http_server::session::local::{
-    LocalSessionManager, LocalSessionManagerError,
+    LocalSessionManager, LocalSessionManagerError, create_local_session,
 };
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
 use rmcp::transport::streamable_http_server::{
@@ -32,6 +37,7 @@ use serde_json::{Value, json};
 
 use crate::auth::{Harness, Member};
 use crate::mcp_http::{OwnNames, json_rpc_errors, own_host};
+use crate::mcp_relay::SESSION_ID_SEPARATOR;
 use crate::tally::{Place, Tally};
 use crate::{ApiError, AppState, blocking};
 use ferry_config::limits::MCP_SESSIONS_PER_TOKEN_MAX;
@@ -68,7 +74,12 @@ pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
     manager.session_config.keep_alive = Some(std::time::Duration::from_secs(
         ferry_config::limits::MCP_SESSION_IDLE_SECS,
     ));
-    let sessions = BoundSessions::new(manager, owners.clone(), MCP_SESSIONS_PER_TOKEN_MAX);
+    let sessions = BoundSessions::new(
+        manager,
+        owners.clone(),
+        MCP_SESSIONS_PER_TOKEN_MAX,
+        &state.gateway_id,
+    );
     let service =
         StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
     axum::Router::new()
@@ -138,11 +149,15 @@ impl Owners {
 /// Admits a harness token, refuses sessions it did not open, and names its person for
 /// the tools.
 async fn harness_only(
+    State(state): State<AppState>,
     Extension(owners): Extension<Owners>,
     Harness(principal): Harness,
     mut request: Request,
     next: Next,
 ) -> Response {
+    if let Some(holder) = crate::mcp_relay::holder(&state, request.headers()).await {
+        return crate::mcp_relay::relay(&state, holder, request, session_not_found).await;
+    }
     // Every copy of the header must name a session of this token: rmcp reads the first,
     // and another reader might read another.
     let foreign = request
@@ -211,19 +226,28 @@ impl From<LocalSessionManagerError> for SessionFailure {
 /// rmcp's in-memory sessions, each recorded with the token that opened it and
 /// forgotten when rmcp closes it (a DELETE, the idle timeout, the end of its service),
 /// so the record never outgrows the live sessions, and at most `max_per_token` of them
-/// for one token.
+/// for one token. Their ids carry `prefix`, this gateway's id, so that another gateway
+/// of the site knows where to relay a request naming one.
 struct BoundSessions {
     inner: LocalSessionManager,
     owners: Owners,
     max_per_token: usize,
+    prefix: String,
 }
 
 impl BoundSessions {
-    fn new(inner: LocalSessionManager, owners: Owners, max_per_token: usize) -> BoundSessions {
+    /// The sessions of the gateway `gateway`.
+    fn new(
+        inner: LocalSessionManager,
+        owners: Owners,
+        max_per_token: usize,
+        gateway: &str,
+    ) -> BoundSessions {
         BoundSessions {
             inner,
             owners,
             max_per_token,
+            prefix: format!("{gateway}{SESSION_ID_SEPARATOR}"),
         }
     }
 }
@@ -247,9 +271,12 @@ impl SessionManager for BoundSessions {
                 self.max_per_token
             )));
         };
-        let (id, transport) = self.inner.create_session().await?;
+        // rmcp's own making of a session, under an id that names this gateway.
+        let id = SessionId::from(format!("{}{}", self.prefix, server_side_http::session_id()));
+        let (handle, worker) = create_local_session(id.clone(), self.inner.session_config.clone());
+        self.inner.sessions.write().await.insert(id.clone(), handle);
         self.owners.lock().insert(id.clone(), place);
-        Ok((id, transport))
+        Ok((id, WorkerTransport::spawn(worker)))
     }
 
     async fn initialize_session(
@@ -383,7 +410,7 @@ mod tests {
     #[tokio::test]
     async fn a_session_is_recorded_with_its_opener_and_forgotten_when_closed() {
         let owners = Owners::default();
-        let sessions = BoundSessions::new(LocalSessionManager::default(), owners.clone(), 4);
+        let sessions = BoundSessions::new(LocalSessionManager::default(), owners.clone(), 4, "gw");
         let (id, _transport) = OPENER
             .scope(
                 Opener::new("fy_abcdefghi".to_owned()),
@@ -411,7 +438,7 @@ mod tests {
     #[tokio::test]
     async fn a_token_holds_its_most_sessions_and_one_more_makes_nothing() {
         let owners = Owners::default();
-        let sessions = BoundSessions::new(LocalSessionManager::default(), owners.clone(), 2);
+        let sessions = BoundSessions::new(LocalSessionManager::default(), owners.clone(), 2, "gw");
         let open = |handle: &str| {
             let opener = Opener::new(handle.to_owned());
             let refused = opener.refused.clone();
@@ -447,7 +474,7 @@ mod tests {
         let owners = Owners::default();
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = Some(std::time::Duration::from_millis(300));
-        let sessions = BoundSessions::new(inner, owners.clone(), 1);
+        let sessions = BoundSessions::new(inner, owners.clone(), 1, "gw");
         let server = McpServer::per_request(|_| {
             Err(ferry_tools::ToolError::new(
                 Code::UnknownPerson,

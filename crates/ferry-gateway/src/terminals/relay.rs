@@ -25,10 +25,8 @@ use tokio_tungstenite::tungstenite::{self, Message as Tws};
 
 use super::access::TERMINAL_PROTOCOL;
 use super::session::{PAGE_SILENCE, PING_INTERVAL};
+use crate::forward::RELAYED;
 use crate::{ApiError, AppState, blocking};
-
-/// Marks a request one gateway relayed to another.
-const RELAYED: &str = "ferry-relayed";
 
 fn away() -> ApiError {
     ApiError::new(

@@ -478,7 +478,7 @@ fn max_connections_serves_up_to_its_limit_and_refuses_one_more() {
 }
 
 #[test]
-fn a_connection_that_never_says_its_protocol_is_closed_at_the_header_timeout() {
+fn a_connection_that_never_says_its_protocol_or_answers_pings_is_closed() {
     let _one = one_at_a_time();
     let server = gateway("[server]\nheader_read_timeout_secs = 1\n");
     let rt = support::node::runtime();
@@ -496,6 +496,18 @@ fn a_connection_that_never_says_its_protocol_is_closed_at_the_header_timeout() {
                 "after {sent:?}: {read:?} {rest:?}"
             );
         }
+        // The whole preface, then silence: the gateway's settings and pings go
+        // unanswered, and it closes the connection (after a ping interval and a ping
+        // timeout, each the header timeout).
+        let mut stream = tokio::net::TcpStream::connect(&server.addr).await.unwrap();
+        stream
+            .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .await
+            .unwrap();
+        let mut frames = Vec::new();
+        let read =
+            tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut frames)).await;
+        assert!(matches!(read, Ok(Ok(_))), "{read:?}");
     });
 }
 

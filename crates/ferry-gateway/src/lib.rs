@@ -501,6 +501,14 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout)
         .max_buf_size(READ_BUFFER_MAX_BYTES);
+    // An HTTP/2 connection has no header timeout between its streams: one whose peer
+    // stops answering pings (gone, or never finishing its own preface) is closed, so
+    // only live clients hold the connections `max_connections` counts.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(header_read_timeout)
+        .keep_alive_timeout(header_read_timeout);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {

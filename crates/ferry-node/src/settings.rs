@@ -156,7 +156,9 @@ impl Settings {
     /// The node host these settings serve: the transfer commands under the owner's
     /// policy, and the terminal commands.
     pub fn host(&self) -> NodeHost {
-        NodeHost::new(self.policy.clone()).with_terminal(self.terminal.clone())
+        NodeHost::new(self.policy.clone())
+            .with_terminal(self.terminal.clone())
+            .with_push_journal(&self.state_dir)
     }
 
     /// What the operator should know before the node runs.

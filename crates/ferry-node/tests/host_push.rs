@@ -428,3 +428,77 @@ async fn a_link_swapped_in_while_the_body_streams_is_never_written_through() {
     assert!(!tree.root.join("in/sub.old/g").exists());
     no_temporaries_left(&tree, "in/sub.old").await;
 }
+
+/// A node killed while it wrote (issue 15's crash harness found the temporary stayed for
+/// ever): each push is written down in the state folder while it runs, and a node that
+/// starts on that folder removes what a push of a dead node left, and nothing else.
+#[tokio::test]
+async fn what_a_killed_push_left_goes_at_the_next_start() {
+    use ferry_node::host::{NodeHost, PUSHING_DIR_NAME};
+    let tree = Tree::new();
+    let state = tempfile::tempdir().unwrap();
+    let policy = NodePolicy {
+        rules: rules(&[tree.glob()], &[tree.glob()], &[]),
+        follow_symlinks: false,
+    };
+    let journaled = NodeHost::new(policy.clone()).with_push_journal(state.path());
+    let (gateway, _node) = common::linked(journaled.handler());
+    let records = state.path().join(PUSHING_DIR_NAME);
+    let names = |dir: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+
+    // A whole push leaves no record.
+    push(&gateway, &tree.path("whole"), b"all of it", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(names(&records), Vec::<String>::new());
+
+    // While a push streams, its record names its temporary.
+    let bytes = noise(4 << 20, 11);
+    let args = json!({"path": tree.path("half"), "size": bytes.len(), "sha256": sha256(&bytes)});
+    let mut call = gateway.open("file.push", args, true).unwrap();
+    let mut body = CheckedWriter::new(call.take_body().unwrap());
+    body.send(Bytes::copy_from_slice(&bytes[..1 << 20]))
+        .await
+        .unwrap();
+    temporary_made(&tree, "").await;
+    let temporary = tree.temporaries("").remove(0);
+    let record = names(&records).remove(0);
+    let record_text = std::fs::read_to_string(records.join(&record)).unwrap();
+    assert!(record_text.contains(&temporary), "{record_text}");
+    // What a node killed now leaves: the record, unlocked, and the temporary.
+    let half = std::fs::read(tree.root.join(&temporary)).unwrap();
+    drop(body);
+    drop(call);
+    no_temporaries_left(&tree, "").await;
+    for _ in 0..100 {
+        if names(&records).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(names(&records), Vec::<String>::new(), "the push ended");
+    std::fs::write(records.join(&record), &record_text).unwrap();
+    std::fs::write(tree.root.join(&temporary), &half).unwrap();
+    // Another writer's temporary in the same folder is not the node's.
+    let foreign = format!("{}another-writer", ferry_fs::TEMP_PREFIX);
+    std::fs::write(tree.root.join(&foreign), b"theirs").unwrap();
+
+    let restarted = NodeHost::new(policy).with_push_journal(state.path());
+    assert_eq!(restarted.sweep_pushes(), 1);
+    assert_eq!(tree.temporaries(""), [foreign]);
+    assert_eq!(names(&records), Vec::<String>::new());
+    assert_eq!(
+        std::fs::read(tree.root.join("whole")).unwrap(),
+        b"all of it"
+    );
+    assert!(!tree.root.join("half").exists());
+}

@@ -284,6 +284,14 @@ pub async fn run_until(settings: &Settings, shutdown: CancellationToken) -> Exit
         Err(e) => return Exit::Unusable(e.to_string()),
     };
     let host = settings.host();
+    // What pushes of a node killed midway left, before anything else is served.
+    let sweeping = host.clone();
+    match tokio::task::spawn_blocking(move || sweeping.sweep_pushes()).await {
+        Ok(0) | Err(_) => {}
+        Ok(n) => log(format!(
+            "removed {n} unfinished files that pushes left when this node last stopped"
+        )),
+    }
     // Staged uploads older than a day go, now and every hour, whatever the link does.
     let _sweeper = {
         let host = host.clone();

@@ -15,6 +15,7 @@ mod errors;
 mod fetch;
 mod list;
 mod push;
+mod pushing;
 mod resolve;
 mod stat;
 mod terminal;
@@ -32,6 +33,7 @@ use crate::mux::{Handler, handler};
 use crate::policy::PathRules;
 use crate::{Incoming, NodeError, commands, terminal as wire};
 
+pub use pushing::{PUSHING_DIR_NAME, PushJournal};
 pub use terminal::{GRACE as TERMINAL_END_GRACE, Shell};
 pub use tree::WALK_MAX_DESCENDANTS;
 pub use upload::{UPLOADS_DIR_NAME, UploadSweep, check_name as check_upload_name, sweep_once};
@@ -64,6 +66,7 @@ pub struct TerminalConfig {
 pub struct NodeHost {
     policy: Arc<NodePolicy>,
     terminal: Option<Arc<TerminalConfig>>,
+    pushes: Option<PushJournal>,
 }
 
 impl NodeHost {
@@ -72,7 +75,21 @@ impl NodeHost {
         NodeHost {
             policy: Arc::new(policy),
             terminal: None,
+            pushes: None,
         }
+    }
+
+    /// The same host, writing down each push in flight in `state_dir` so that what a
+    /// node killed midway left is removed by [`NodeHost::sweep_pushes`] at its next start.
+    pub fn with_push_journal(mut self, state_dir: &std::path::Path) -> NodeHost {
+        self.pushes = Some(PushJournal::new(state_dir));
+        self
+    }
+
+    /// Removes the temporaries of the pushes a node that died left (see
+    /// [`NodeHost::with_push_journal`]); how many went. Blocking.
+    pub fn sweep_pushes(&self) -> usize {
+        self.pushes.as_ref().map_or(0, PushJournal::sweep)
     }
 
     /// The same host, serving the terminal commands too.
@@ -120,7 +137,11 @@ impl NodeHost {
 
 /// Serves one call: parses its arguments and runs its command.
 async fn serve(host: NodeHost, incoming: Incoming) {
-    let NodeHost { policy, terminal } = host;
+    let NodeHost {
+        policy,
+        terminal,
+        pushes,
+    } = host;
     let Incoming {
         command,
         args,
@@ -141,7 +162,7 @@ async fn serve(host: NodeHost, incoming: Incoming) {
             Err(e) => reply.fail(e),
         },
         commands::FILE_PUSH => match parse(args) {
-            Ok(args) => push::serve(policy, args, body, reply).await,
+            Ok(args) => push::serve(policy, pushes, args, body, reply).await,
             Err(e) => reply.fail(e),
         },
         commands::DIR_FETCH => match parse(args) {

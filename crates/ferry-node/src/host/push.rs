@@ -4,18 +4,21 @@
 //! missing ones with `createParents`), writes a hidden temporary beside the target as
 //! the body arrives through a bounded channel, and places it only once the body's
 //! trailer and the call's `size` and `sha256` agree. A body that stops short (a
-//! cancelled call, a dropped link) drops the temporary.
+//! cancelled call, a dropped link) drops the temporary. A node killed midway leaves
+//! it, written down in its state folder, and removes it at its next start
+//! ([`super::pushing`]).
 
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use ferry_codes::Code;
-use ferry_fs::{AtomicWriter, Dir, EntryKind, Follow, FsError};
+use ferry_fs::{ByteSink, Dir, EntryKind, FileId, Follow, FsError, Placement};
 use tokio::sync::{mpsc, oneshot};
 
 use super::errors::refuse;
 use super::fetch::QUEUED_CHUNKS;
+use super::pushing::{InFlight, PushJournal};
 use super::resolve::{Identity, Target, child_path, root};
 use super::{NodePolicy, blocking, head, invalid, with_gateway_rules};
 use crate::checked::{CheckedReader, Verified};
@@ -40,6 +43,7 @@ const NEW_FOLDER_MODE: u32 = 0o755;
 /// Serves one `file.push`.
 pub(super) async fn serve(
     policy: Arc<NodePolicy>,
+    journal: Option<PushJournal>,
     args: FilePushArgs,
     body: DataReader,
     reply: Reply,
@@ -55,7 +59,7 @@ pub(super) async fn serve(
     let size = args.size;
     let (ready_tx, ready) = oneshot::channel();
     let (pieces_tx, pieces) = mpsc::channel::<Piece>(QUEUED_CHUNKS);
-    let writing = blocking(move || write(&policy, &args, ready_tx, pieces));
+    let writing = blocking(move || write(&policy, journal.as_ref(), &args, ready_tx, pieces));
     let writing = tokio::spawn(writing);
     if let Ok(Err(e)) = ready.await {
         return reply.fail(e);
@@ -101,11 +105,12 @@ fn is_sha256_hex(text: &str) -> bool {
 /// `pieces` and places it.
 fn write(
     policy: &NodePolicy,
+    journal: Option<&PushJournal>,
     args: &FilePushArgs,
     ready: oneshot::Sender<Result<(), NodeError>>,
     mut pieces: mpsc::Receiver<Piece>,
 ) -> Result<PushResult, NodeError> {
-    let (mut writer, parent, target) = match prepare(policy, args) {
+    let (mut staged, target) = match prepare(policy, journal, args) {
         Ok(prepared) => {
             let _ = ready.send(Ok(()));
             prepared
@@ -117,9 +122,9 @@ fn write(
     };
     let verified = loop {
         match pieces.blocking_recv() {
-            Some(Piece::Bytes(bytes)) => writer.write(&bytes).map_err(|e| target.fail(e))?,
+            Some(Piece::Bytes(bytes)) => staged.sink.write(&bytes).map_err(|e| target.fail(e))?,
             Some(Piece::End(verified)) => break verified,
-            // The body stopped: the writer's drop removes the temporary.
+            // The body stopped: dropping `staged` removes the temporary.
             None => return Err(NodeError::Cancelled),
         }
     };
@@ -131,16 +136,16 @@ fn write(
             verified.size, args.size, args.sha256
         )));
     }
-    still_there(&target, &parent)?;
-    let (written, replaced) =
-        writer
-            .commit_new_or_replace(args.overwrite)
-            .map_err(|e| match e {
-                FsError::Exists => exists(&target),
-                e => target.fail(e),
-            })?;
+    let written = staged.sink.finish().map_err(|e| target.fail(e))?;
+    still_there(&target, &staged.dir)?;
+    let replaced = staged
+        .place(target.name()?, args.overwrite)
+        .map_err(|e| match e {
+            FsError::Exists => exists(&target),
+            e => target.fail(e),
+        })?;
     // The new name is durable only once its folder is.
-    rustix::fs::fsync(parent.as_fd())
+    rustix::fs::fsync(staged.dir.as_fd())
         .map_err(|e| target.fail(FsError::from_raw_os_error(e.raw_os_error())))?;
     Ok(PushResult {
         path: target.canonical.clone(),
@@ -150,11 +155,99 @@ fn write(
     })
 }
 
+/// The temporary a push fills beside its target; removed when dropped unless placed,
+/// and then its record in the journal goes too.
+struct Staged {
+    dir: Dir,
+    name: String,
+    mode: u32,
+    sink: ByteSink,
+    placed: bool,
+    /// Dropped after the temporary is removed (fields drop after `drop` runs).
+    _in_flight: Option<InFlight>,
+}
+
+impl Staged {
+    /// Makes the temporary in `dir`, written down in `journal` first (its folder is at
+    /// `folder`); the file gets `mode` when placed, and takes at most `size` bytes.
+    fn create(
+        dir: Dir,
+        folder: &str,
+        journal: Option<&PushJournal>,
+        mode: u32,
+        size: u64,
+    ) -> Result<Staged, FsError> {
+        let in_flight = journal.map(|j| j.begin(folder, &dir)).transpose()?;
+        let name = match &in_flight {
+            Some(in_flight) => in_flight.temp.clone(),
+            None => format!(
+                "{}{}",
+                ferry_fs::TEMP_PREFIX,
+                ferry_fs::random_base32::<10>()
+            ),
+        };
+        let file = dir.create_new_file(&name, 0o600)?;
+        let mut staged = Staged {
+            dir,
+            name,
+            mode,
+            sink: ByteSink::new(file),
+            placed: false,
+            _in_flight: in_flight,
+        };
+        staged.sink.set_limit(size);
+        Ok(staged)
+    }
+
+    /// Places the filled temporary at `target`: a file already there is replaced only
+    /// with `overwrite` (else [`FsError::Exists`], decided by the rename itself); whether
+    /// one was replaced.
+    fn place(&mut self, target: &str, overwrite: bool) -> Result<bool, FsError> {
+        // The file this push wrote, and only it, is placed.
+        let id = FileId::of(self.sink.file())?;
+        let placement = |replace| Placement {
+            mode: self.mode,
+            owner: None,
+            replace,
+        };
+        let place = |replace| {
+            ferry_fs::place_temporary(
+                &self.dir,
+                &self.name,
+                &self.dir,
+                target,
+                id,
+                placement(replace),
+            )
+        };
+        let replaced = match place(false) {
+            Ok(()) => false,
+            // Checked again by the placement: what took the name may be a link or a folder.
+            Err(FsError::Exists) if overwrite => {
+                place(true)?;
+                true
+            }
+            Err(e) => return Err(e),
+        };
+        self.placed = true;
+        Ok(replaced)
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = ferry_fs::remove_temporary(&self.dir, &self.name);
+        }
+    }
+}
+
 /// Checks the rules, opens (or makes) the folder and starts the temporary.
 fn prepare(
     policy: &NodePolicy,
+    journal: Option<&PushJournal>,
     args: &FilePushArgs,
-) -> Result<(AtomicWriter, Dir, Target), NodeError> {
+) -> Result<(Staged, Target), NodeError> {
     // Listings hide the node's temporaries: a file pushed under such a name would be
     // on disk and never shown.
     if args.path.split('/').any(ferry_fs::is_temporary) {
@@ -186,11 +279,9 @@ fn prepare(
         Err(FsError::NotFound) => NEW_FILE_MODE,
         Err(e) => return Err(target.fail(e)),
     };
-    let mut writer = AtomicWriter::create(&parent, &name)
-        .map_err(|e| target.fail(e))?
-        .limit(args.size);
-    writer.set_mode(mode).map_err(|e| target.fail(e))?;
-    Ok((writer, parent, target))
+    let staged = Staged::create(parent, target.parent_path(), journal, mode, args.size)
+        .map_err(|e| target.fail(e))?;
+    Ok((staged, target))
 }
 
 /// Opens the target's folder from `/` without links; with `create`, makes each missing

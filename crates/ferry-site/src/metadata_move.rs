@@ -31,8 +31,15 @@ pub struct TableCopied {
 }
 
 /// Copies the metadata of the site at `data` into the PostgreSQL database at `url`,
-/// which must be empty (no tables). Returns each table's counts; an error leaves the
-/// PostgreSQL database without any of the copy.
+/// which must be empty (no tables, or only the tables of a run of this command that was
+/// stopped before its copy was kept, all of them without a row). Returns each table's
+/// counts; an error leaves the PostgreSQL database without any of the copy.
+///
+/// The copy and the identities moved past it are one transaction: a run stopped
+/// anywhere (killed, say) leaves the database with all of it or none. A run again after
+/// one stopped before the copy was kept copies; after one stopped once it was kept (the
+/// note beside the SQLite file not yet written), it finds the copy whole, each count
+/// equal to the SQLite file's, and only writes the note.
 pub fn migrate_metadata(
     data: &Path,
     url: &str,
@@ -47,19 +54,6 @@ pub fn migrate_metadata(
     }
     let from = Db::sqlite_read_only(&file)?;
     let to = Db::postgres(url, password)?;
-    let tables: i64 = to
-        .row(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()",
-            params![],
-            |r| r.get(0),
-        )?
-        .unwrap_or(0);
-    if tables > 0 {
-        return Err(SiteError::Io(std::io::Error::other(format!(
-            "the PostgreSQL database is not empty ({tables} tables): migrate-metadata copies \
-             into an empty one only, so nothing there is overwritten"
-        ))));
-    }
     // The source must be at this version's schema: the copy is column for column.
     let (at, latest) = (from.version()?, latest_version());
     if at != latest {
@@ -81,13 +75,108 @@ pub fn migrate_metadata(
              was copied"
         ))));
     }
+    let copied = match target_state(&to)? {
+        Target::Empty => copy(&from, &to)?,
+        Target::Holding(rows) => {
+            // Kept by a run that stopped before it wrote the note: whole if every count
+            // is the SQLite file's (the copy is one transaction, so it is all or nothing).
+            let copied = counts(&from, &rows)?;
+            if to.version()? != latest || copied.iter().any(|c| c.sqlite != c.postgres) {
+                let tables = rows.iter().filter(|(_, n)| *n > 0).count();
+                return Err(SiteError::Io(std::io::Error::other(format!(
+                    "the PostgreSQL database is not empty ({tables} tables with rows that are \
+                     not this site's copy): migrate-metadata copies into an empty one only, so \
+                     nothing there is overwritten"
+                ))));
+            }
+            copied
+        }
+        Target::Foreign(tables) => {
+            return Err(SiteError::Io(std::io::Error::other(format!(
+                "the PostgreSQL database is not empty ({tables} tables): migrate-metadata \
+                 copies into an empty one only, so nothing there is overwritten"
+            ))));
+        }
+    };
+    // Beside the SQLite file, never in it: the site's metadata lives elsewhere now, and a
+    // command or gateway still pointed at the file is refused instead of acting on a
+    // copy nobody else reads.
+    let note = format!(
+        "The metadata of this site was copied to PostgreSQL ({}) at {}.\n\
+         Set [metadata] url (the password in FERRY_METADATA__PASSWORD) to use it.\n",
+        where_only(url),
+        crate::rfc3339(std::time::SystemTime::now())
+    );
+    write_note(&data.join(SERVICE_DIR), &note)?;
+    Ok(copied)
+}
+
+/// What the PostgreSQL database holds before a copy.
+enum Target {
+    /// Nothing: no table, or only tables of this site's schema without a row.
+    Empty,
+    /// This site's tables, some with rows: each table's rows.
+    Holding(Vec<(String, u64)>),
+    /// Tables that are not this site's: how many.
+    Foreign(usize),
+}
+
+fn target_state(to: &Db) -> Result<Target, SiteError> {
+    let tables: Vec<String> = to.rows(
+        "SELECT CAST(table_name AS TEXT) FROM information_schema.tables \
+         WHERE table_schema = current_schema()",
+        params![],
+        |r| r.get(0),
+    )?;
+    let ours = |t: &String| t == "schema_version" || TABLES.contains(&t.as_str());
+    if !tables.iter().all(ours) {
+        return Ok(Target::Foreign(tables.len()));
+    }
+    let mut rows = Vec::new();
+    for table in TABLES {
+        if tables.iter().any(|t| t == table) {
+            rows.push(((*table).to_owned(), count(to, table)?));
+        } else {
+            rows.push(((*table).to_owned(), 0));
+        }
+    }
+    if rows.iter().all(|(_, n)| *n == 0) {
+        return Ok(Target::Empty);
+    }
+    Ok(Target::Holding(rows))
+}
+
+/// The rows of `table`.
+fn count(db: &impl Exec, table: &str) -> Result<u64, SiteError> {
+    let n: Option<i64> = db.row(&format!("SELECT COUNT(*) FROM {table}"), params![], |r| {
+        r.get(0)
+    })?;
+    Ok(n.unwrap_or(0).max(0) as u64)
+}
+
+/// Each table's rows in the SQLite file beside those `rows` in PostgreSQL.
+fn counts(from: &Db, rows: &[(String, u64)]) -> Result<Vec<TableCopied>, SiteError> {
+    rows.iter()
+        .map(|(table, postgres)| {
+            Ok(TableCopied {
+                table: table.clone(),
+                sqlite: count(from, table)?,
+                postgres: *postgres,
+            })
+        })
+        .collect()
+}
+
+/// Makes the schema (what a stopped run made of it is completed) and copies every row,
+/// in one transaction with the identities moved past the copied ids.
+fn copy(from: &Db, to: &Db) -> Result<Vec<TableCopied>, SiteError> {
     let mut shapes = Vec::with_capacity(TABLES.len());
     for table in TABLES {
         shapes.push((*table, from.columns(table)?));
     }
     to.migrate(crate::db::MIGRATIONS)?;
     // One snapshot of the source, one transaction on the target: all or nothing.
-    let copied = to.transaction_once(|target| {
+    to.transaction_once(|target| {
         from.transaction_once(|source| {
             let mut copied = Vec::new();
             for (table, columns) in &shapes {
@@ -104,14 +193,10 @@ pub fn migrate_metadata(
                 for row in &rows {
                     target.execute(&insert, row)?;
                 }
-                let count = |db: &dyn Fn(&str) -> Result<Option<i64>, ferry_sql::Error>| {
-                    db(&format!("SELECT COUNT(*) FROM {table}"))
-                        .map(|n| n.unwrap_or(0).max(0) as u64)
-                };
                 copied.push(TableCopied {
                     table: (*table).to_owned(),
-                    sqlite: count(&|sql| source.row(sql, params![], |r| r.get(0)))?,
-                    postgres: count(&|sql| target.row(sql, params![], |r| r.get(0)))?,
+                    sqlite: count(source, table)?,
+                    postgres: count(target, table)?,
                 });
             }
             if let Some(off) = copied.iter().find(|c| c.sqlite != c.postgres) {
@@ -121,23 +206,20 @@ pub fn migrate_metadata(
                     off.table, off.sqlite, off.postgres
                 ))));
             }
+            for (table, column) in IDENTITIES {
+                target.reset_identity(table, column)?;
+            }
             Ok(copied)
         })
-    })?;
-    for (table, column) in IDENTITIES {
-        to.reset_identity(table, column)?;
-    }
-    // Beside the SQLite file, never in it: the site's metadata lives elsewhere now, and a
-    // command or gateway still pointed at the file is refused instead of acting on a
-    // copy nobody else reads.
-    let note = format!(
-        "The metadata of this site was copied to PostgreSQL ({}) at {}.\n\
-         Set [metadata] url (the password in FERRY_METADATA__PASSWORD) to use it.\n",
-        where_only(url),
-        crate::rfc3339(std::time::SystemTime::now())
-    );
-    std::fs::write(data.join(SERVICE_DIR).join(MOVED_FILE), note)?;
-    Ok(copied)
+    })
+}
+
+/// Writes the note beside the SQLite file whole or not at all (a temporary renamed).
+fn write_note(service: &Path, note: &str) -> Result<(), SiteError> {
+    let temporary = service.join(format!(".{MOVED_FILE}.new"));
+    std::fs::write(&temporary, note)?;
+    std::fs::rename(&temporary, service.join(MOVED_FILE))?;
+    Ok(())
 }
 
 /// Beside a SQLite file whose metadata was copied to PostgreSQL.

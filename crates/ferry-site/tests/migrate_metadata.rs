@@ -109,3 +109,52 @@ fn a_site_without_sqlite_metadata_or_a_bad_address_is_refused() {
     Site::open(&data, Config::default()).unwrap();
     assert!(migrate_metadata(&data, "postgres://nobody@127.0.0.1:1/none", Some("x")).is_err());
 }
+
+/// A run stopped midway (issue 15's crash harness kills `ferry site migrate-metadata`):
+/// one stopped after it made the schema but before its copy was kept leaves tables with
+/// no row, which the next run takes for empty; one stopped after the copy was kept but
+/// before the note leaves the whole copy, which the next run finds whole and only notes.
+#[test]
+fn a_run_stopped_midway_is_completed_by_the_next() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("site");
+    {
+        let site = Site::open(&data, Config::default()).unwrap();
+        site.add_person("ann").unwrap();
+        for i in 0..3 {
+            site.append_chat("ann", None, ChatRole::User, &format!("hello {i}"), &[])
+                .unwrap();
+        }
+    }
+    let pg = PostgresDatabase::create();
+    // The schema alone, as a run killed before its copy committed leaves it.
+    let mut config = Config::default();
+    config.metadata.url = Some(pg.url().to_owned());
+    drop(Site::open(&tmp.path().join("other"), config.clone()).unwrap());
+
+    let copied = migrate_metadata(&data, pg.url(), None).unwrap();
+    let count = |copied: &[ferry_site::TableCopied], table: &str| {
+        let found = copied.iter().find(|t| t.table == table).unwrap();
+        assert_eq!(found.sqlite, found.postgres, "{copied:?}");
+        found.postgres
+    };
+    assert_eq!(count(&copied, "chat_messages"), 3);
+
+    // The copy kept, the note not yet written: the next run only writes it.
+    let note = data.join(".ferry").join("metadata-moved");
+    std::fs::remove_file(&note).unwrap();
+    let again = migrate_metadata(&data, pg.url(), None).unwrap();
+    assert_eq!(again, copied);
+    assert!(note.is_file());
+    let site = Site::open(&data, config).unwrap();
+    assert_eq!(site.persons().unwrap(), ["ann"]);
+    // The identities moved with the copy: a new message takes the next id.
+    site.append_chat("ann", None, ChatRole::Assistant, "after", &[])
+        .unwrap();
+    let chat = site.chat_page("ann", None, None, 50).unwrap().messages;
+    assert_eq!(chat.len(), 4);
+    // Once the site on PostgreSQL changed it, it is no longer this site's copy.
+    drop(site);
+    let e = migrate_metadata(&data, pg.url(), None).unwrap_err();
+    assert!(e.to_string().contains("not empty"), "{e}");
+}

@@ -328,11 +328,9 @@ impl Db {
     /// largest `column` (PostgreSQL; SQLite needs nothing).
     pub fn reset_identity(&self, table: &str, column: &str) -> Result<(), Error> {
         if self.engine() == Engine::Postgres {
-            let sql = format!(
-                "SELECT setval(pg_get_serial_sequence('{table}', '{column}'),
-                    COALESCE((SELECT MAX({column}) FROM {table}), 0) + 1, false)"
-            );
-            self.rows(&sql, params![], |_| Ok::<_, Error>(()))?;
+            self.rows(&reset_identity_sql(table, column), params![], |_| {
+                Ok::<_, Error>(())
+            })?;
         }
         Ok(())
     }
@@ -413,7 +411,27 @@ pub enum Tx<'a> {
     Postgres(pg::PgTx<'a>),
 }
 
+/// The statement that moves `table`'s identity past the largest `column` (PostgreSQL).
+fn reset_identity_sql(table: &str, column: &str) -> String {
+    format!(
+        "SELECT setval(pg_get_serial_sequence('{table}', '{column}'),
+            COALESCE((SELECT MAX({column}) FROM {table}), 0) + 1, false)"
+    )
+}
+
 impl Tx<'_> {
+    /// [`Db::reset_identity`] inside this transaction, so that rows copied in and the
+    /// identity moved past them are seen together (a sequence's new value itself is not
+    /// undone by a rollback: it is set again with the next copy).
+    pub fn reset_identity(&self, table: &str, column: &str) -> Result<(), Error> {
+        if let Tx::Postgres(_) = self {
+            self.rows(&reset_identity_sql(table, column), params![], |_| {
+                Ok::<_, Error>(())
+            })?;
+        }
+        Ok(())
+    }
+
     fn conflicted(&self) -> bool {
         match self {
             Tx::Sqlite(_) => false,

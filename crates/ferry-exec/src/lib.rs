@@ -88,6 +88,7 @@ pub use error::ExecError;
 pub use journal::{Journal, persons_with_unfinished_changes};
 pub use lease::Lease;
 pub use probe::{AUTO_LANDLOCK_MIN_ABI, Strongest, Unavailable, in_force, probe, strongest};
+pub use reaper::REAPER_NAME;
 pub use request_error::RequestError;
 pub use requester::Requester;
 pub use run::{effective_lifetime, effective_timeout, run};

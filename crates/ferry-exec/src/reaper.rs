@@ -35,6 +35,12 @@ use rustix::fs::{Mode, OFlags, RawDir, SeekFrom};
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, Signal, WaitOptions};
 
+/// The name (`/proc/<pid>/comm`) a reaper takes once it is one. It runs on in the
+/// program of the process that started the command, under that process's command line
+/// (it never executes one of its own), so it must say what it is: a herd's supervisor,
+/// which is found by its command line, is told from its reaper by this.
+pub const REAPER_NAME: &CStr = c"ferry-reaper";
+
 /// Processes of the machine one `/proc` listing keeps track of. A listing with more
 /// still kills the reaper's own children, so the rounds always make progress.
 pub(crate) const LISTED_MAX_COUNT: usize = 16 * 1024;
@@ -184,6 +190,8 @@ impl Reaper {
             return Ok(());
         }
         let command = Pid::from_raw(pid as i32).ok_or(Errno::SRCH)?;
+        // SAFETY: prctl(PR_SET_NAME) is a plain system call reading a static string.
+        unsafe { libc::prctl(libc::PR_SET_NAME, REAPER_NAME.as_ptr()) };
         self.detach();
         let report = self.watch(command);
         let bytes = report.encode();

@@ -214,7 +214,18 @@ fn is_supervisor(pid: u32, expected: &[OsString], compared: usize) -> bool {
             .iter()
             .zip(&expected[..compared])
             .all(|(g, e)| *g == e.as_bytes());
-    same && !below_a_supervisor(pid) && state::alive(pid, ticks)
+    same && !is_reaper(pid) && !below_a_supervisor(pid) && state::alive(pid, ticks)
+}
+
+/// Whether `pid` is the reaper of a supervisor's run (ferry-exec): forked from the
+/// supervisor without a program of its own, it shows the supervisor's command line, and
+/// once that supervisor is killed nothing above it tells it apart any more. Taken for a
+/// supervisor then, it was killed before it had ended the worker's command, which then
+/// outlived every reaper.
+fn is_reaper(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/comm")).is_ok_and(|comm| {
+        comm.strip_suffix(b"\n").unwrap_or(&comm) == ferry_exec::REAPER_NAME.to_bytes()
+    })
 }
 
 /// Whether a supervisor runs above `pid`: then `pid` is a process of some worker (which

@@ -2,6 +2,7 @@
 //! a fresh data directory per server, the real CLI, and a small scripted HTTP peer.
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod crash;
 pub mod escapes;
 pub mod faults;
 pub mod herd;

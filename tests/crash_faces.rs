@@ -244,7 +244,7 @@ fn deliveries_by_url_killed_at_random_points_land_whole_and_recorded() {
     let answered = Arc::new(Mutex::new(Vec::<String>::new()));
     let next = Arc::new(AtomicUsize::new(0));
     let mut report = Report::new("deliveries by URL", "deliveries answered");
-    let mut left = 0;
+    let (mut left, mut unrecorded) = (0, 0);
     for kill in 0..kills() {
         // Four deliverers, two on each attachment, each as fast as it can.
         let stop = Arc::new(AtomicBool::new(false));
@@ -337,8 +337,21 @@ fn deliveries_by_url_killed_at_random_points_land_whole_and_recorded() {
         for sha in answered.iter().filter(|sha| !recorded.contains(*sha)) {
             report.violation(kill, format!("a delivery answered ({sha}) is not recorded"));
         }
+        // A delivery placed by a gateway killed before its record: the call unanswered.
+        for (name, _, workspace) in &targets {
+            let at = workspace.join("public/attachments").join(name);
+            if let Ok(bytes) = std::fs::read(&at)
+                && !recorded.contains(&support::sha256_hex(&bytes))
+            {
+                unrecorded += 1;
+            }
+        }
         left = temporaries(&home).len();
     }
+    report.fact(format!(
+        "{unrecorded} times an attachment was a delivery killed between its placing and its \
+         record (the call unanswered)"
+    ));
     let remaining = swept_at_next_start(&mut server, &home);
     report.temporaries(left, remaining);
     report.finish();

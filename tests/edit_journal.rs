@@ -6,6 +6,8 @@
 
 mod support;
 
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -97,4 +99,33 @@ fn a_gateway_start_undoes_an_edit_killed_between_its_files() {
         "{}",
         server.log()
     );
+}
+
+/// A file written to in place after the kill (the same inode, as a shell's `>` does)
+/// is the person's now: the undo leaves it as it is, and never puts the old one over it.
+#[test]
+fn a_file_written_to_after_the_kill_is_left_as_the_person_wrote_it() {
+    let server = Server::start();
+    let public = killed_between_placings(&server);
+    let inode = std::fs::metadata(public.join("a.txt")).unwrap().ino();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(public.join("a.txt"))
+        .unwrap()
+        .write_all(b"the person rewrote this in place\n")
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(public.join("a.txt")).unwrap().ino(),
+        inode
+    );
+    let _mcp = McpProcess::start(&server.data);
+    assert_eq!(read(&public, "a.txt"), "the person rewrote this in place\n");
+    assert_eq!(read(&public, "b.txt"), OLD_B);
+    assert!(
+        temporaries(&public).is_empty(),
+        "{:?}",
+        temporaries(&public)
+    );
+    assert_eq!(journals(&server), 0);
 }

@@ -107,8 +107,9 @@ impl Change {
             });
         }
         let files: Vec<Placement> = self.files.iter().map(|f| f.placement.clone()).collect();
+        let placed_sha256: Vec<String> = written.iter().map(|w| w.sha256.clone()).collect();
         let noted = match &self.journal {
-            Some(journal) if files.len() > 1 => Some(journal.note(&files)?),
+            Some(journal) if files.len() > 1 => Some(journal.note(&files, &placed_sha256)?),
             _ => None,
         };
         let placed = self.lease.execute(Op::PlaceAll {
@@ -119,7 +120,13 @@ impl Change {
                 Ok(_) => Ok(()),
                 // The person's side put back what it had placed, unless it died midway:
                 // undone here, or, failing that, at the next start (the note stays).
-                Err(_) => self.lease.execute(Op::UndoPlaceAll { files }).map(|_| ()),
+                Err(_) => self
+                    .lease
+                    .execute(Op::UndoPlaceAll {
+                        files,
+                        placed_sha256,
+                    })
+                    .map(|_| ()),
             };
             if settled.is_ok() {
                 noted.done()?;

@@ -32,6 +32,10 @@ struct Record {
     /// The writer's start time, in clock ticks since boot (`/proc/<pid>/stat`).
     started: u64,
     files: Vec<Placement>,
+    /// The sha256 of each file's new content, in order; see
+    /// [`Op::UndoPlaceAll`](crate::ops::Op::UndoPlaceAll).
+    #[serde(default)]
+    placed_sha256: Vec<String>,
 }
 
 /// A change noted and not yet placed; [`Noted::done`] removes the note.
@@ -49,14 +53,20 @@ impl Journal {
         }
     }
 
-    /// Notes `files` durably before they are placed.
-    pub(crate) fn note(&self, files: &[Placement]) -> Result<Noted, RequestError> {
+    /// Notes `files` durably before they are placed, with the sha256 of each one's new
+    /// content.
+    pub(crate) fn note(
+        &self,
+        files: &[Placement],
+        placed_sha256: &[String],
+    ) -> Result<Noted, RequestError> {
         let pid = std::process::id();
         let record = Record {
             person: self.person.clone(),
             pid,
             started: started(pid).unwrap_or_default(),
             files: files.to_vec(),
+            placed_sha256: placed_sha256.to_vec(),
         };
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -87,6 +97,7 @@ impl Journal {
             }
             match requester.execute(Op::UndoPlaceAll {
                 files: record.files,
+                placed_sha256: record.placed_sha256,
             }) {
                 Ok(_) => match forget(&path) {
                     Ok(()) => undone += 1,
@@ -182,7 +193,7 @@ mod tests {
         assert!(started(me).is_some());
         let dir = tempfile::tempdir().unwrap();
         let journal = Journal::new(dir.path().join("changes"), "ann");
-        let noted = journal.note(&[]).unwrap();
+        let noted = journal.note(&[], &[]).unwrap();
         assert!(unfinished(&dir.path().join("changes")).is_empty());
         noted.done().unwrap();
         assert_eq!(
@@ -205,6 +216,7 @@ mod tests {
             pid,
             started: then.unwrap_or(1),
             files: Vec::new(),
+            placed_sha256: Vec::new(),
         };
         std::fs::write(
             dir.path().join("1-x.json"),

@@ -109,6 +109,10 @@ pub enum Op {
     UndoPlaceAll {
         /// Every file of the change, as [`Op::PlaceAll`] had them.
         files: Vec<Placement>,
+        /// The sha256 (hex) of each file's new content, in the same order: a file is
+        /// put back only while it still holds exactly that (never one the person has
+        /// written to since).
+        placed_sha256: Vec<String>,
     },
     /// Removes the temporary `temp` made for `path`.
     DiscardAt {
@@ -280,8 +284,11 @@ impl Executor {
                 self.place_all(&files)?;
                 Reply::Done
             }
-            Op::UndoPlaceAll { files } => {
-                self.undo_place_all(&files)?;
+            Op::UndoPlaceAll {
+                files,
+                placed_sha256,
+            } => {
+                self.undo_place_all(&files, &placed_sha256)?;
                 Reply::Done
             }
             Op::DiscardAt { path, temp, reach } => {

@@ -168,24 +168,26 @@ impl Executor {
     }
 
     /// Undoes the change `files` whose writer died between its placings: each target
-    /// that holds its new file (the temporary's inode) gets its kept previous file back;
-    /// then the kept files and the temporaries left are removed. Repeating it does no
-    /// harm, so a kill during the undo is mended by the next. A target that holds
-    /// something else (changed since) is left alone, and a file is never removed: a
-    /// change of several files only ever replaces files that exist (`file_edit`).
-    pub(crate) fn undo_place_all(&self, files: &[Placement]) -> Result<(), RequestError> {
+    /// that still holds its new file (the temporary's inode, with the content it was
+    /// placed with, `placed_sha256`) gets its kept previous file back; then the kept
+    /// files and the temporaries left are removed. Repeating it does no harm, so a kill
+    /// during the undo is mended by the next. A target changed since (another file, or
+    /// the same file written to) is left as it is, and a file is never removed: a change
+    /// of several files only ever replaces files that exist (`file_edit`).
+    pub(crate) fn undo_place_all(
+        &self,
+        files: &[Placement],
+        placed_sha256: &[String],
+    ) -> Result<(), RequestError> {
         let mut first_error = None;
-        for file in files {
+        for (index, file) in files.iter().enumerate() {
             let undone = self
                 .target_of(&file.path, false, file.reach)
                 .and_then(|target| {
                     let kept = ferry_fs::kept_name(&file.temp);
-                    let holds_new = target
-                        .dir
-                        .metadata(&target.name)
-                        .is_ok_and(|meta| meta.inode == file.ino);
-                    let has_kept = target.dir.metadata(&kept).is_ok();
-                    if holds_new && has_kept {
+                    if target.dir.metadata(&kept).is_ok()
+                        && holds_as_placed(&target, file.ino, placed_sha256.get(index))
+                    {
                         ferry_fs::restore_previous(&target.dir, &kept, &target.name)?;
                     }
                     ferry_fs::remove_temporary(&target.dir, &kept)?;
@@ -212,6 +214,19 @@ impl Executor {
         let target = self.target_of(path, false, reach)?;
         Ok(ferry_fs::remove_temporary(&target.dir, temp)?)
     }
+}
+
+/// Whether `target` is still the file a change placed: the inode `ino`, with the content
+/// whose sha256 is `sha256`. Without a digest to compare, it is not taken for it.
+fn holds_as_placed(target: &WriteTarget, ino: u64, sha256: Option<&String>) -> bool {
+    let Some(sha256) = sha256 else {
+        return false;
+    };
+    let Ok(mut file) = target.dir.open_file(&target.name, Follow::Never) else {
+        return false;
+    };
+    FileId::of(&file).is_ok_and(|id| id.ino == ino)
+        && ferry_fs::sha256_hex_of_reader(&mut file).is_ok_and(|now| &now == sha256)
 }
 
 /// How long a change waits for another change of one of its files to finish.

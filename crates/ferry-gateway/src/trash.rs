@@ -120,7 +120,12 @@ async fn restore(
         let action = MemberAction::Restore { entry, name };
         match restoring.member_now(&person, project.as_deref(), action) {
             Ok((MemberReply::Path { path }, _)) => {
-                restoring.site.trash_forget(&id)?;
+                // The entry is back in place: that is the answer, even when its record
+                // cannot go now (the metadata's disk is full, say). A record whose
+                // entry is gone from the trash folder is dropped when next used.
+                if let Err(e) = restoring.site.trash_forget(&id) {
+                    tracing::warn!("restored {path}, but its trash record stays: {e}");
+                }
                 Ok((path, project))
             }
             Ok(_) => Err(out_of_turn()),

@@ -141,7 +141,31 @@ impl SiteError {
             SiteError::Trash(e) => e.code(),
             SiteError::Share(e) => e.code(),
             SiteError::Fs(e) => e.code(),
+            SiteError::Db(e) if e.is_disk_full() => Code::InsufficientStorage,
             SiteError::Db(_) | SiteError::Io(_) => Code::Internal,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_under_the_metadata_is_insufficient_storage() {
+        let full = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            Some("database or disk is full".into()),
+        );
+        let error = SiteError::Db(ferry_sql::Error::Sqlite(full));
+        assert_eq!(error.code(), Code::InsufficientStorage);
+        let busy = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+            None,
+        );
+        assert_eq!(
+            SiteError::Db(ferry_sql::Error::Sqlite(busy)).code(),
+            Code::Internal
+        );
     }
 }

@@ -94,6 +94,18 @@ impl Error {
         }
     }
 
+    /// The disk under the database is full (SQLite's `SQLITE_FULL`, PostgreSQL's
+    /// `disk_full`): a condition the operator can mend, not a fault of the request.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
+                e.code == rusqlite::ErrorCode::DiskFull
+            }
+            Error::Postgres(e) => e.code() == Some(&postgres::error::SqlState::DISK_FULL),
+            _ => false,
+        }
+    }
+
     /// The engine could not be reached at all (as opposed to refusing a statement).
     pub fn is_unreachable(&self) -> bool {
         match self {

@@ -858,10 +858,16 @@ fn file_push_on_a_killed_node_leaves_the_old_file_or_the_new_one() {
         assert!(!is_error(&pushed), "{}", text_of(&pushed));
     }
     let span = span_of(started.elapsed());
-    let (mut next, mut acknowledged) = (1u64, 0u64);
+    let mut next = 1u64;
     let (mut report, mut left) = (Report::new("file_push", "pushes acknowledged"), 0);
     for kill in 0..kills() {
         let mut mcp = site.mcp();
+        // One push the node restarted takes whole, then pushes until the kill.
+        let pushed = push(&mut mcp, next).unwrap();
+        assert!(!is_error(&pushed), "{}", text_of(&pushed));
+        let mut acknowledged = next;
+        next += 1;
+        report.completed += 1;
         let killer = kill_after(site.node_pid(), random.delay(span));
         report.kills += 1;
         loop {

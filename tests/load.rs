@@ -16,8 +16,7 @@
 
 mod support;
 
-#[path = "support/load.rs"]
-mod harness;
+use support::load as harness;
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};

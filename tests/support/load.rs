@@ -2,8 +2,6 @@
 //! gateway's memory as the kernel counts it, latency figures, and async clients for the
 //! many-at-once parts (event streams and MCP sessions over streamable HTTP), so that
 //! hundreds of them share a runtime instead of holding a thread each.
-//!
-//! Included by `tests/load.rs` beside `support` (`#[path]`), since it uses that harness.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -12,7 +10,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
 
-use crate::support::SseEvent;
+use super::{SseEvent, SseLines};
 
 /// Raises this process's soft limit on open files to at least `want`; panics, saying
 /// what to raise, when the hard limit is lower. A gateway started afterwards inherits
@@ -131,7 +129,7 @@ impl EventReader {
     /// The next event (comment lines skipped; `message` when it names none); `Ok(None)`
     /// once the body ends.
     pub async fn next(&mut self) -> Result<Option<SseEvent>, String> {
-        let (mut event, mut data, mut fields) = (String::new(), Vec::<String>::new(), false);
+        let mut lines = SseLines::default();
         loop {
             let Some(end) = self.buffer.iter().position(|b| *b == b'\n') else {
                 match self.body.next().await {
@@ -144,33 +142,9 @@ impl EventReader {
                 }
             };
             let line: Vec<u8> = self.buffer.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line);
-            let line = line.trim_end_matches(['\n', '\r']);
-            if line.is_empty() {
-                if fields {
-                    let event = if event.is_empty() {
-                        "message".to_owned()
-                    } else {
-                        event
-                    };
-                    return Ok(Some(SseEvent {
-                        event,
-                        data: data.join("\n"),
-                    }));
-                }
-                continue;
+            if let Some(event) = lines.take(&line) {
+                return Ok(Some(event));
             }
-            if line.starts_with(':') {
-                continue;
-            }
-            let (field, value) = line.split_once(':').unwrap_or((line, ""));
-            let value = value.strip_prefix(' ').unwrap_or(value);
-            match field {
-                "event" => event = value.to_owned(),
-                "data" => data.push(value.to_owned()),
-                _ => {}
-            }
-            fields = true;
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod crash;
 pub mod escapes;
 pub mod faults;
 pub mod herd;
+pub mod load;
 pub mod mcp;
 pub mod mcp_stdio;
 pub mod netns;
@@ -1027,13 +1028,56 @@ pub struct SseStream {
     end: Option<Option<String>>,
 }
 
+/// An event stream's fields, taken line by line: the event a blank line ends (named
+/// `message` when it names none), comment lines skipped.
+#[derive(Default)]
+pub struct SseLines {
+    event: String,
+    data: Vec<String>,
+    fields: bool,
+}
+
+impl SseLines {
+    /// Takes one line (its line ending included or not); the event it ends, if any.
+    pub fn take(&mut self, line: &[u8]) -> Option<SseEvent> {
+        let line = String::from_utf8_lossy(line);
+        let line = line.trim_end_matches(['\n', '\r']);
+        if line.is_empty() {
+            if !std::mem::take(&mut self.fields) {
+                return None;
+            }
+            let event = std::mem::take(&mut self.event);
+            return Some(SseEvent {
+                event: if event.is_empty() {
+                    "message".to_owned()
+                } else {
+                    event
+                },
+                data: std::mem::take(&mut self.data).join("\n"),
+            });
+        }
+        if line.starts_with(':') {
+            return None;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "event" => self.event = value.to_owned(),
+            "data" => self.data.push(value.to_owned()),
+            _ => {}
+        }
+        self.fields = true;
+        None
+    }
+}
+
 impl SseStream {
     /// Reads events from `body` (e.g. a `reqwest::blocking::Response`) until it ends.
     pub fn new(body: impl Read + Send + 'static) -> SseStream {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut reader = BufReader::new(body);
-            let (mut event, mut data, mut fields) = (String::new(), Vec::<String>::new(), false);
+            let mut lines = SseLines::default();
             loop {
                 let mut line = Vec::new();
                 match reader.read_until(b'\n', &mut line) {
@@ -1047,37 +1091,11 @@ impl SseStream {
                         return;
                     }
                 }
-                let line = String::from_utf8_lossy(&line);
-                let line = line.trim_end_matches(['\n', '\r']);
-                if line.is_empty() {
-                    if fields {
-                        let name = if event.is_empty() {
-                            "message".to_owned()
-                        } else {
-                            std::mem::take(&mut event)
-                        };
-                        let sse = SseEvent {
-                            event: name,
-                            data: data.join("\n"),
-                        };
-                        if tx.send(SseItem::Event(sse)).is_err() {
-                            return;
-                        }
-                    }
-                    (event, data, fields) = (String::new(), Vec::new(), false);
-                    continue;
+                if let Some(event) = lines.take(&line)
+                    && tx.send(SseItem::Event(event)).is_err()
+                {
+                    return;
                 }
-                if line.starts_with(':') {
-                    continue;
-                }
-                let (field, value) = line.split_once(':').unwrap_or((line, ""));
-                let value = value.strip_prefix(' ').unwrap_or(value);
-                match field {
-                    "event" => event = value.to_owned(),
-                    "data" => data.push(value.to_owned()),
-                    _ => {}
-                }
-                fields = true;
             }
         });
         SseStream { rx, end: None }

@@ -771,6 +771,13 @@ fn mcp_post(
     (status, id, body)
 }
 
+/// An MCP `initialize` request.
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "balanced", "version": "1"}}})
+}
+
 /// An MCP session opened through one gateway goes on through the other (a harness
 /// behind a balancer needs no sticky sessions): its messages are relayed to the
 /// gateway holding it, which answers them, and closing it through the other closes it
@@ -781,14 +788,7 @@ fn an_mcp_session_opened_on_one_goes_on_through_the_other() {
     let (_db, a, b) = pair();
     let harness = a.create_token("me", "harness");
     std::fs::write(a.home("me").join("hello.txt"), "hi\n").unwrap();
-    let (status, session, answer) = mcp_post(
-        &a,
-        &harness,
-        None,
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "balanced", "version": "1"}}}),
-    );
+    let (status, session, answer) = mcp_post(&a, &harness, None, &initialize());
     assert_eq!(status, 200, "{answer:?}");
     let session = session.expect("a session id");
     let (status, _, _) = mcp_post(
@@ -829,14 +829,7 @@ fn an_mcp_session_opened_on_one_goes_on_through_the_other() {
     assert_eq!(status, 404);
 
     // A holder that is stopped: its session is answered as gone, within seconds.
-    let (_, session, _) = mcp_post(
-        &a,
-        &harness,
-        None,
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "balanced", "version": "1"}}}),
-    );
+    let (_, session, _) = mcp_post(&a, &harness, None, &initialize());
     let session = session.unwrap();
     let stopped = Stopped::new(&a);
     let (status, _, _) = mcp_post(&b, &harness, Some(&session), &call);

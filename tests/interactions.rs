@@ -54,7 +54,10 @@ fn answer(server: &Server, token: &str, id: &str, approve: bool) -> (u16, Value)
     )
 }
 
-/// Uploads `bytes` as `name` to a pick's link (`/v1/picks/…`), with no token.
+/// Uploads `bytes` as `name` to a pick's link (`/v1/picks/…`), with no token, on a
+/// connection of its own: a refusal answered before the body arrived closes the
+/// connection (the server will not wait for a body it refused), and a pooled connection
+/// reused just as it closes would fail the next request before it is sent.
 fn upload_to(server: &Server, link: &str, name: &str, bytes: &[u8]) -> (u16, Value) {
     let form = Form::new().part(
         "file",
@@ -63,18 +66,21 @@ fn upload_to(server: &Server, link: &str, name: &str, bytes: &[u8]) -> (u16, Val
     json_answer(
         client()
             .post(server.url(link))
+            .header("connection", "close")
             .multipart(form)
             .send()
             .unwrap(),
     )
 }
 
-/// Posts a hand-made body to a pick's link.
+/// Posts a hand-made body to a pick's link, on a connection of its own (as
+/// [`upload_to`]).
 fn post_raw(server: &Server, link: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
     json_answer(
         client()
             .post(server.url(link))
             .header("Content-Type", content_type)
+            .header("connection", "close")
             .body(body)
             .send()
             .unwrap(),

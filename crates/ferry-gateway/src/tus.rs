@@ -873,9 +873,29 @@ async fn renew(state: AppState, id: String) {
     }
 }
 
+impl SiteHold {
+    /// Lets the upload go before the answer is sent, so a client that heard it may send
+    /// its next part at once, through any gateway (dropped, the hold goes a moment after
+    /// the answer, which such a part could overtake).
+    async fn release(mut self) {
+        self.renewing.abort();
+        let (site, id, me) = (
+            self.state.site.clone(),
+            std::mem::take(&mut self.id),
+            self.state.gateway_id.clone(),
+        );
+        if let Err(e) = blocking(move || site.resumable_release(&id, &me)).await {
+            tracing::warn!("letting a resumable upload go: {}", e.message);
+        }
+    }
+}
+
 impl Drop for SiteHold {
     fn drop(&mut self) {
         self.renewing.abort();
+        if self.id.is_empty() {
+            return; // Let go already.
+        }
         let (site, id, me) = (
             self.state.site.clone(),
             std::mem::take(&mut self.id),
@@ -959,7 +979,7 @@ async fn patch(
         };
     }
     // Held on the site too, so no other gateway writes it meanwhile.
-    let _hold = match SiteHold::take(&state, &slot).await? {
+    let hold = match SiteHold::take(&state, &slot).await? {
         Ok(hold) => hold,
         Err(refused) => {
             drop(held);
@@ -1014,12 +1034,14 @@ async fn patch(
         let out = response.headers_mut();
         out.insert(UPLOAD_OFFSET, header_value(outcome.offset));
         completed_headers(out, &done);
+        hold.release().await;
         return Ok(response);
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
     let out = response.headers_mut();
     out.insert(UPLOAD_OFFSET, header_value(outcome.offset));
     out.insert(UPLOAD_EXPIRES, expires_value(outcome.expires));
+    hold.release().await;
     Ok(response)
 }
 

@@ -29,6 +29,11 @@ struct Remote {
 
 impl Remote {
     fn start() -> Remote {
+        Remote::start_with(Vec::new())
+    }
+
+    /// [`Remote::start`] with `env` for the gateway.
+    fn start_with(env: Vec<(String, String)>) -> Remote {
         let netns = Netns::create();
         let tmp = tempfile::tempdir().unwrap();
         let srv = tmp.path().join("srv");
@@ -46,6 +51,7 @@ impl Remote {
         let server = Server::start_with(Options {
             config_toml: Some(config),
             listen: Some(format!("{}:0", netns.host_ip)),
+            env,
             ..Options::default()
         });
         let harness = server.create_token("me", "harness");
@@ -504,7 +510,9 @@ fn the_audit_trail_follows_one_file_through_every_face_once_each() {
 
 #[test]
 fn a_fetch_or_a_push_onto_a_full_disk_is_refused_and_leaves_nothing_partial() {
-    let mut remote = Remote::start();
+    // The media store on this machine's disk, whatever store the run's other tests use:
+    // it is that disk which fills here.
+    let mut remote = Remote::start_with(vec![("FERRY_MEDIA__BACKEND".into(), "local".into())]);
     remote.approve(&[]);
     const MIB: u64 = 1024 * 1024;
     let media = remote.server.data.join(".ferry").join("media");

@@ -990,6 +990,20 @@ fn assign_args(n: usize) -> Value {
     json!({"action": "assign", "agent": "idle", "label": "idle", "task": format!("task {n}")})
 }
 
+/// Notes an assign's answer: the worker it went to, which now holds the label, among
+/// the answered; or, refused, why.
+fn note_assign(
+    result: &Value,
+    task: usize,
+    worker: &mut u64,
+    answered: &mut Vec<(String, u64)>,
+) -> Result<(), String> {
+    let pid = worker_of(result).ok_or_else(|| text_of(result))?;
+    *worker = pid;
+    answered.push((format!("task {task}"), pid));
+    Ok(())
+}
+
 /// What an answered assign says: the worker's pid.
 fn worker_of(result: &Value) -> Option<u64> {
     let answer: Value = serde_json::from_str(&text_of(result)).ok()?;
@@ -1129,12 +1143,8 @@ fn herd_assigns_killed_midway_lose_and_double_no_message() {
                     let Some(result) = mcp.call("subagent", assign_args(task)) else {
                         break;
                     };
-                    match worker_of(&result) {
-                        Some(pid) => {
-                            worker = pid;
-                            answered.push((format!("task {task}"), pid));
-                        }
-                        None => refused.push(text_of(&result)),
+                    if let Err(why) = note_assign(&result, task, &mut worker, &mut answered) {
+                        refused.push(why);
                     }
                 }
                 killer.join().unwrap();
@@ -1150,12 +1160,8 @@ fn herd_assigns_killed_midway_lose_and_double_no_message() {
                     let task = next;
                     next += 1;
                     let result = mcp.call("subagent", assign_args(task)).unwrap();
-                    match worker_of(&result) {
-                        Some(pid) => {
-                            worker = pid;
-                            answered.push((format!("task {task}"), pid));
-                        }
-                        None => refused.push(text_of(&result)),
+                    if let Err(why) = note_assign(&result, task, &mut worker, &mut answered) {
+                        refused.push(why);
                     }
                 }
                 killer.join().unwrap();
@@ -1223,15 +1229,8 @@ fn herd_assigns_killed_midway_lose_and_double_no_message() {
         let task = next;
         next += 1;
         let result = mcp.call("subagent", assign_args(task)).unwrap();
-        match worker_of(&result) {
-            Some(pid) => {
-                worker = pid;
-                answered.push((format!("task {task}"), pid));
-            }
-            None => report.violation(
-                kill,
-                format!("the next assign failed: {}", text_of(&result)),
-            ),
+        if let Err(why) = note_assign(&result, task, &mut worker, &mut answered) {
+            report.violation(kill, format!("the next assign failed: {why}"));
         }
     }
     // The temporaries of killed writers go once stale: at the herd's next opening, and

@@ -12,7 +12,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::Member;
 use crate::extract::QueryParams;
+use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
+use axum::routing::get;
+
+/// This module's routes, for [`crate::router`].
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new().route("/v1/audit", get(list))
+}
 
 /// Records a movement; never fails the request (the site logs a record it cannot write).
 pub(crate) async fn record(state: &AppState, entry: AuditEntry) {

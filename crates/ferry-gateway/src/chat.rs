@@ -31,11 +31,21 @@ use tokio::sync::mpsc;
 
 use crate::auth::Member;
 use crate::extract::{JsonBody, OptionalJsonBody, QueryParams};
+use crate::openapi::ApiRouter;
 use crate::tally::Place;
 use crate::{ApiError, AppState, blocking};
+use axum::routing::{get, post};
 use ferry_config::limits::{
     CHAT_ATTACHMENTS_MAX, CHAT_MESSAGE_MAX_BYTES, CHAT_TURNS_PER_PERSON_MAX,
 };
+
+/// This module's routes, for [`crate::router`].
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new()
+        .route("/v1/chat", post(chat))
+        .route("/v1/chat/history", get(history))
+        .route("/v1/chat/new", post(new_conversation))
+}
 
 /// Events buffered between the upstream reader and a slow member.
 const RELAY_QUEUE_EVENTS: usize = 64;

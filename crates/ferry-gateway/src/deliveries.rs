@@ -23,9 +23,16 @@ use crate::auth::Harness;
 use crate::body::Sink;
 use crate::delivery_name::{choose_name, fallback_name};
 use crate::extract::JsonBody;
+use crate::openapi::ApiRouter;
 use crate::rate::Rate;
 use crate::{ApiError, AppState, blocking};
+use axum::routing::post;
 use ferry_site::{AuditAction, AuditEntry};
+
+/// This module's routes, for [`crate::router`].
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new().route("/v1/deliveries", post(deliver))
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -6,11 +6,31 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use ferry_codes::Code;
 use ferry_site::SiteError;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 /// The member of an error object that says, in whole seconds, when to try again; an
 /// answer carrying it has the same number in `Retry-After`.
 pub(crate) const RETRY_AFTER_SECS: &str = "retryAfterSecs";
+
+/// The body of every error answer over HTTP.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Error)]
+pub(crate) struct ErrorBody {
+    error: ErrorObject,
+}
+
+/// What failed, a sentence to act on, and the members some codes add (`existing` of
+/// `409 exists`, `retryAfterSecs` of `429 rate_limited`).
+#[derive(Serialize, ToSchema)]
+struct ErrorObject {
+    #[schema(schema_with = crate::openapi::code_schema)]
+    code: Code,
+    message: String,
+    #[serde(flatten)]
+    #[schema(ignore)]
+    details: serde_json::Map<String, serde_json::Value>,
+}
 
 /// An error answered to a client.
 #[derive(Debug)]
@@ -126,10 +146,13 @@ impl IntoResponse for ApiError {
             .details
             .get(RETRY_AFTER_SECS)
             .and_then(serde_json::Value::as_u64);
-        let mut error = self.details;
-        error.insert("code".to_owned(), json!(self.code));
-        error.insert("message".to_owned(), json!(self.message));
-        let body = Json(json!({ "error": error }));
+        let body = Json(ErrorBody {
+            error: ErrorObject {
+                code: self.code,
+                message: self.message,
+                details: self.details,
+            },
+        });
         let mut response = (status, body).into_response();
         if let Some(secs) = retry_after {
             response

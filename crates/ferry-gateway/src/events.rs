@@ -55,7 +55,14 @@ use crate::auth::Member;
 use crate::extract::QueryParams;
 use crate::files::ProjectQuery;
 use crate::interactions::InteractionsEvent;
+use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
+use axum::routing::get;
+
+/// This module's routes, for [`crate::router`].
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new().route("/v1/events", get(stream))
+}
 
 /// How often watched `public/attachments/` folders are compared with their last state.
 pub const ATTACHMENTS_POLL_INTERVAL: Duration = Duration::from_millis(400);

@@ -18,9 +18,20 @@ use tokio_util::io::ReaderStream;
 use crate::auth::Member;
 use crate::extract::{JsonBody, QueryParams};
 use crate::member::out_of_turn;
+use crate::openapi::ApiRouter;
 use crate::range::{RangeRequest, etag_for, if_none_match_hits, if_range_allows, parse_range};
 use crate::{ApiError, AppState, blocking};
+use axum::routing::{get, post};
 use ferry_site::{AuditAction, AuditEntry};
+
+/// This module's routes, for [`crate::router`].
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new()
+        .route("/v1/files", get(list).delete(delete))
+        .route("/v1/files/content", get(download))
+        .route("/v1/files/mkdir", post(mkdir))
+        .route("/v1/files/move", post(move_entry))
+}
 
 /// Bytes read per chunk of a download.
 const DOWNLOAD_CHUNK_BYTES: usize = 64 * 1024;

@@ -6,7 +6,6 @@ use std::fs::File;
 use std::io;
 
 use axum::Json;
-use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -28,12 +27,13 @@ use crate::auth::Member;
 use crate::extract::QueryParams;
 use crate::files::content_disposition;
 use crate::member::out_of_turn;
+use crate::openapi::ApiRouter;
 use crate::turns::PersonTurns;
 use crate::{ApiError, AppState, blocking};
 
 /// The routes of this module, merged into the gateway's router.
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new()
         .route("/v1/files/search", get(search))
         .route("/v1/files/archive", get(archive))
 }

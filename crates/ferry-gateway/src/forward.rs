@@ -28,7 +28,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Sha256;
 
+use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
+use axum::routing::post;
+
+/// This module's routes, for [`crate::router`].
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new().route(ROUTE, post(node_call))
+}
 
 /// The internal route.
 pub(crate) const ROUTE: &str = "/internal/v1/node-call";

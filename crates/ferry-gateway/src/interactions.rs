@@ -11,11 +11,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use axum::{Json, Router};
 use ferry_codes::Code;
 use ferry_fs::{AtomicWriter, FsError};
 use ferry_site::{
@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::body::Filled;
 use crate::extract::{JsonBody, QueryParams};
+use crate::openapi::ApiRouter;
 use crate::upload::{multipart_error, open_multipart, receive_file};
 use crate::{ApiError, AppState, auth::Member, blocking};
 
@@ -33,8 +34,8 @@ use crate::{ApiError, AppState, auth::Member, blocking};
 pub const PICK_SWEEP_INTERVAL: Duration = Duration::from_secs(60 * 60);
 
 /// The routes of this module, merged into the gateway's router.
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new()
         .route("/v1/interactions", get(list))
         .route("/v1/approvals/{id}", post(answer_approval))
         .route("/v1/picks/{id}/cancel", post(cancel_pick))

@@ -27,6 +27,7 @@ mod me;
 mod member;
 mod node_link;
 mod nodes;
+mod openapi;
 mod ops;
 pub mod preview;
 mod projects;
@@ -45,12 +46,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::Router;
 use axum::http::{HeaderValue, header};
-use axum::routing::{get, post};
 use ferry_codes::Code;
 use ferry_site::Site;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use openapi::ApiRouter;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_http::set_header::SetResponseHeaderLayer;
@@ -411,27 +413,19 @@ where
 
 /// Every route of the API.
 pub fn router(state: AppState) -> Router {
-    let mcp = mcp::routes(&state);
-    Router::new()
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics).fallback(nodes::other_method))
-        .route("/v1/events", get(events::stream))
-        .route("/v1/chat", post(chat::chat))
-        .route("/v1/chat/history", get(chat::history))
-        .route("/v1/chat/new", post(chat::new_conversation))
-        .route("/v1/media", post(upload::upload))
-        .route("/v1/files", get(files::list).delete(files::delete))
-        .route("/v1/files/content", get(files::download))
-        .route("/v1/files/mkdir", post(files::mkdir))
-        .route("/v1/files/move", post(files::move_entry))
-        .route("/v1/projects", get(projects::list).post(projects::create))
-        .route("/v1/me", get(me::me))
-        .route("/v1/audit", get(audit::list))
-        .route(forward::ROUTE, post(forward::node_call))
-        .route("/v1/deliveries", post(deliveries::deliver))
-        .route("/v1/artifacts", get(mcp::artifacts))
-        .route("/v1/nodes/connect", get(node_link::connect))
+    let (routes, openapi) = ApiRouter::new()
+        .merge(ops::routes())
+        .merge(events::routes())
+        .merge(chat::routes())
+        .merge(upload::routes())
+        .merge(files::routes())
+        .merge(projects::routes())
+        .merge(me::routes())
+        .merge(audit::routes())
+        .merge(forward::routes())
+        .merge(deliveries::routes())
+        .merge(mcp::artifact_routes())
+        .merge(node_link::routes())
         .merge(find::routes())
         .merge(interactions::routes())
         .merge(trash::routes())
@@ -439,7 +433,11 @@ pub fn router(state: AppState) -> Router {
         .merge(nodes::routes())
         .merge(tus::routes())
         .merge(preview::routes())
-        .merge(mcp)
+        .merge(openapi::routes())
+        .split_for_parts();
+    routes
+        .merge(mcp::routes(&state))
+        .layer(Extension(openapi::Described::new(openapi)))
         .fallback(assets::serve)
         .method_not_allowed_fallback(|| async {
             ApiError::new(

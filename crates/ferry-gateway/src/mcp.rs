@@ -38,6 +38,7 @@ use serde_json::{Value, json};
 use crate::auth::{Harness, Member};
 use crate::mcp_http::{OwnNames, json_rpc_errors, own_host};
 use crate::mcp_relay::SESSION_ID_SEPARATOR;
+use crate::openapi::ApiRouter;
 use crate::tally::{Place, Tally};
 use crate::{ApiError, AppState, blocking};
 use ferry_config::limits::MCP_SESSIONS_PER_TOKEN_MAX;
@@ -91,6 +92,11 @@ pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
         ))
         .layer(axum::middleware::from_fn_with_state(names, own_host))
         .layer(Extension(owners))
+}
+
+/// The harness's own routes beside `/mcp`, for [`crate::router`].
+pub(crate) fn artifact_routes() -> ApiRouter {
+    ApiRouter::new().route("/v1/artifacts", axum::routing::get(artifacts))
 }
 
 /// The header that names a session (HTTP header names are case-insensitive).

@@ -35,7 +35,14 @@ use futures_util::future::ready;
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
+use axum::routing::get;
+
+/// This module's routes, for [`crate::router`].
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new().route("/v1/nodes/connect", get(connect))
+}
 
 /// How often the gateway re-reads the records of connected nodes, so a revoke made with
 /// `ferry node revoke` on the data dir closes the link within two of these.

@@ -6,6 +6,7 @@
 //! Only an admin token sees them. Anyone else, with no token or another kind, gets the
 //! answer of a route that does not exist, so the routes tell nothing to a non-admin.
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{FromRequestParts, Path, State};
@@ -13,17 +14,17 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use axum::{Json, Router};
 use ferry_codes::Code;
 use ferry_site::{NodeRecord, TokenKind};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
 
 /// The node routes, for [`crate::router`].
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new()
         .route("/v1/nodes", get(list).fallback(other_method))
         .route(
             "/v1/nodes/{id}/approve",

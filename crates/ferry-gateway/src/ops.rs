@@ -31,7 +31,20 @@ use ferry_codes::Code;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::nodes::Admin;
+use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
+use axum::routing::get;
+
+/// This module's routes, for [`crate::router`].
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route(
+            "/metrics",
+            get(metrics).fallback(crate::nodes::other_method),
+        )
+}
 
 /// The label of a request no route matched.
 pub(crate) const OTHER_ROUTE: &str = "other";

@@ -13,7 +13,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::Json;
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -27,6 +26,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::Semaphore;
 
+use crate::openapi::ApiRouter;
 use crate::turns::PersonTurns;
 
 use crate::auth::Member;
@@ -38,8 +38,8 @@ use crate::{ApiError, AppState, blocking};
 pub const RENDER_SUBCOMMAND: &str = "preview-render";
 
 /// The preview routes, merged into the API's router.
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/v1/files/preview", get(preview))
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new().route("/v1/files/preview", get(preview))
 }
 
 #[derive(Deserialize)]

@@ -8,12 +8,21 @@ use ferry_codes::Code;
 use ferry_exec::member::MemberAction;
 use ferry_site::{Project, rfc3339};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::auth::Member;
 use crate::extract::JsonBody;
+use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
 
-#[derive(Deserialize)]
+/// This module's routes, for [`crate::router`].
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new().routes(routes!(list, create))
+}
+
+/// A project to make: a `name`, an `id`, or both.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewProject {
     /// The id; derived from `name` when absent.
@@ -22,14 +31,21 @@ pub struct NewProject {
     name: Option<String>,
 }
 
-#[derive(Serialize)]
+/// A project of the person.
+#[derive(Serialize, ToSchema)]
 pub struct ProjectView {
+    /// The id, as paths and `project=` name it.
+    #[schema(example = "q2-report")]
     id: String,
+    /// The name people see.
     name: String,
+    /// When it was made (RFC 3339, UTC).
+    #[schema(format = DateTime)]
     created: String,
 }
 
-#[derive(Serialize)]
+/// The person's projects.
+#[derive(Serialize, ToSchema)]
 pub struct ProjectList {
     projects: Vec<ProjectView>,
 }
@@ -46,6 +62,15 @@ impl From<Project> for ProjectView {
     }
 }
 
+/// The person's projects.
+#[utoipa::path(
+    get,
+    path = "/v1/projects",
+    operation_id = "listProjects",
+    tag = "projects",
+    security(("bearer" = [])),
+    responses((status = 200, description = "The person's projects.", body = ProjectList))
+)]
 pub async fn list(
     State(state): State<AppState>,
     Member(who): Member,
@@ -57,6 +82,16 @@ pub async fn list(
     }))
 }
 
+/// Makes a project, and its folders as the person.
+#[utoipa::path(
+    post,
+    path = "/v1/projects",
+    operation_id = "createProject",
+    tag = "projects",
+    security(("bearer" = [])),
+    request_body = NewProject,
+    responses((status = 201, description = "The project made.", body = ProjectView))
+)]
 pub async fn create(
     State(state): State<AppState>,
     Member(who): Member,

@@ -5,11 +5,11 @@
 
 use std::time::{Duration, SystemTime};
 
+use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::{delete, get};
-use axum::{Json, Router};
 use ferry_codes::Code;
 use ferry_exec::member::{MemberAction, MemberReply};
 use ferry_site::{PublicPath, Share, SiteError, rfc3339};
@@ -19,6 +19,7 @@ use crate::auth::Member;
 use crate::extract::JsonBody;
 use crate::files::send_file;
 use crate::member::out_of_turn;
+use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
 use ferry_site::{AuditAction, AuditEntry};
 
@@ -26,8 +27,8 @@ use ferry_site::{AuditAction, AuditEntry};
 const SHARE_SWEEP_INTERVAL: Duration = Duration::from_secs(60 * 60);
 
 /// The share routes, the public one among them.
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new()
         .route("/v1/shares", get(list).post(create))
         .route("/v1/shares/{id}", delete(revoke))
         .route("/s/{id}", get(download))

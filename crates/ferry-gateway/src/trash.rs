@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
-use axum::{Json, Router};
 use ferry_codes::Code;
 use ferry_exec::member::{MemberAction, MemberReply};
 use ferry_site::{PublicPath, TrashEntry, TrashRoom, rfc3339};
@@ -21,6 +21,7 @@ use serde_json::json;
 use crate::auth::Member;
 use crate::extract::OptionalJsonBody;
 use crate::member::out_of_turn;
+use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
 use ferry_site::{AuditAction, AuditEntry};
 
@@ -28,8 +29,8 @@ use ferry_site::{AuditAction, AuditEntry};
 const TRASH_SWEEP_INTERVAL: Duration = Duration::from_secs(15 * 60);
 
 /// The trash routes.
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new()
         .route("/v1/trash", get(list))
         .route("/v1/trash/{id}/restore", post(restore))
         .route("/v1/trash/{id}", delete(purge))

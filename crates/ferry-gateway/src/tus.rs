@@ -25,7 +25,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::Router;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -47,6 +46,7 @@ use tokio::sync::{OwnedMutexGuard, mpsc};
 
 use crate::auth::Member;
 use crate::body::paced;
+use crate::openapi::ApiRouter;
 use crate::rate::Rate;
 use crate::{ApiError, AppState, blocking};
 use ferry_site::{AuditAction, AuditEntry};
@@ -112,8 +112,8 @@ const HEADER_UNSAFE: &AsciiSet = &CONTROLS
     .add(b':');
 
 /// The routes, each answer carrying `Tus-Resumable` (and `Tus-Version` on a `412`).
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new()
         .route("/v1/uploads", options(discover).post(create))
         .route(
             "/v1/uploads/{id}",

@@ -23,12 +23,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::Member;
 use crate::body::{BodyError, Filled, Pace, Sink, paced};
+use crate::openapi::ApiRouter;
 use crate::rate::Rate;
 use crate::{ApiError, AppState, blocking};
+use axum::routing::post;
 use ferry_config::limits::{
     FOLDER_FIELD_MAX_BYTES, MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES,
 };
 use ferry_site::{AuditAction, AuditEntry};
+
+/// This module's routes, for [`crate::router`].
+pub(crate) fn routes() -> ApiRouter {
+    ApiRouter::new().route("/v1/media", post(upload))
+}
 
 #[derive(Serialize)]
 pub struct Uploaded {

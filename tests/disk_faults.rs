@@ -194,6 +194,25 @@ fn a_tool_write_or_edit_that_fills_the_disk_fails_and_changes_nothing() {
     assert_eq!(std::fs::read(&a).unwrap(), before_a, "a.txt changed");
     assert_no_temporaries_in(&public);
 
+    // A refused write takes back the folders it made on the way, and only those.
+    std::fs::create_dir(public.join("kept")).unwrap();
+    let written = mcp
+        .call(
+            "file_write",
+            json!({"path": "public/kept/new/deeper/c.txt", "content": text(7, 2 * MIB)}),
+        )
+        .unwrap();
+    assert_eq!(
+        tool_error_code(&written),
+        Some("insufficient_storage"),
+        "{written}"
+    );
+    assert!(
+        !public.join("kept/new").exists(),
+        "the refused write left the folders it made"
+    );
+    assert!(public.join("kept").is_dir(), "a folder that was there went");
+
     // With the filler gone, the same edit lands in both files.
     std::fs::remove_file(public.join("filler")).unwrap();
     let edits: Vec<Value> = ["public/a.txt", "public/b.txt"]

@@ -16,7 +16,7 @@ use ferry_codes::Code;
 use std::fs::File;
 use std::time::SystemTime;
 
-use ferry_fs::{Dir, FileId, FsError};
+use ferry_fs::{Dir, FileId, FsError, MadeDirs};
 use ferry_site::{
     AttachmentsState, FlatListing, PublicFolder, PublicPlace, SearchQuery, SearchResults,
     SiteError, TrashEntry, TrashRoom, Trashed, open_container, open_trash, purge_trash,
@@ -276,7 +276,7 @@ pub(crate) fn perform(
     // A discard needs no walk when this process staged the temporary: its folder may be
     // gone from the path (moved away, or replaced by a link) by now.
     if let MemberAction::Discard { staged } = &action
-        && let Some(dir) = staged_in.take(&staged.temp)
+        && let Some((dir, _)) = staged_in.take(&staged.temp)
     {
         ferry_fs::remove_temporary(&dir, &staged.temp).map_err(site_error_from_fs)?;
         return Ok((MemberReply::Done, None));
@@ -360,7 +360,7 @@ pub(crate) fn perform(
                     .map_err(site_error_from_fs)?;
             }
             let (temp, file) = ferry_fs::create_temporary(&dir).map_err(site_error_from_fs)?;
-            staged_in.keep(&temp, dir);
+            staged_in.keep(&temp, dir, MadeDirs::default());
             return Ok((MemberReply::Staged { temp }, Some(file)));
         }
         MemberAction::Commit {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ferry_codes::Code;
-use ferry_fs::{AtomicWriter, Dir, EntryKind, Follow, FsError, safe_name};
+use ferry_fs::{AtomicWriter, Dir, EntryKind, Follow, FsError, MadeDirs, safe_name};
 use serde::{Deserialize, Serialize};
 
 pub use crate::info::{FileInfo, Kind, WrittenFile};
@@ -425,8 +425,7 @@ impl Executor {
         let mut staged = self.stage(&dest, Reach::NoLinks)?;
         staged.writer.set_limit(max_bytes);
         // Checked again while copying: the file may have grown since it was opened.
-        staged.writer.copy_sparse(&source)?;
-        staged.commit()
+        staged.fill_and_commit(|writer| writer.copy_sparse(&source))
     }
 
     fn run(
@@ -547,6 +546,7 @@ impl Executor {
         Ok(Staged {
             writer,
             path: target.display,
+            made: target.made,
         })
     }
 
@@ -567,12 +567,15 @@ impl Executor {
             Some((parent, name)) => (parent, name),
             None => ("", rel),
         };
-        let dir = if create_parents {
+        let (dir, made) = if create_parents {
             self.make_dirs(&target.dir, parent)?
         } else if parent.is_empty() {
-            target.dir.try_clone()?
+            (target.dir.try_clone()?, MadeDirs::default())
         } else {
-            target.dir.open_dir(parent, Follow::Never)?
+            (
+                target.dir.open_dir(parent, Follow::Never)?,
+                MadeDirs::default(),
+            )
         };
         let name = name.to_owned();
         let mode = match dir.metadata(&name) {
@@ -586,6 +589,7 @@ impl Executor {
             name,
             mode,
             display,
+            made,
         })
     }
 
@@ -594,12 +598,13 @@ impl Executor {
         self.owner
     }
 
-    /// Creates `rel` and its parents beneath `dir`, giving new folders to the owner.
-    fn make_dirs(&self, dir: &Dir, rel: &str) -> Result<Dir, RequestError> {
+    /// Creates `rel` and its parents beneath `dir`, giving new folders to the owner, and
+    /// says which it made.
+    fn make_dirs(&self, dir: &Dir, rel: &str) -> Result<(Dir, MadeDirs), RequestError> {
         if rel.is_empty() || rel == "." {
-            return Ok(dir.try_clone()?);
+            return Ok((dir.try_clone()?, MadeDirs::default()));
         }
-        Ok(dir.create_dir_all_owned(rel, NEW_DIR_MODE, self.owner)?)
+        Ok(dir.create_dir_all_made(rel, NEW_DIR_MODE, self.owner)?)
     }
 }
 
@@ -617,6 +622,8 @@ enum View {
 struct Staged {
     writer: AtomicWriter,
     path: PathBuf,
+    /// The folders made for it, taken back if it is not placed.
+    made: MadeDirs,
 }
 
 /// Where a write lands: see [`Executor::target_of`].
@@ -625,15 +632,40 @@ pub(crate) struct WriteTarget {
     pub(crate) name: String,
     pub(crate) mode: u32,
     pub(crate) display: PathBuf,
+    /// The folders made on the way to `dir`, for a write that fails to take back.
+    pub(crate) made: MadeDirs,
 }
 
 impl Staged {
-    fn commit(self) -> Result<WrittenFile, RequestError> {
-        let written = self.writer.commit()?;
-        Ok(WrittenFile {
-            path: self.path.display().to_string(),
-            size: written.size,
-            sha256: written.sha256_hex(),
-        })
+    /// Fills the temporary with `fill` and places it. On a failure (too large, a full
+    /// disk) the temporary goes, and so do the folders made for it while empty.
+    fn fill_and_commit(
+        self,
+        fill: impl FnOnce(&mut AtomicWriter) -> Result<(), FsError>,
+    ) -> Result<WrittenFile, RequestError> {
+        let Staged {
+            mut writer,
+            path,
+            made,
+        } = self;
+        // The writer is consumed or dropped (its temporary removed) before the folders go.
+        let written = match fill(&mut writer) {
+            Ok(()) => writer.commit(),
+            Err(e) => {
+                drop(writer);
+                Err(e)
+            }
+        };
+        match written {
+            Ok(written) => Ok(WrittenFile {
+                path: path.display().to_string(),
+                size: written.size,
+                sha256: written.sha256_hex(),
+            }),
+            Err(e) => {
+                made.remove_empty();
+                Err(e.into())
+            }
+        }
     }
 }

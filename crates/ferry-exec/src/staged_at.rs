@@ -13,7 +13,7 @@ use std::fs::File;
 use std::sync::Mutex;
 
 use ferry_codes::Code;
-use ferry_fs::{Dir, FileId, Follow, FsError};
+use ferry_fs::{Dir, FileId, Follow, FsError, MadeDirs};
 use serde::{Deserialize, Serialize};
 
 use crate::RequestError;
@@ -41,27 +41,28 @@ pub struct Placement {
 /// The folder each temporary was made in, by the temporary's name, kept by the executor
 /// that made it from its staging to its placing or removal: the temporary is found there
 /// even when the person moved that folder away meanwhile. An executor that did not make
-/// it (a fresh worker after one died) finds it by its path.
+/// it (a fresh worker after one died) finds it by its path. With it, the folders made on
+/// the way for it, taken back when it is removed instead of placed.
 #[derive(Debug, Default)]
-pub(crate) struct StagedDirs(Mutex<HashMap<String, Dir>>);
+pub(crate) struct StagedDirs(Mutex<HashMap<String, (Dir, MadeDirs)>>);
 
 impl StagedDirs {
-    /// Keeps `dir` as where `temp` lies.
-    pub(crate) fn keep(&self, temp: &str, dir: Dir) {
-        self.lock().insert(temp.to_owned(), dir);
+    /// Keeps `dir` as where `temp` lies, `made` as the folders made for it.
+    pub(crate) fn keep(&self, temp: &str, dir: Dir, made: MadeDirs) {
+        self.lock().insert(temp.to_owned(), (dir, made));
     }
 
     /// A handle of the folder `temp` lies in, if this executor made it.
     pub(crate) fn get(&self, temp: &str) -> Option<Result<Dir, FsError>> {
-        self.lock().get(temp).map(Dir::try_clone)
+        self.lock().get(temp).map(|(dir, _)| dir.try_clone())
     }
 
-    /// Forgets `temp`, handing back its folder.
-    pub(crate) fn take(&self, temp: &str) -> Option<Dir> {
+    /// Forgets `temp`, handing back its folder and the folders made for it.
+    pub(crate) fn take(&self, temp: &str) -> Option<(Dir, MadeDirs)> {
         self.lock().remove(temp)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Dir>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Dir, MadeDirs)>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -77,7 +78,7 @@ impl Executor {
         let target = self.target_of(path, true, reach)?;
         ferry_fs::check_placeable(&target.dir, &target.name, true)?;
         let (temp, file) = ferry_fs::create_temporary(&target.dir)?;
-        self.staged_in.keep(&temp, target.dir);
+        self.staged_in.keep(&temp, target.dir, target.made);
         Ok((temp, target.display.display().to_string(), file))
     }
 
@@ -201,15 +202,19 @@ impl Executor {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Removes the temporary `temp` made for `path`.
+    /// Removes the temporary `temp` made for `path`, and the folders made for it while
+    /// they are empty.
     pub(crate) fn discard_at(
         &self,
         path: &str,
         temp: &str,
         reach: Reach,
     ) -> Result<(), RequestError> {
-        if let Some(made_in) = self.staged_in.take(temp) {
-            return Ok(ferry_fs::remove_temporary(&made_in, temp)?);
+        if let Some((made_in, made)) = self.staged_in.take(temp) {
+            ferry_fs::remove_temporary(&made_in, temp)?;
+            // A write refused (too large, a full disk) leaves no folders it made behind.
+            made.remove_empty();
+            return Ok(());
         }
         let target = self.target_of(path, false, reach)?;
         Ok(ferry_fs::remove_temporary(&target.dir, temp)?)

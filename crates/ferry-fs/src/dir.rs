@@ -228,35 +228,54 @@ impl Dir {
         mode: u32,
         owner: Option<(u32, u32)>,
     ) -> Result<Dir, FsError> {
+        self.create_dir_all_made(rel, mode, owner)
+            .map(|(dir, _made)| dir)
+    }
+
+    /// [`Dir::create_dir_all_owned`], also saying which folders it made, so that a write
+    /// they were made for can take them back when it fails ([`MadeDirs::remove_empty`]).
+    pub fn create_dir_all_made(
+        &self,
+        rel: &str,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    ) -> Result<(Dir, MadeDirs), FsError> {
         check_relative(rel)?;
+        let mut made = MadeDirs::default();
         let mut current = self.try_clone()?;
         for component in components(rel) {
             // Opened first: on all but the first use, the folder is there.
             current = match current.open_component(component) {
-                Err(FsError::NotFound) => current.make_component(component, mode, owner)?,
+                Err(FsError::NotFound) => {
+                    let (child, new) = current.make_component(component, mode, owner)?;
+                    if new {
+                        made.0.push((current, component.to_owned()));
+                    }
+                    child
+                }
                 opened => opened?,
             };
         }
-        Ok(current)
+        Ok((current, made))
     }
 
-    /// Makes the folder `name` here (given to `owner`) and opens it; one a concurrent
-    /// caller made meanwhile is opened as it is.
+    /// Makes the folder `name` here (given to `owner`) and opens it, saying whether this
+    /// call made it; one a concurrent caller made meanwhile is opened as it is.
     fn make_component(
         &self,
         name: &str,
         mode: u32,
         owner: Option<(u32, u32)>,
-    ) -> Result<Dir, FsError> {
+    ) -> Result<(Dir, bool), FsError> {
         match rustix::fs::mkdirat(&self.fd, &*raw(name), Mode::from_raw_mode(mode)) {
             Ok(()) => {
                 let made = self.open_component(name)?;
                 if let Some((uid, gid)) = owner {
                     made.chown(uid, gid)?;
                 }
-                Ok(made)
+                Ok((made, true))
             }
-            Err(Errno::EXIST) => self.open_component(name),
+            Err(Errno::EXIST) => Ok((self.open_component(name)?, false)),
             Err(e) => Err(FsError::from_errno(e)),
         }
     }
@@ -671,6 +690,30 @@ pub(crate) fn fchown(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<(), FsErr
 fn os_path(rel: &str) -> std::path::PathBuf {
     use std::os::unix::ffi::OsStrExt;
     Path::new(std::ffi::OsStr::from_bytes(&raw(rel))).to_path_buf()
+}
+
+/// The folders a [`Dir::create_dir_all_made`] call made, each as its parent's handle and
+/// its name, outermost first.
+#[derive(Debug, Default)]
+pub struct MadeDirs(Vec<(Dir, String)>);
+
+impl MadeDirs {
+    /// Whether no folder was made.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Removes the folders made, innermost first, each only while it is empty: a folder
+    /// something was put in meanwhile (another writer's file) stays, and so do those
+    /// around it. Through the parents' handles, so a folder moved away is not looked
+    /// for by its old path; best effort, as it follows a failure that is the one told.
+    pub fn remove_empty(self) {
+        for (parent, name) in self.0.into_iter().rev() {
+            if rustix::fs::unlinkat(&parent.fd, &*raw(&name), AtFlags::REMOVEDIR).is_err() {
+                break;
+            }
+        }
+    }
 }
 
 /// The non-empty, non-`.` components of a checked relative path.

@@ -23,7 +23,8 @@ pub use atomic::{
 pub use budget::Budget;
 pub use digest::{hex, sha256_hex, sha256_hex_of_reader};
 pub use dir::{
-    Dir, Entry, EntryKind, Follow, Metadata, is_temporary, openat2_allowed, set_openat2_enabled,
+    Dir, Entry, EntryKind, Follow, MadeDirs, Metadata, is_temporary, openat2_allowed,
+    set_openat2_enabled,
 };
 pub use error::FsError;
 pub use name::{NAME_MAX_BYTES, name_from_bytes, safe_name, typed_name};

@@ -288,3 +288,32 @@ fn file_bytes_counts_apparent_sizes_once_and_follows_no_link() {
     let dir = Dir::open_ambient(&root).unwrap();
     assert_eq!(dir.file_bytes().unwrap(), 10 + 100 + (1 << 30));
 }
+
+#[test]
+fn the_folders_a_write_made_go_back_only_while_empty_and_only_those_it_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("was-there")).unwrap();
+    let dir = Dir::open_ambient(tmp.path()).unwrap();
+    let (_, made) = dir
+        .create_dir_all_made("was-there/a/b/c", 0o700, None)
+        .unwrap();
+    assert!(!made.is_empty());
+    // Another writer's file lands in `a/b` meanwhile: `c` goes, `b` and `a` stay.
+    std::fs::write(tmp.path().join("was-there/a/b/theirs"), "x").unwrap();
+    made.remove_empty();
+    assert!(!tmp.path().join("was-there/a/b/c").exists());
+    assert!(tmp.path().join("was-there/a/b/theirs").exists());
+
+    let (_, made) = dir
+        .create_dir_all_made("was-there/d/e", 0o700, None)
+        .unwrap();
+    made.remove_empty();
+    assert!(!tmp.path().join("was-there/d").exists());
+    assert!(
+        tmp.path().join("was-there").is_dir(),
+        "a folder it did not make went"
+    );
+    // Nothing made: nothing to take back.
+    let (_, made) = dir.create_dir_all_made("was-there/a", 0o700, None).unwrap();
+    assert!(made.is_empty());
+}

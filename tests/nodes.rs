@@ -136,6 +136,23 @@ fn the_http_routes_answer_admins_only() {
 
     let (status, body) = get_json(&server.url("/v1/nodes"), &person);
     assert_error(status, &body, 404, "no_route");
+    // Another method, and no token at all, are answered as a path that is not there,
+    // headers too: an `Allow` would tell that the route exists.
+    for path in ["/v1/nodes", "/metrics", &format!("/v1/nodes/{id}/approve")] {
+        for token in [Some(person.as_str()), None] {
+            let mut request = client().put(server.url(path));
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let hidden = request.send().unwrap();
+            assert_eq!(hidden.status(), 404, "PUT {path}");
+            assert!(
+                hidden.headers().get("allow").is_none(),
+                "PUT {path} tells its methods: {:?}",
+                hidden.headers().get("allow")
+            );
+        }
+    }
     let (status, body) = post_json(
         &server,
         &person,

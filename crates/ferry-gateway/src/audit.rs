@@ -9,16 +9,17 @@ use axum::extract::State;
 use ferry_codes::Code;
 use ferry_site::{AUDIT_PAGE_MAX, AuditEntry, AuditFilter, AuditRecord};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::routes;
 
 use crate::auth::Member;
 use crate::extract::QueryParams;
 use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
-use axum::routing::get;
 
 /// This module's routes, for [`crate::router`].
 pub(crate) fn routes() -> ApiRouter {
-    ApiRouter::new().route("/v1/audit", get(list))
+    ApiRouter::new().routes(routes!(list))
 }
 
 /// Records a movement; never fails the request (the site logs a record it cannot write).
@@ -43,25 +44,41 @@ pub(crate) fn ended<T>(entry: AuditEntry, result: &Result<T, ApiError>) -> Audit
 /// How many records a page holds unless `limit` says otherwise.
 const PAGE_DEFAULT: usize = 100;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AuditQuery {
-    /// Records at or after this instant: RFC 3339 UTC (`2026-12-06T00:00:00Z`) or Unix
-    /// seconds.
+    /// Records at or after this instant: RFC 3339 UTC or Unix seconds.
+    #[param(example = "2026-12-06T00:00:00Z")]
     since: Option<String>,
     /// The `earlier` of the page read before.
+    #[param(minimum = 1)]
     before: Option<i64>,
+    /// How many records the page holds at most; 100 when absent.
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
 }
 
-#[derive(Serialize)]
+/// One page of the person's audit records, newest first.
+#[derive(Serialize, ToSchema)]
 pub(crate) struct AuditPage {
     records: Vec<AuditRecord>,
     /// The `before` of the next older page; `null` when there is none.
+    #[schema(required = true)]
     earlier: Option<i64>,
 }
 
-/// `GET /v1/audit`: the movements of the caller's own files.
+/// The movements of the caller's own files, newest first, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/v1/audit",
+    operation_id = "listAudit",
+    tag = "audit",
+    security(("bearer" = [])),
+    params(AuditQuery),
+    responses((status = 200, description = "A page of the records of the person's own files.",
+               body = AuditPage))
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Member(who): Member,
@@ -124,5 +141,21 @@ pub(crate) async fn sweep(state: AppState) {
             Ok(n) => tracing::info!("the audit trail let {n} records past their retention go"),
             Err(e) => tracing::warn!("sweeping the audit trail: {}", e.message),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use utoipa::openapi::path::ParameterIn;
+
+    #[test]
+    fn the_described_limit_is_the_enforced_one() {
+        let params = AuditQuery::into_params(|| Some(ParameterIn::Query));
+        let limit = params.iter().find(|p| p.name == "limit").unwrap();
+        let limit = serde_json::to_value(limit).unwrap();
+        assert_eq!(limit["schema"]["maximum"], AUDIT_PAGE_MAX);
+        let said = format!("{PAGE_DEFAULT} when absent");
+        assert!(limit["description"].as_str().unwrap().contains(&said));
     }
 }

@@ -26,15 +26,19 @@ use ferry_exec::member::MemberAction;
 use ferry_site::{ChatMessage, ChatRole, PublicPath, rfc3339};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{OneOfBuilder, Schema};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
+use utoipa_axum::routes;
 
 use crate::auth::Member;
+use crate::events::SseData;
 use crate::extract::{JsonBody, OptionalJsonBody, QueryParams};
 use crate::openapi::ApiRouter;
 use crate::tally::Place;
 use crate::{ApiError, AppState, blocking};
-use axum::routing::{get, post};
 use ferry_config::limits::{
     CHAT_ATTACHMENTS_MAX, CHAT_MESSAGE_MAX_BYTES, CHAT_TURNS_PER_PERSON_MAX,
 };
@@ -42,9 +46,9 @@ use ferry_config::limits::{
 /// This module's routes, for [`crate::router`].
 pub(crate) fn routes() -> ApiRouter {
     ApiRouter::new()
-        .route("/v1/chat", post(chat))
-        .route("/v1/chat/history", get(history))
-        .route("/v1/chat/new", post(new_conversation))
+        .routes(routes!(chat))
+        .routes(routes!(history))
+        .routes(routes!(new_conversation))
 }
 
 /// Events buffered between the upstream reader and a slow member.
@@ -55,45 +59,62 @@ const RELAY_QUEUE_EVENTS: usize = 64;
 const AGENT_NOT_ANSWERING: &str = "The agent is not answering. Try again in a moment; if it \
      keeps happening, tell whoever runs this site (the details are in its log).";
 
-#[derive(Deserialize)]
+/// A message to the agent: text, files of the person's `public/`, or both.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChatRequest {
+    /// What the person writes (at most 64 KiB of UTF-8); may be blank when files are attached.
     message: String,
+    /// The project whose conversation it joins; the main workspace when absent.
     project: Option<String>,
+    /// Paths of files in the person's `public/` to attach, e.g. `public/report.pdf`.
     #[serde(default)]
+    #[schema(max_items = 32)]
     attachments: Vec<String>,
 }
 
 /// `GET /v1/chat/history`'s query: the workspace and which page.
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct HistoryQuery {
+    /// The project whose conversation to read; the main workspace when absent.
     project: Option<String>,
     /// The `earlier` of the page shown last: the page of the messages before it.
+    #[param(minimum = 1)]
     before: Option<i64>,
+    /// How many messages the page holds at most; 50 when absent.
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<usize>,
 }
 
-#[derive(Serialize)]
-pub struct History {
-    messages: Vec<HistoryMessage>,
+/// One page of the saved conversation, oldest message first.
+#[derive(Serialize, ToSchema)]
+pub struct ChatHistory {
+    messages: Vec<ChatHistoryMessage>,
     /// The `before` that reads the next older page; `null` when there is none.
+    #[schema(required = true)]
     earlier: Option<i64>,
 }
 
-#[derive(Serialize)]
-struct HistoryMessage {
+/// A saved message: the person's, or the agent's own words (never a delivery notice).
+#[derive(Serialize, ToSchema)]
+struct ChatHistoryMessage {
+    /// Grows with every message; an `earlier` is one of these.
     id: i64,
     role: ChatRole,
     text: String,
+    /// The `public/` paths the person attached.
     attachments: Vec<String>,
+    /// When it was saved (RFC 3339, UTC).
+    #[schema(format = DateTime)]
     time: String,
 }
 
-impl From<ChatMessage> for HistoryMessage {
-    fn from(m: ChatMessage) -> HistoryMessage {
+impl From<ChatMessage> for ChatHistoryMessage {
+    fn from(m: ChatMessage) -> ChatHistoryMessage {
         let created = std::time::UNIX_EPOCH + Duration::from_secs(m.created.max(0) as u64);
-        HistoryMessage {
+        ChatHistoryMessage {
             id: m.id,
             role: m.role,
             text: m.text,
@@ -104,11 +125,21 @@ impl From<ChatMessage> for HistoryMessage {
 }
 
 /// One page of the saved conversation, the newest unless `before` names an older one.
+#[utoipa::path(
+    get,
+    path = "/v1/chat/history",
+    operation_id = "chatHistory",
+    tag = "chat",
+    security(("bearer" = [])),
+    params(HistoryQuery),
+    responses((status = 200, description = "A page of the workspace's saved conversation.",
+               body = ChatHistory))
+)]
 pub async fn history(
     State(state): State<AppState>,
     Member(who): Member,
     QueryParams(q): QueryParams<HistoryQuery>,
-) -> Result<Json<History>, ApiError> {
+) -> Result<Json<ChatHistory>, ApiError> {
     let limit = q.limit.unwrap_or(CHAT_PAGE_DEFAULT_MESSAGES);
     if !(1..=CHAT_PAGE_MAX_MESSAGES).contains(&limit) {
         return Err(ApiError::new(
@@ -128,37 +159,143 @@ pub async fn history(
             site.chat_page(ws.person(), ws.project(), q.before, limit)
         })
         .await?;
-    Ok(Json(History {
+    Ok(Json(ChatHistory {
         messages: page
             .messages
             .into_iter()
-            .map(HistoryMessage::from)
+            .map(ChatHistoryMessage::from)
             .collect(),
         earlier: page.earlier,
     }))
 }
 
 /// `POST /v1/chat/new`'s body: the workspace whose conversation starts afresh.
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewConversation {
+    /// The project; the main workspace when absent.
     project: Option<String>,
 }
 
-/// `POST /v1/chat/new`: archives the workspace's conversation and starts an empty one;
-/// the archived messages are no longer listed nor sent upstream as context.
+/// The workspace whose conversation was started afresh.
+#[derive(Serialize, ToSchema)]
+pub struct ConversationStarted {
+    /// The project; `null` for the main workspace.
+    #[schema(required = true)]
+    project: Option<String>,
+}
+
+/// Starts the workspace's conversation afresh.
+///
+/// The messages so far are archived: no longer listed, nor sent upstream as context.
+#[utoipa::path(
+    post,
+    path = "/v1/chat/new",
+    operation_id = "newConversation",
+    tag = "chat",
+    security(("bearer" = [])),
+    request_body(content = Option<NewConversation>, content_type = "application/json",
+                 description = "The workspace; no body at all means the main workspace."),
+    responses((status = 200, description = "The conversation was archived; an empty one starts.",
+               body = ConversationStarted))
+)]
 pub async fn new_conversation(
     State(state): State<AppState>,
     Member(who): Member,
     OptionalJsonBody(body): OptionalJsonBody<NewConversation>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ConversationStarted>, ApiError> {
     let site = state.site.clone();
     state
         .in_workspace(&who.person, body.project.as_deref(), move |ws| {
             site.new_conversation(ws.person(), ws.project())
         })
         .await?;
-    Ok(Json(json!({ "project": body.project })))
+    Ok(Json(ConversationStarted {
+        project: body.project,
+    }))
+}
+
+/// One event of a reply's stream, as `POST /v1/chat` sends it.
+enum ChatEvent {
+    Delta(ChatDelta),
+    Notice(ChatNotice),
+    Error(ChatFailure),
+    Done(ChatDone),
+}
+
+impl ChatEvent {
+    fn to_sse(&self) -> Event {
+        match self {
+            ChatEvent::Delta(e) => e.event(),
+            ChatEvent::Notice(e) => e.event(),
+            ChatEvent::Error(e) => e.event(),
+            ChatEvent::Done(e) => e.event(),
+        }
+    }
+}
+
+impl PartialSchema for ChatEvent {
+    fn schema() -> RefOr<Schema> {
+        OneOfBuilder::new()
+            .item(ChatDelta::described())
+            .item(ChatNotice::described())
+            .item(ChatFailure::described())
+            .item(ChatDone::described())
+            .description(Some("One event of a chat reply's stream."))
+            .into()
+    }
+}
+
+impl ToSchema for ChatEvent {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        ChatDelta::add_schemas(schemas);
+        ChatNotice::add_schemas(schemas);
+        ChatFailure::add_schemas(schemas);
+        ChatDone::add_schemas(schemas);
+    }
+}
+
+/// Reply text as it arrives: `delta`.
+#[derive(Serialize, ToSchema)]
+struct ChatDelta {
+    text: String,
+}
+
+impl SseData for ChatDelta {
+    const EVENT: &'static str = "delta";
+}
+
+/// A file that appeared or changed in `public/attachments/` during the turn: `notice`.
+#[derive(Serialize, ToSchema)]
+struct ChatNotice {
+    /// For people to read, e.g. `📎 report.pdf — public/attachments/report.pdf`.
+    text: String,
+    /// The file's exact path, for the download.
+    path: String,
+}
+
+impl SseData for ChatNotice {
+    const EVENT: &'static str = "notice";
+}
+
+/// Why the turn failed after its stream began: `error`.
+#[derive(Serialize, ToSchema)]
+struct ChatFailure {
+    #[schema(schema_with = crate::openapi::code_schema)]
+    code: Code,
+    message: String,
+}
+
+impl SseData for ChatFailure {
+    const EVENT: &'static str = "error";
+}
+
+/// The turn is over, the person's place given back; always the last event: `done`.
+#[derive(Serialize, ToSchema)]
+struct ChatDone {}
+
+impl SseData for ChatDone {
+    const EVENT: &'static str = "done";
 }
 
 /// Everything a turn needs, checked before the stream starts.
@@ -176,6 +313,20 @@ struct Turn {
     _place: Place,
 }
 
+/// Sends the person's message to the workspace's agent and streams its reply.
+#[utoipa::path(
+    post,
+    path = "/v1/chat",
+    operation_id = "chat",
+    tag = "chat",
+    security(("bearer" = [])),
+    request_body = ChatRequest,
+    responses((status = 200, content_type = "text/event-stream", body = ChatEvent,
+               description = "Server-Sent Events, each `data` a JSON object: `delta` for reply \
+               text as it arrives; `notice` once for each file that appeared or changed in \
+               `public/attachments/` during the turn; `error` when the turn failed after the \
+               stream began; then `done`, last. Comment lines keep an idle stream open."))
+)]
 pub async fn chat(
     State(state): State<AppState>,
     Member(who): Member,
@@ -293,13 +444,13 @@ pub async fn chat(
             () = tx.closed() => None,
         };
         if let Some((code, message)) = failure {
-            send(&tx, "error", json!({ "code": code, "message": message })).await;
+            send(&tx, ChatEvent::Error(ChatFailure { code, message })).await;
         }
         // Whatever came before the end is saved, as far as it came.
         finish_turn(&state, &turn, reply.text, before, &tx).await;
         // The person's place comes back before `done` says the turn is over.
         drop(turn);
-        send(&tx, "done", json!({})).await;
+        send(&tx, ChatEvent::Done(ChatDone {})).await;
     });
     let events = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
@@ -368,7 +519,13 @@ impl Reply {
 
     async fn relay_from(&self, tx: &mpsc::Sender<Event>, start: usize) -> Result<(), RelayError> {
         let added = &self.text[start..];
-        if !added.is_empty() && !send(tx, "delta", json!({ "text": added })).await {
+        if added.is_empty() {
+            return Ok(());
+        }
+        let delta = ChatEvent::Delta(ChatDelta {
+            text: added.to_owned(),
+        });
+        if !send(tx, delta).await {
             return Err((Code::Gone, "the member left".to_owned()));
         }
         Ok(())
@@ -575,14 +732,22 @@ async fn finish_turn(
     let delivered = match delivered {
         Ok(paths) => paths,
         Err(e) => {
-            send(tx, "error", json!({ "code": e.code, "message": e.message })).await;
+            let failure = ChatFailure {
+                code: e.code,
+                message: e.message,
+            };
+            send(tx, ChatEvent::Error(failure)).await;
             return;
         }
     };
     for path in &delivered {
         // `text` is for people to read; `path` stays exact, for the download.
         let text = ferry_site::delivery_notice(path);
-        send(tx, "notice", json!({ "text": text, "path": path })).await;
+        let notice = ChatNotice {
+            text,
+            path: path.clone(),
+        };
+        send(tx, ChatEvent::Notice(notice)).await;
     }
     if !delivered.is_empty() {
         crate::events::announce_attachments(
@@ -686,9 +851,8 @@ fn upstream_body(
 const REQUEST_SLACK_BYTES: usize = 64;
 
 /// Sends one event; `false` when the member has gone.
-async fn send(tx: &mpsc::Sender<Event>, name: &str, data: Value) -> bool {
-    let event = Event::default().event(name).data(data.to_string());
-    tx.send(event).await.is_ok()
+async fn send(tx: &mpsc::Sender<Event>, event: ChatEvent) -> bool {
+    tx.send(event.to_sse()).await.is_ok()
 }
 
 /// reqwest's message with its causes, without the URL.
@@ -699,6 +863,24 @@ fn describe(err: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_described_bounds_are_the_enforced_ones() {
+        use utoipa::PartialSchema;
+        use utoipa::openapi::path::ParameterIn;
+        let params = HistoryQuery::into_params(|| Some(ParameterIn::Query));
+        let limit = params.iter().find(|p| p.name == "limit").unwrap();
+        let limit = serde_json::to_value(limit).unwrap();
+        assert_eq!(limit["schema"]["maximum"], CHAT_PAGE_MAX_MESSAGES);
+        let said = format!("{CHAT_PAGE_DEFAULT_MESSAGES} when absent");
+        assert!(limit["description"].as_str().unwrap().contains(&said));
+        let request = serde_json::to_value(ChatRequest::schema()).unwrap();
+        let attachments = &request["properties"]["attachments"];
+        assert_eq!(attachments["maxItems"], CHAT_ATTACHMENTS_MAX);
+        let said = format!("at most {} KiB", CHAT_MESSAGE_MAX_BYTES / 1024);
+        let message = request["properties"]["message"]["description"].as_str();
+        assert!(message.unwrap().contains(&said));
+    }
 
     fn lines(max_bytes: usize) -> Lines {
         Lines {

@@ -18,6 +18,8 @@ use ferry_site::SiteError;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::time::{Instant, timeout_at};
+use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::auth::Harness;
 use crate::body::Sink;
@@ -26,30 +28,50 @@ use crate::extract::JsonBody;
 use crate::openapi::ApiRouter;
 use crate::rate::Rate;
 use crate::{ApiError, AppState, blocking};
-use axum::routing::post;
 use ferry_site::{AuditAction, AuditEntry};
 
 /// This module's routes, for [`crate::router`].
 pub(crate) fn routes() -> ApiRouter {
-    ApiRouter::new().route("/v1/deliveries", post(deliver))
+    ApiRouter::new().routes(routes!(deliver))
 }
 
-#[derive(Deserialize)]
+/// A file for the person, by URL.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveryRequest {
+    /// An absolute `http://` or `https://` URL; its bytes are fetched once.
     url: String,
+    /// The file's name; else the answer's `Content-Disposition`, else the URL's last segment.
     filename: Option<String>,
+    /// The project whose `public/attachments/` receives it; the main workspace when absent.
     project: Option<String>,
 }
 
-#[derive(Serialize)]
+/// The file delivered into `public/attachments/`.
+#[derive(Serialize, ToSchema)]
 pub struct Delivered {
+    /// Where it landed, e.g. `public/attachments/report.pdf`.
     path: String,
+    /// Bytes.
     size: u64,
+    /// Lower-case hex SHA-256 of the content.
     sha256: String,
+    /// The line naming the file for the person: `📎 report.pdf — public/attachments/report.pdf`.
     notice: String,
 }
 
+/// Delivers a file to the person by URL (the agent harness's token).
+///
+/// The bytes are fetched once into `public/attachments/`, replacing a file of that name.
+#[utoipa::path(
+    post,
+    path = "/v1/deliveries",
+    operation_id = "deliver",
+    tag = "deliveries",
+    security(("bearer" = [])),
+    request_body = DeliveryRequest,
+    responses((status = 201, description = "The file was fetched and delivered.", body = Delivered))
+)]
 pub async fn deliver(
     State(state): State<AppState>,
     Harness(who): Harness,

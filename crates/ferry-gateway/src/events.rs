@@ -50,6 +50,9 @@ use ferry_site::AttachmentsState;
 use futures_util::{Stream, StreamExt};
 use serde::Serialize;
 use tokio::sync::broadcast;
+use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+use utoipa::openapi::{Ref, RefOr};
+use utoipa::{PartialSchema, ToSchema};
 
 use crate::auth::Member;
 use crate::extract::QueryParams;
@@ -57,11 +60,11 @@ use crate::files::ProjectQuery;
 use crate::interactions::InteractionsEvent;
 use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
-use axum::routing::get;
+use utoipa_axum::routes;
 
 /// This module's routes, for [`crate::router`].
 pub(crate) fn routes() -> ApiRouter {
-    ApiRouter::new().route("/v1/events", get(stream))
+    ApiRouter::new().routes(routes!(stream))
 }
 
 /// How often watched `public/attachments/` folders are compared with their last state.
@@ -81,13 +84,61 @@ const STREAM_TOKEN_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// Comment lines that keep idle streams (and the proxies on their way) open.
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(15);
 
-/// Something under one workspace's `public/` changed.
-#[derive(Clone, Debug, Serialize)]
+/// The data of one kind of event of a Server-Sent Events stream: the event is named
+/// [`SseData::EVENT`] and its `data` is the JSON of the value.
+pub(crate) trait SseData: Serialize + ToSchema {
+    /// The event's name (its `event:` line).
+    const EVENT: &'static str;
+
+    /// The event carrying `self`.
+    fn event(&self) -> Event {
+        let data = serde_json::to_string(self).unwrap_or_else(|_| "{}".to_owned());
+        Event::default().event(Self::EVENT).data(data)
+    }
+
+    /// The description of that event as a stream reader parses it: an object whose
+    /// `event` is [`SseData::EVENT`] and whose `data` is a string holding the JSON of a
+    /// `Self` (schemathesis and OpenAPI 3.2 read an event stream's schema as one event's).
+    fn described() -> RefOr<Schema> {
+        let data = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .content_media_type("application/json")
+            .content_schema(Some(Ref::from_schema_name(Self::name())));
+        ObjectBuilder::new()
+            .property(
+                "event",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some([Self::EVENT])),
+            )
+            .property("data", data)
+            .required("event")
+            .required("data")
+            .into()
+    }
+
+    /// Adds the description of `Self` and of what it refers to, for a stream's
+    /// [`ToSchema::schemas`].
+    fn add_schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((Self::name().into_owned(), Self::schema()));
+        Self::schemas(schemas);
+    }
+}
+
+/// Something under one workspace's `public/` changed: `files`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct FileEvent {
     #[serde(skip)]
     pub(crate) person: String,
+    /// The workspace's project; `null` for the main workspace.
+    #[schema(required = true)]
     pub(crate) project: Option<String>,
+    /// The paths that changed; none when the page should reload everything.
     pub(crate) paths: Vec<String>,
+}
+
+impl SseData for FileEvent {
+    const EVENT: &'static str = "files";
 }
 
 /// One watched workspace: a person and a project (`None`: the main workspace).
@@ -132,10 +183,16 @@ enum Refused {
     Workspace(WorkspaceKey),
 }
 
-/// A node changed (`id: None`: some nodes, which were not all heard of).
-#[derive(Clone, Debug, Serialize)]
+/// A node changed, on an admin's stream: `nodes`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct NodesEvent {
+    /// The node; `null` when some changed that were not all heard of.
+    #[schema(required = true)]
     pub(crate) id: Option<String>,
+}
+
+impl SseData for NodesEvent {
+    const EVENT: &'static str = "nodes";
 }
 
 /// What one person's pages are told.
@@ -161,14 +218,31 @@ impl PageEvent {
     }
 
     fn to_sse(&self) -> Event {
-        let (name, data) = match self {
-            PageEvent::Files(e) => ("files", serde_json::to_string(e)),
-            PageEvent::Interactions(e) => ("interaction", serde_json::to_string(e)),
-            PageEvent::Nodes(e) => ("nodes", serde_json::to_string(e)),
-        };
-        Event::default()
-            .event(name)
-            .data(data.unwrap_or_else(|_| "{}".to_owned()))
+        match self {
+            PageEvent::Files(e) => e.event(),
+            PageEvent::Interactions(e) => e.event(),
+            PageEvent::Nodes(e) => e.event(),
+        }
+    }
+}
+
+/// One event of `GET /v1/events`.
+impl PartialSchema for PageEvent {
+    fn schema() -> RefOr<Schema> {
+        OneOfBuilder::new()
+            .item(FileEvent::described())
+            .item(InteractionsEvent::described())
+            .item(NodesEvent::described())
+            .description(Some("One event of a person's live stream."))
+            .into()
+    }
+}
+
+impl ToSchema for PageEvent {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        FileEvent::add_schemas(schemas);
+        InteractionsEvent::add_schemas(schemas);
+        NodesEvent::add_schemas(schemas);
     }
 }
 
@@ -441,6 +515,24 @@ impl Drop for Listening {
     }
 }
 
+/// The person's live stream of changes.
+///
+/// Files in their `public/` folders, their pending requests, and (for an admin) nodes.
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    operation_id = "events",
+    tag = "events",
+    security(("bearer" = [])),
+    params(("project" = Option<String>, Query, nullable = false,
+            description = "Only this project's `files` events (the `interaction` events still come).")),
+    responses((status = 200, content_type = "text/event-stream", body = PageEvent,
+               description = "Server-Sent Events, each `data` a JSON object: `files` when files \
+               under a workspace's `public/` changed; `interaction` when the person's pending \
+               approvals and picks changed; `nodes`, on an admin's stream only, when a node \
+               changed. Comment lines keep an idle stream open; the stream ends when the \
+               token is revoked or the gateway stops."))
+)]
 pub async fn stream(
     State(state): State<AppState>,
     Member(who): Member,

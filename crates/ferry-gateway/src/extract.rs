@@ -23,8 +23,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(value)) => Ok(JsonBody(value)),
+        // Read as a value first: serde's derived structs also take an array of their
+        // fields in order (`[null]` for `{"project":null}`), which no body of this API is.
+        match axum::Json::<serde_json::Value>::from_request(req, state).await {
+            Ok(axum::Json(value)) if !value.is_object() => Err(ApiError::new(
+                Code::BadJson,
+                "the JSON body must be an object",
+            )),
+            Ok(axum::Json(value)) => serde_json::from_value(value).map(JsonBody).map_err(|e| {
+                ApiError::new(
+                    Code::BadJson,
+                    format!("Failed to deserialize the JSON body into the target type: {e}"),
+                )
+            }),
             Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
                 Code::BadContentType,
                 "send the body as JSON with 'Content-Type: application/json'",

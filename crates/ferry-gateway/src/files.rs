@@ -1,5 +1,6 @@
 //! The Files panel routes (spec M-LIST, M-GET, M-MANAGE).
 
+use std::collections::BTreeMap;
 use std::io::{Seek, SeekFrom};
 
 use axum::Json;
@@ -10,10 +11,15 @@ use axum::response::Response;
 use ferry_exec::member::{MemberAction, MemberReply, Opened};
 use ferry_fs::FsError;
 use ferry_site::{Listing, SiteError};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 use tokio_util::io::ReaderStream;
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::{
+    self, ContentBuilder, HeaderBuilder, RefOr, Required, ResponseBuilder, schema,
+};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::routes;
 
 use crate::auth::Member;
 use crate::extract::{JsonBody, QueryParams};
@@ -21,38 +27,50 @@ use crate::member::out_of_turn;
 use crate::openapi::ApiRouter;
 use crate::range::{RangeRequest, etag_for, if_none_match_hits, if_range_allows, parse_range};
 use crate::{ApiError, AppState, blocking};
-use axum::routing::{get, post};
 use ferry_site::{AuditAction, AuditEntry};
 
 /// This module's routes, for [`crate::router`].
 pub(crate) fn routes() -> ApiRouter {
     ApiRouter::new()
-        .route("/v1/files", get(list).delete(delete))
-        .route("/v1/files/content", get(download))
-        .route("/v1/files/mkdir", post(mkdir))
-        .route("/v1/files/move", post(move_entry))
+        .routes(routes!(list, delete))
+        .routes(routes!(download))
+        .routes(routes!(mkdir))
+        .routes(routes!(move_entry))
 }
 
 /// Bytes read per chunk of a download.
 const DOWNLOAD_CHUNK_BYTES: usize = 64 * 1024;
 
-#[derive(Deserialize)]
+/// The workspace a request is about.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectQuery {
+    /// The project; absent for the person's main workspace.
     pub project: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// One file of a workspace.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PathQuery {
+    /// The file, from `public/` on.
+    #[param(example = "public/report.pdf")]
     path: String,
+    /// The project; absent for the person's main workspace.
     project: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// What to delete, and whether for good.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DeleteQuery {
+    /// The file or folder, from `public/` on; a folder goes with everything in it.
+    #[param(example = "public/old.txt")]
     path: String,
+    /// The project; absent for the person's main workspace.
     project: Option<String>,
     /// Deletes for good instead of moving into the trash.
     #[serde(default)]
@@ -62,21 +80,48 @@ pub struct DeleteQuery {
 /// The header a delete into the trash names the entry's trash id in, for an undo.
 pub const TRASH_ID_HEADER: &str = "ferry-trash-id";
 
-#[derive(Deserialize)]
+/// A folder to make.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MkdirBody {
+    /// The new folder, from `public/` on; its parent must exist.
+    #[schema(example = "public/reports")]
     path: String,
+    /// The project; absent for the person's main workspace.
     project: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// An entry to move or rename.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MoveBody {
+    /// The entry, from `public/` on.
+    #[schema(example = "public/a.txt")]
     from: String,
+    /// Where it goes, from `public/` on; an existing entry there is never replaced.
+    #[schema(example = "public/reports/a.txt")]
     to: String,
+    /// The project; absent for the person's main workspace.
     project: Option<String>,
 }
 
+/// Where a made or moved entry is now.
+#[derive(Serialize, ToSchema)]
+pub struct PathAnswer {
+    /// The entry, from `public/` on, as the workspace names it (normalized).
+    path: String,
+}
+
+/// The tree under the workspace's `public/`: links shown and never followed, folders first.
+#[utoipa::path(
+    get,
+    path = "/v1/files",
+    operation_id = "listFiles",
+    tag = "files",
+    security(("bearer" = [])),
+    params(ProjectQuery),
+    responses((status = 200, description = "The tree under `public/`.", body = Listing))
+)]
 pub async fn list(
     State(state): State<AppState>,
     Member(who): Member,
@@ -94,11 +139,21 @@ pub async fn list(
     }
 }
 
+/// Makes a folder (not `public/attachments`, which the system keeps).
+#[utoipa::path(
+    post,
+    path = "/v1/files/mkdir",
+    operation_id = "makeFolder",
+    tag = "files",
+    security(("bearer" = [])),
+    request_body = MkdirBody,
+    responses((status = 201, description = "The folder made.", body = PathAnswer))
+)]
 pub async fn mkdir(
     State(state): State<AppState>,
     Member(who): Member,
     JsonBody(body): JsonBody<MkdirBody>,
-) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+) -> Result<(StatusCode, Json<PathAnswer>), ApiError> {
     let project = body.project.as_deref();
     let path = moved_to(
         state
@@ -112,14 +167,24 @@ pub async fn mkdir(
     state
         .events
         .publish(&who.person, project, vec![path.clone()]);
-    Ok((StatusCode::CREATED, Json(json!({ "path": path }))))
+    Ok((StatusCode::CREATED, Json(PathAnswer { path })))
 }
 
+/// Moves or renames a file or folder, refusing to replace what is at `to` (`409 exists`).
+#[utoipa::path(
+    post,
+    path = "/v1/files/move",
+    operation_id = "moveFile",
+    tag = "files",
+    security(("bearer" = [])),
+    request_body = MoveBody,
+    responses((status = 200, description = "Where the entry is now.", body = PathAnswer))
+)]
 pub async fn move_entry(
     State(state): State<AppState>,
     Member(who): Member,
     JsonBody(body): JsonBody<MoveBody>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<PathAnswer>, ApiError> {
     let (from, to) = (body.from, body.to);
     let project = body.project.as_deref();
     let entry =
@@ -150,11 +215,21 @@ pub async fn move_entry(
     state
         .events
         .publish(&who.person, project, vec![moved_from, path.clone()]);
-    Ok(Json(json!({ "path": path })))
+    Ok(Json(PathAnswer { path }))
 }
 
-/// `DELETE /v1/files`: into the person's trash (M-DAILY), its id in [`TRASH_ID_HEADER`];
-/// with `forever=true`, for good.
+/// Deletes into the person's trash (its id in `Ferry-Trash-Id`), or for good with `forever=true`.
+#[utoipa::path(
+    delete,
+    path = "/v1/files",
+    operation_id = "deleteFile",
+    tag = "files",
+    security(("bearer" = [])),
+    params(DeleteQuery),
+    responses((status = 204, description = "Deleted: into the trash, or for good with `forever=true`.",
+               headers(("Ferry-Trash-Id" = String,
+                        description = "The trash entry's id, for `POST /v1/trash/{id}/restore`; absent with `forever=true`."))))
+)]
 pub async fn delete(
     State(state): State<AppState>,
     Member(who): Member,
@@ -193,7 +268,128 @@ pub async fn delete(
         .map_err(|e| ApiError::internal("response", e))
 }
 
-/// `GET /v1/files/content`: the bytes, never rendered by the browser, with ranges.
+/// The conditional and range headers a download ([`send_file`]) reads.
+pub(crate) struct RangeHeaders;
+
+impl IntoParams for RangeHeaders {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        [
+            (
+                "Range",
+                "One range of bytes: `bytes=first-last`, `bytes=first-` or `bytes=-count`; \
+                 a malformed one, or several, is answered with the whole file.",
+            ),
+            (
+                "If-None-Match",
+                "The `ETag`s of the copies the client has: one that matches is answered `304`.",
+            ),
+            (
+                "If-Range",
+                "An `ETag`: the range is sent while the file still has it, the whole file otherwise.",
+            ),
+        ]
+        .into_iter()
+        .map(|(name, description)| {
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(ParameterIn::Header)
+                .required(Required::False)
+                .description(Some(description))
+                .schema(Some(
+                    schema::ObjectBuilder::new().schema_type(schema::Type::String),
+                ))
+                .build()
+        })
+        .collect()
+    }
+}
+
+/// The answers of [`send_file`]: the whole file, a range, not modified, a range outside.
+pub(crate) struct FileAnswers;
+
+impl utoipa::IntoResponses for FileAnswers {
+    fn responses() -> BTreeMap<String, RefOr<openapi::Response>> {
+        file_answers(&[])
+    }
+}
+
+/// The answers of [`send_file`], with `extra` headers on each.
+pub(crate) fn file_answers(extra: &[(&str, &str)]) -> BTreeMap<String, RefOr<openapi::Response>> {
+    let text = || schema::ObjectBuilder::new().schema_type(schema::Type::String);
+    let count = || {
+        schema::ObjectBuilder::new()
+            .schema_type(schema::Type::Integer)
+            .format(Some(schema::SchemaFormat::KnownFormat(
+                schema::KnownFormat::Int64,
+            )))
+            .minimum(Some(0))
+    };
+    let header = |schema: schema::ObjectBuilder, description: &str| {
+        HeaderBuilder::new()
+            .schema(Some(schema))
+            .description(Some(description))
+            .build()
+    };
+    // Said of every answer: what the file is, and that a browser never renders it.
+    let described = |mut response: ResponseBuilder| {
+        for (name, description) in [
+            (
+                "ETag",
+                "The file's version, for `If-None-Match` and `If-Range`.",
+            ),
+            ("Last-Modified", "When the file last changed."),
+            ("Accept-Ranges", "Always `bytes`."),
+            (
+                "Content-Disposition",
+                "`attachment`, with the file's name (`filename*=UTF-8''…`).",
+            ),
+            ("Cache-Control", "What a cache may keep of the answer."),
+        ]
+        .iter()
+        .chain(extra)
+        {
+            response = response.header(*name, header(text(), description));
+        }
+        response
+    };
+    // Any bytes, of the type the content shows: no schema says more.
+    let bytes = || ContentBuilder::new().build();
+    let length = || header(count(), "The bytes in this answer.");
+    let mut answers = BTreeMap::new();
+    let whole = described(ResponseBuilder::new())
+        .description("The whole file, with the type its content shows.")
+        .content("*/*", bytes())
+        .header("Content-Length", length());
+    answers.insert("200".to_owned(), whole.build().into());
+    let part = described(ResponseBuilder::new())
+        .description("The range asked for.")
+        .content("*/*", bytes())
+        .header("Content-Length", length())
+        .header("Content-Range", header(text(), "`bytes first-last/size`."));
+    answers.insert("206".to_owned(), part.build().into());
+    let same = described(ResponseBuilder::new())
+        .description("The copy the client has (`If-None-Match`) is the file as it is: no body.");
+    answers.insert("304".to_owned(), same.build().into());
+    let outside = described(ResponseBuilder::new())
+        .description("The range lies past the file's end: no body.")
+        .header(
+            "Content-Range",
+            header(text(), "`bytes */size`: the file's size."),
+        );
+    answers.insert("416".to_owned(), outside.build().into());
+    answers
+}
+
+/// The file's bytes, as an attachment a browser never renders, with ranges (M-GET).
+#[utoipa::path(
+    get,
+    path = "/v1/files/content",
+    operation_id = "downloadFile",
+    tag = "files",
+    security(("bearer" = [])),
+    params(PathQuery, RangeHeaders),
+    responses(FileAnswers)
+)]
 pub async fn download(
     State(state): State<AppState>,
     Member(who): Member,

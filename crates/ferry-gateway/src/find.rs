@@ -10,7 +10,6 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
-use axum::routing::get;
 use ferry_codes::Code;
 use ferry_exec::Lease;
 use ferry_exec::member::{MemberAction, MemberReply};
@@ -22,6 +21,8 @@ use ferry_site::{SearchQuery, SearchResults};
 use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
+use utoipa::IntoParams;
+use utoipa_axum::routes;
 
 use crate::auth::Member;
 use crate::extract::QueryParams;
@@ -34,20 +35,35 @@ use crate::{ApiError, AppState, blocking};
 /// The routes of this module, merged into the gateway's router.
 pub(crate) fn routes() -> ApiRouter {
     ApiRouter::new()
-        .route("/v1/files/search", get(search))
-        .route("/v1/files/archive", get(archive))
+        .routes(routes!(search))
+        .routes(routes!(archive))
 }
 
-#[derive(Deserialize)]
+/// What to look for, and where.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct SearchParams {
+    /// Part of a name (or, with `content=true`, a phrase), matched case- and accent-insensitively.
+    #[param(example = "report")]
     q: String,
+    /// The project; absent for the person's main workspace.
     project: Option<String>,
+    /// Also matches inside text files under 1 MiB.
     #[serde(default)]
     content: bool,
 }
 
-/// `GET /v1/files/search?q=…[&project=P][&content=true]`: at most 200 matches by path.
+/// Finds entries under `public/` by name, and with `content=true` inside text files: at most 200.
+#[utoipa::path(
+    get,
+    path = "/v1/files/search",
+    operation_id = "searchFiles",
+    tag = "files",
+    security(("bearer" = [])),
+    params(SearchParams),
+    responses((status = 200, description = "The matches under `public/`, by path.", body = SearchResults))
+)]
 pub async fn search(
     State(state): State<AppState>,
     Member(who): Member,
@@ -81,20 +97,38 @@ fn content_turns() -> &'static PersonTurns {
     TURNS.get_or_init(PersonTurns::default)
 }
 
-#[derive(Deserialize)]
+/// The folder to take.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveParams {
+    /// The folder, from `public/` on.
+    #[param(example = "public/reports")]
     path: String,
+    /// The project; absent for the person's main workspace.
     project: Option<String>,
 }
 
-/// `GET /v1/files/archive?path=public/…[&project=P]`: the folder as a zip, streamed.
-///
-/// The person's requester walks the folder and admits it (or refuses it with the status
-/// the refusal names, before any byte), then writes the zip into a pipe; this only
-/// relays the pipe's frames. A stream that fails midway (a file that grew past the cap,
-/// the writer gone) is aborted, so the client sees a broken transfer, never a short zip
-/// that reads as whole.
+/// A folder as a zip, streamed; one that fails midway is cut off, never ended as if whole.
+//
+// The person's requester walks the folder and admits it (or refuses it with the status
+// the refusal names, before any byte), then writes the zip into a pipe; this only
+// relays the pipe's frames. A stream that fails midway (a file that grew past the cap,
+// the writer gone) is aborted, so the client sees a broken transfer, never a short zip
+// that reads as whole.
+#[utoipa::path(
+    get,
+    path = "/v1/files/archive",
+    operation_id = "downloadFolder",
+    tag = "files",
+    security(("bearer" = [])),
+    params(ArchiveParams),
+    responses((status = 200,
+               description = "The folder as a zip, streamed (links left out); a transfer cut midway is a failure.",
+               content_type = "application/zip",
+               headers(("Content-Disposition" = String, description = "`attachment`, with the folder's name and `.zip`."),
+                       ("Cache-Control" = String, description = "`private, no-store`."))))
+)]
 pub async fn archive(
     State(state): State<AppState>,
     Member(who): Member,

@@ -27,14 +27,15 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Sha256;
+use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
-use axum::routing::post;
 
 /// This module's routes, for [`crate::router`].
 pub(crate) fn routes() -> ApiRouter {
-    ApiRouter::new().route(ROUTE, post(node_call))
+    ApiRouter::new().routes(routes!(node_call))
 }
 
 /// The internal route.
@@ -54,16 +55,20 @@ const NODE_TOOLS: &[&str] = &["dir_list", "file_fetch", "file_push", "dir_fetch"
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// A call as it crosses.
-#[derive(Serialize, Deserialize)]
+/// A node tool's call, as one gateway of the site forwards it to another.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = ForwardedCall)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Call {
     /// The gateway the call is for (ids are made anew at each start): a call captured on
     /// its way is refused by any other gateway, and by the same one after a restart,
     /// whose memory of the nonces it took is gone.
     to: String,
+    /// The person whose agent calls.
     person: String,
+    /// The node tool: `dir_list`, `file_fetch`, `file_push` or `dir_fetch`.
     tool: String,
+    /// The tool's arguments, as the agent gave them.
     args: Value,
     /// Seconds since the epoch when it was sent.
     at: u64,
@@ -72,19 +77,32 @@ struct Call {
 }
 
 /// A tool's output as it crosses back.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = ForwardedAnswer)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Answer {
+    /// Whether the tool failed (its content then says why).
     is_error: bool,
+    /// The tool's structured output; `null` when it has none.
+    #[schema(required = true)]
     structured: Option<Value>,
     content: Vec<Part>,
 }
 
-#[derive(Serialize, Deserialize)]
+/// One piece of a tool's output.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = ForwardedPart)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 enum Part {
-    Text { text: String },
-    Image { mime: String, data: String },
+    Text {
+        text: String,
+    },
+    Image {
+        mime: String,
+        /// The image's bytes in base64.
+        #[schema(content_encoding = "base64")]
+        data: String,
+    },
 }
 
 impl From<&ToolOutput> for Answer {
@@ -304,7 +322,24 @@ impl Seen {
     }
 }
 
-/// `POST /internal/v1/node-call`: a call another gateway of the site forwards.
+/// Internal: a node tool's call, forwarded by another gateway of the site.
+#[utoipa::path(
+    post,
+    path = ROUTE,
+    operation_id = "forwardNodeCall",
+    tag = "internal",
+    description = "Internal, between the gateways of one site, not for clients: a node tool's \
+                   call that another gateway of the site forwards to the one holding the node's \
+                   link, which makes it on that link and answers with the tool's output. The \
+                   call is signed with the key the site's gateways share (HMAC-SHA256 of the \
+                   body, in `X-Ferry-Gateway-Signature`), addressed to this gateway, stamped \
+                   within a minute of its clock, and taken once; anything else is answered \
+                   `404 no_route`, as a route that does not exist.",
+    params(("X-Ferry-Gateway-Signature" = String, Header,
+            description = "HMAC-SHA256 of the body under the site's gateway key, in lowercase hex.")),
+    request_body = Call,
+    responses((status = 200, description = "The tool's output, failed or not.", body = Answer))
+)]
 pub(crate) async fn node_call(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -15,7 +15,6 @@ use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
 use ferry_codes::Code;
 use ferry_fs::{AtomicWriter, FsError};
 use ferry_site::{
@@ -23,6 +22,8 @@ use ferry_site::{
     PutInPlace, Site, SiteError,
 };
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::routes;
 
 use crate::body::Filled;
 use crate::extract::{JsonBody, QueryParams};
@@ -36,10 +37,10 @@ pub const PICK_SWEEP_INTERVAL: Duration = Duration::from_secs(60 * 60);
 /// The routes of this module, merged into the gateway's router.
 pub(crate) fn routes() -> ApiRouter {
     ApiRouter::new()
-        .route("/v1/interactions", get(list))
-        .route("/v1/approvals/{id}", post(answer_approval))
-        .route("/v1/picks/{id}/cancel", post(cancel_pick))
-        .route("/v1/picks/{id}/upload", post(upload_pick))
+        .routes(routes!(list))
+        .routes(routes!(answer_approval))
+        .routes(routes!(cancel_pick))
+        .routes(routes!(upload_pick))
 }
 
 // ---------------------------------------------------------------------- the page watcher
@@ -61,12 +62,17 @@ impl Watch {
     }
 }
 
-/// The `interaction` event: the ids of the person's pending requests, now.
-#[derive(Clone, Debug, Serialize)]
+/// The person's pending requests changed: `interaction`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct InteractionsEvent {
     #[serde(skip)]
     pub(crate) person: String,
+    /// The ids of the person's pending approvals and picks, now.
     ids: Vec<String>,
+}
+
+impl crate::events::SseData for InteractionsEvent {
+    const EVENT: &'static str = "interaction";
 }
 
 fn pending_ids(site: &Site, person: &str) -> Result<Vec<String>, SiteError> {
@@ -148,35 +154,57 @@ pub(crate) async fn sweep_picks(state: AppState) {
 
 // ---------------------------------------------------------------------- routes
 
-#[derive(Serialize)]
-struct Listed {
-    interactions: Vec<Listing>,
+/// The person's pending requests, oldest first.
+#[derive(Serialize, ToSchema)]
+struct PendingInteractions {
+    interactions: Vec<PendingInteraction>,
 }
 
-/// One pending request as the page shows it.
-#[derive(Serialize)]
+/// What an agent's tool asks of the person.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum InteractionKindName {
+    /// Approve or deny a tool's action.
+    Approval,
+    /// Upload a file the agent asked for.
+    Pick,
+}
+
+/// One pending request as the page shows it: an approval's fields, or a pick's.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct Listing {
+struct PendingInteraction {
     id: String,
-    kind: &'static str,
+    kind: InteractionKindName,
+    /// An approval's tool, e.g. `file_delete`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     tool: Option<String>,
+    /// What an approval's tool would act on.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     subject: Option<String>,
+    /// An approval's sentence for the person.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     summary: Option<String>,
+    /// A pick's question for the person.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     prompt: Option<String>,
     /// A pick's signed upload link, relative to the gateway.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     upload_url: Option<String>,
+    /// When the request stops waiting (RFC 3339, UTC).
+    #[schema(format = DateTime)]
     expires: String,
 }
 
-impl Listing {
-    fn of(site: &Site, interaction: Interaction) -> Result<Listing, SiteError> {
-        let mut listing = Listing {
-            kind: "approval",
+impl PendingInteraction {
+    fn of(site: &Site, interaction: Interaction) -> Result<PendingInteraction, SiteError> {
+        let mut listing = PendingInteraction {
+            kind: InteractionKindName::Approval,
             tool: None,
             subject: None,
             summary: None,
@@ -196,7 +224,7 @@ impl Listing {
                 listing.summary = Some(summary);
             }
             InteractionKind::Pick { prompt } => {
-                listing.kind = "pick";
+                listing.kind = InteractionKindName::Pick;
                 listing.prompt = Some(prompt);
                 listing.upload_url = Some(site.pick_link(&listing.id, interaction.expires)?);
             }
@@ -205,20 +233,29 @@ impl Listing {
     }
 }
 
-/// `GET /v1/interactions`: what the person has not answered yet, oldest first.
+/// What the person has not answered yet, oldest first.
+#[utoipa::path(
+    get,
+    path = "/v1/interactions",
+    operation_id = "listInteractions",
+    tag = "interactions",
+    security(("bearer" = [])),
+    responses((status = 200, description = "The person's pending approvals and picks.",
+               body = PendingInteractions))
+)]
 async fn list(
     State(state): State<AppState>,
     Member(who): Member,
-) -> Result<Json<Listed>, ApiError> {
+) -> Result<Json<PendingInteractions>, ApiError> {
     let site = state.site.clone();
     let interactions = blocking(move || {
         site.pending_interactions(&who.person)?
             .into_iter()
-            .map(|i| Listing::of(&site, i))
+            .map(|i| PendingInteraction::of(&site, i))
             .collect::<Result<Vec<_>, _>>()
     })
     .await?;
-    Ok(Json(Listed { interactions }))
+    Ok(Json(PendingInteractions { interactions }))
 }
 
 /// The `{id}` of a route: a request id, else a request that does not exist.
@@ -230,61 +267,116 @@ fn interaction_id(path: Result<Path<String>, PathRejection>) -> Result<String, A
     }
 }
 
-#[derive(Deserialize)]
+/// The person's answer to an approval.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Answer {
+struct ApprovalAnswer {
+    /// `true` lets the tool act; `false` denies it.
     approve: bool,
 }
 
 /// What became of a request.
-#[derive(Serialize)]
-struct Answered {
+#[derive(Serialize, ToSchema)]
+struct InteractionAnswered {
     id: String,
-    state: &'static str,
+    state: InteractionState,
 }
 
-/// `POST /v1/approvals/{id}` `{"approve":true|false}`.
+/// A request's state once answered.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum InteractionState {
+    Approved,
+    Denied,
+    Cancelled,
+}
+
+/// Approves or denies a pending approval.
+#[utoipa::path(
+    post,
+    path = "/v1/approvals/{id}",
+    operation_id = "answerApproval",
+    tag = "interactions",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The approval's id, as listed.")),
+    request_body = ApprovalAnswer,
+    responses((status = 200, description = "The approval, approved or denied.", body = InteractionAnswered))
+)]
 async fn answer_approval(
     State(state): State<AppState>,
     Member(who): Member,
     path: Result<Path<String>, PathRejection>,
-    JsonBody(answer): JsonBody<Answer>,
-) -> Result<Json<Answered>, ApiError> {
+    JsonBody(answer): JsonBody<ApprovalAnswer>,
+) -> Result<Json<InteractionAnswered>, ApiError> {
     let id = interaction_id(path)?;
     let (site, answered) = (state.site.clone(), id.clone());
     blocking(move || site.answer_approval(&who.person, &answered, answer.approve)).await?;
-    let state = if answer.approve { "approved" } else { "denied" };
-    Ok(Json(Answered { id, state }))
+    let state = if answer.approve {
+        InteractionState::Approved
+    } else {
+        InteractionState::Denied
+    };
+    Ok(Json(InteractionAnswered { id, state }))
 }
 
-/// `POST /v1/picks/{id}/cancel`: the person declines to pick a file.
+/// The person declines to pick a file.
+#[utoipa::path(
+    post,
+    path = "/v1/picks/{id}/cancel",
+    operation_id = "cancelPick",
+    tag = "interactions",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The pick's id, as listed.")),
+    responses((status = 200, description = "The pick, cancelled.", body = InteractionAnswered))
+)]
 async fn cancel_pick(
     State(state): State<AppState>,
     Member(who): Member,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<Answered>, ApiError> {
+) -> Result<Json<InteractionAnswered>, ApiError> {
     let id = interaction_id(path)?;
     let (site, cancelled) = (state.site.clone(), id.clone());
     blocking(move || site.cancel_pick(&who.person, &cancelled)).await?;
-    Ok(Json(Answered {
+    Ok(Json(InteractionAnswered {
         id,
-        state: "cancelled",
+        state: InteractionState::Cancelled,
     }))
 }
 
-/// The query of a pick's upload link.
-#[derive(Deserialize)]
+/// The query of a pick's upload link. Both are needed; one missing is answered as a bad
+/// signature, like one that does not match.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct LinkQuery {
+    /// When the link expires, in Unix seconds, as the link says.
+    #[param(required = true)]
     expires: Option<String>,
+    /// The link's signature, in lowercase hex, as the link says.
+    #[param(required = true)]
     sig: Option<String>,
 }
 
-#[derive(Serialize)]
+/// The form of a pick's upload: one part, named `file`, with its file name.
+// Never built: the handler streams the form part by part, so this only describes it.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct PickForm {
+    /// The file's bytes.
+    #[schema(format = Binary)]
+    file: String,
+}
+
+/// The file the pick received.
+#[derive(Serialize, ToSchema)]
 struct PickUploaded {
+    /// The pick's id.
     id: String,
+    /// The file's name, made safe.
     name: String,
+    /// Bytes.
     size: u64,
+    /// Lower-case hex SHA-256 of the content.
     sha256: String,
 }
 
@@ -334,8 +426,20 @@ impl Drop for Claim {
     }
 }
 
-/// `POST /v1/picks/{id}/upload?expires=…&sig=…`: the person's file for a pick, in a
-/// multipart part named `file`. No token: the link's signature is the authority.
+/// Uploads the person's file for a pick.
+///
+/// No token: the signature of the link `GET /v1/interactions` lists is the authority.
+#[utoipa::path(
+    post,
+    path = "/v1/picks/{id}/upload",
+    operation_id = "uploadPick",
+    tag = "interactions",
+    params(("id" = String, Path, description = "The pick's id, as the link names it."),
+           LinkQuery),
+    request_body(content = PickForm, content_type = "multipart/form-data"),
+    responses((status = 201, description = "The file was received; the agent's tool gets it.",
+               body = PickUploaded))
+)]
 async fn upload_pick(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,

@@ -424,7 +424,7 @@ pub fn router(state: AppState) -> Router {
         .merge(audit::routes())
         .merge(forward::routes())
         .merge(deliveries::routes())
-        .merge(mcp::artifact_routes())
+        .merge(mcp::routes(&state))
         .merge(node_link::routes())
         .merge(find::routes())
         .merge(interactions::routes())
@@ -435,8 +435,7 @@ pub fn router(state: AppState) -> Router {
         .merge(preview::routes())
         .merge(openapi::routes())
         .split_for_parts();
-    routes
-        .merge(mcp::routes(&state))
+    let app: Router = routes
         .layer(Extension(openapi::Described::new(openapi)))
         .fallback(assets::serve)
         .method_not_allowed_fallback(|| async {
@@ -476,7 +475,22 @@ pub fn router(state: AppState) -> Router {
                 .on_failure(()),
         )
         .layer(axum::middleware::from_fn(access_log::access_log))
-        .with_state(state)
+        .with_state(state);
+    // Around the whole router, to see each answer after axum's method routing is done
+    // with it (it adds `Allow` there, outside every route's own layers).
+    Router::new()
+        .fallback_service(app)
+        .layer(axum::middleware::map_response(no_allow_on_not_found))
+}
+
+/// A 404 says nothing of the methods a path takes. axum adds `Allow` to the answer of a
+/// method a route does not take, even when that answer is the admin routes' "no such
+/// route" to anyone else, which would tell them the route is there.
+async fn no_allow_on_not_found(mut response: axum::response::Response) -> axum::response::Response {
+    if response.status() == axum::http::StatusCode::NOT_FOUND {
+        response.headers_mut().remove(header::ALLOW);
+    }
+    response
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets open requests finish.

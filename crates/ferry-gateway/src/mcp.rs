@@ -17,10 +17,11 @@ use std::sync::{Arc, Mutex};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Extension, Request, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use ferry_codes::Code;
+use ferry_site::Artifact;
 use ferry_tools::mcp::{McpPerson, McpServer};
 use futures_util::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -33,7 +34,12 @@ use rmcp::transport::streamable_http_server::session::{ServerSseMessage, Session
 use rmcp::transport::streamable_http_server::{
     SessionManager, StreamableHttpServerConfig, StreamableHttpService,
 };
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::{PartialSchema, ToSchema};
+use utoipa_axum::router::UtoipaMethodRouter;
+use utoipa_axum::routes;
 
 use crate::auth::{Harness, Member};
 use crate::mcp_http::{OwnNames, json_rpc_errors, own_host};
@@ -43,8 +49,9 @@ use crate::tally::{Place, Tally};
 use crate::{ApiError, AppState, blocking};
 use ferry_config::limits::MCP_SESSIONS_PER_TOKEN_MAX;
 
-/// The `/mcp` service, behind harness-token authentication.
-pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
+/// The `/mcp` service behind harness-token authentication, with its description, and
+/// `GET /v1/artifacts` (whose token is a member's), for [`crate::router`].
+pub(crate) fn routes(state: &AppState) -> ApiRouter {
     let lookup_state = state.clone();
     let rates = state.rates.clone();
     // Each tool call takes one of the person's tool calls (and `file_deliver` one of
@@ -83,7 +90,7 @@ pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
     );
     let service =
         StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
-    axum::Router::new()
+    ApiRouter::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn(json_rpc_errors))
         .layer(axum::middleware::from_fn_with_state(
@@ -91,13 +98,182 @@ pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
             harness_only,
         ))
         .layer(axum::middleware::from_fn_with_state(names, own_host))
+        .layer(axum::middleware::from_fn(mcp_methods))
         .layer(Extension(owners))
+        .merge(mcp_description())
+        .routes(routes!(artifacts))
 }
 
-/// The harness's own routes beside `/mcp`, for [`crate::router`].
-pub(crate) fn artifact_routes() -> ApiRouter {
-    ApiRouter::new().route("/v1/artifacts", axum::routing::get(artifacts))
+/// The methods `/mcp` takes.
+const MCP_METHODS: [Method; 3] = [Method::POST, Method::GET, Method::DELETE];
+
+/// Answers another method `405` as every route does, before the token or the session
+/// are looked at: the method is wrong whoever asks.
+async fn mcp_methods(request: Request, next: Next) -> Response {
+    if MCP_METHODS.contains(request.method()) {
+        return next.run(request).await;
+    }
+    let mut response =
+        ApiError::new(Code::MethodNotAllowed, "/mcp takes POST, GET and DELETE").into_response();
+    response.headers_mut().insert(
+        header::ALLOW,
+        header::HeaderValue::from_static("POST, GET, DELETE"),
+    );
+    response
 }
+
+/// The description of `/mcp`, without a route.
+///
+/// `/mcp` is the one route served by a service rather than by handlers of ours: rmcp's
+/// [`StreamableHttpService`] answers its POST, GET and DELETE itself (sessions, streams,
+/// JSON-RPC), behind the middleware of [`routes`]. So the `#[utoipa::path]`s that
+/// describe it sit on functions that only carry them ([`mcp_post`], [`mcp_get`],
+/// [`mcp_delete`]), and only their paths reach the document: their method router is
+/// dropped here, so nothing but rmcp ever answers `/mcp`.
+fn mcp_description() -> ApiRouter {
+    let (schemas, paths, _never_served): UtoipaMethodRouter<AppState> =
+        routes!(mcp_post, mcp_get, mcp_delete);
+    let mut described = ApiRouter::new();
+    let openapi = described.get_openapi_mut();
+    openapi.paths.paths.extend(paths.paths);
+    openapi
+        .components
+        .get_or_insert_with(Default::default)
+        .schemas
+        .extend(schemas);
+    described
+}
+
+/// One event of `/mcp`'s event streams, as rmcp writes it.
+// Never built: rmcp writes these events, and this only describes them.
+struct McpEvent;
+
+impl PartialSchema for McpEvent {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .property(
+                "data",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .description(Some(
+                        "One JSON-RPC message; empty in an event that only primes the stream.",
+                    )),
+            )
+            .property(
+                "id",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .description(Some(
+                        "The event's id, to resume after with `Last-Event-ID`.",
+                    )),
+            )
+            .property(
+                "retry",
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0))
+                    .description(Some(
+                        "How long to wait before reconnecting, in milliseconds.",
+                    )),
+            )
+            .required("data")
+            .description(Some("One event of an MCP stream."))
+            .into()
+    }
+}
+
+impl ToSchema for McpEvent {}
+
+/// Sends one JSON-RPC message of an MCP session (the agent harness's token).
+///
+/// First `initialize`, which opens the session; then requests, notifications and
+/// responses naming it.
+#[utoipa::path(
+    post,
+    path = "/mcp",
+    operation_id = "mcpPost",
+    tag = "mcp",
+    security(("bearer" = [])),
+    params(
+        ("Mcp-Session-Id" = Option<String>, Header, nullable = false,
+         description = "The session, as the answer to `initialize` named it; every message but `initialize` sends it."),
+        ("MCP-Protocol-Version" = Option<String>, Header, nullable = false,
+         description = "The MCP revision the session agreed on, e.g. `2025-06-18`."),
+    ),
+    request_body(content = Object, content_type = "application/json",
+                 description = "One JSON-RPC 2.0 message. Send it with \
+                 `Accept: application/json, text/event-stream`."),
+    responses(
+        (status = 200, description = "The answer to a request: a JSON-RPC message, or an event \
+         stream of them, one per event, ending with the answer.",
+         content((Object = "application/json"), (McpEvent = "text/event-stream")),
+         headers(("Mcp-Session-Id" = String,
+                  description = "On the answer to `initialize`: the new session's id."))),
+        (status = 202, description = "A notification or a response, taken; no body."),
+        (status = 400, description = "The body is not JSON or not a JSON-RPC message (a JSON-RPC \
+         error), or a header does not fit the message (a JSON-RPC error, or a sentence in plain \
+         text).", content_type = "application/json", body = Object),
+        (status = 404, description = "No such session (never opened, closed, expired, or another \
+         token's): initialize a new one. A sentence in plain text."),
+        (status = 406, description = "`Accept` does not take both `application/json` and \
+         `text/event-stream`. A sentence in plain text."),
+        (status = 415, description = "The body is not sent as `application/json`. A sentence in \
+         plain text."),
+    )
+)]
+async fn mcp_post() {}
+
+/// Opens the session's stream of messages the server sends unasked.
+#[utoipa::path(
+    get,
+    path = "/mcp",
+    operation_id = "mcpGet",
+    tag = "mcp",
+    security(("bearer" = [])),
+    params(
+        ("Mcp-Session-Id" = Option<String>, Header, nullable = false, description = "The session."),
+        ("MCP-Protocol-Version" = Option<String>, Header, nullable = false,
+         description = "The MCP revision the session agreed on."),
+        ("Last-Event-ID" = Option<String>, Header, nullable = false,
+         description = "Resumes a stream after this event."),
+    ),
+    responses(
+        (status = 200, description = "An event stream of JSON-RPC messages, one per event.",
+         content_type = "text/event-stream", body = McpEvent),
+        (status = 400, description = "No `Mcp-Session-Id`, or a protocol version it does not \
+         know. A sentence in plain text."),
+        (status = 404, description = "No such session: initialize a new one. A sentence in plain \
+         text."),
+        (status = 405, description = "A request of a revision without sessions. A sentence in \
+         plain text."),
+        (status = 406, description = "`Accept` does not take `text/event-stream`. A sentence in \
+         plain text."),
+    )
+)]
+async fn mcp_get() {}
+
+/// Closes a session.
+#[utoipa::path(
+    delete,
+    path = "/mcp",
+    operation_id = "mcpDelete",
+    tag = "mcp",
+    security(("bearer" = [])),
+    params(
+        ("Mcp-Session-Id" = Option<String>, Header, nullable = false, description = "The session to close."),
+        ("MCP-Protocol-Version" = Option<String>, Header, nullable = false,
+         description = "The MCP revision the session agreed on."),
+    ),
+    responses(
+        (status = 202, description = "The session is closed; no body."),
+        (status = 400, description = "No `Mcp-Session-Id`, or a protocol version it does not \
+         know. A sentence in plain text."),
+        (status = 404, description = "No such session of this token. A sentence in plain text."),
+        (status = 405, description = "A request of a revision without sessions. A sentence in \
+         plain text."),
+    )
+)]
+async fn mcp_delete() {}
 
 /// The header that names a session (HTTP header names are case-insensitive).
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -339,12 +515,29 @@ impl SessionManager for BoundSessions {
     }
 }
 
-/// `GET /v1/artifacts`: the person's manifest, after recording what is new under
-/// `artifacts/`.
+/// The person's artifact manifest, oldest first.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct ArtifactList {
+    artifacts: Vec<Artifact>,
+}
+
+/// The person's artifact manifest.
+///
+/// Every file under their `artifacts/` and every delivery; what is new under
+/// `artifacts/` is recorded first.
+#[utoipa::path(
+    get,
+    path = "/v1/artifacts",
+    operation_id = "listArtifacts",
+    tag = "artifacts",
+    security(("bearer" = [])),
+    responses((status = 200, description = "The person's artifacts and deliveries, oldest first.",
+               body = ArtifactList))
+)]
 pub(crate) async fn artifacts(
     State(state): State<AppState>,
     Member(principal): Member,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ArtifactList>, ApiError> {
     let toolbox = state
         .toolbox(&principal.person)
         .map_err(ApiError::from_tool)?;
@@ -356,7 +549,7 @@ pub(crate) async fn artifacts(
             .map_err(ApiError::from)
     })
     .await?;
-    Ok(Json(json!({ "artifacts": records })))
+    Ok(Json(ArtifactList { artifacts: records }))
 }
 
 #[cfg(test)]

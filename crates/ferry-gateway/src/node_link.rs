@@ -37,11 +37,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
-use axum::routing::get;
+use utoipa_axum::routes;
 
 /// This module's routes, for [`crate::router`].
 pub(crate) fn routes() -> ApiRouter {
-    ApiRouter::new().route("/v1/nodes/connect", get(connect))
+    ApiRouter::new().routes(routes!(connect))
 }
 
 /// How often the gateway re-reads the records of connected nodes, so a revoke made with
@@ -142,7 +142,25 @@ impl Drop for SourceSlot {
     }
 }
 
-/// `GET /v1/nodes/connect`: upgrades to the node link, if a handshake slot is free.
+/// The WebSocket a node dials (`ferry node run`); it takes no token.
+///
+/// Binary frames of the node link, opened by a handshake in which the node signs the
+/// gateway's challenge with its key; a node the site does not know yet is recorded as
+/// pending.
+#[utoipa::path(
+    get,
+    path = "/v1/nodes/connect",
+    operation_id = "connectNode",
+    tag = "nodes",
+    responses((status = 101, description = "Switched to the node link's WebSocket, if a \
+               handshake slot is free (else 503 too_many_handshakes).",
+               headers(
+                   ("Upgrade" = String, description = "`websocket`."),
+                   ("Connection" = String, description = "`upgrade`."),
+                   ("Sec-WebSocket-Accept" = String,
+                    description = "The digest of the request's `Sec-WebSocket-Key` (RFC 6455)."),
+               )))
+)]
 pub(crate) async fn connect(
     State(state): State<AppState>,
     extensions: Extensions,

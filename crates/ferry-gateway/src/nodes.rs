@@ -13,32 +13,31 @@ use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
 use ferry_codes::Code;
-use ferry_site::{NodeRecord, TokenKind};
-use serde::Deserialize;
-use serde_json::json;
+use ferry_site::{NodeRecord, NodeView, TokenKind};
+use serde::{Deserialize, Serialize};
+use utoipa::{PartialSchema, ToSchema};
+use utoipa_axum::router::UtoipaMethodRouterExt;
+use utoipa_axum::routes;
 
 use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
 
-/// The node routes, for [`crate::router`].
+/// The node routes, for [`crate::router`]. Each keeps [`other_method`] as its fallback, so
+/// another method is hidden from a non-admin like the route itself.
 pub(crate) fn routes() -> ApiRouter {
     ApiRouter::new()
-        .route("/v1/nodes", get(list).fallback(other_method))
-        .route(
-            "/v1/nodes/{id}/approve",
-            post(approve).fallback(other_method),
-        )
-        .route("/v1/nodes/{id}", delete(revoke).fallback(other_method))
-        .route(
-            "/v1/nodes/{id}/terminal",
-            get(crate::terminals::terminal).fallback(other_method),
-        )
-        .route(
-            "/v1/nodes/{id}/terminal/upload",
-            post(crate::terminal_upload::upload).fallback(other_method),
-        )
+        .routes(routes!(list).map(|r| r.fallback(other_method)))
+        .routes({
+            // The body is referenced by name, not typed in the attribute: typed, an optional
+            // body would be described as admitting `null`, which is refused.
+            let (mut schemas, paths, router) = routes!(approve);
+            schemas.push((Approval::name().into_owned(), Approval::schema()));
+            (schemas, paths, router.fallback(other_method))
+        })
+        .routes(routes!(revoke).map(|r| r.fallback(other_method)))
+        .routes(routes!(crate::terminals::terminal).map(|r| r.fallback(other_method)))
+        .routes(routes!(crate::terminal_upload::upload).map(|r| r.fallback(other_method)))
 }
 
 /// Another method on a node route: told to an admin, hidden from anyone else like the
@@ -69,10 +68,19 @@ impl FromRequestParts<AppState> for Admin {
 }
 
 /// The body of an approval; without `commands`, everything the node advertised.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = NodeApproval)]
 pub struct Approval {
+    /// The commands approved, each one the node advertises, e.g. `["dir.list", "file.fetch"]`.
+    #[schema(max_items = 32)]
     commands: Option<Vec<String>>,
+}
+
+/// Every node the site has a pairing record of.
+#[derive(Serialize, ToSchema)]
+pub struct NodeList<'a> {
+    nodes: Vec<NodeView<'a>>,
 }
 
 /// The approval's body: none at all means everything advertised; anything else must be
@@ -112,11 +120,11 @@ fn approval(
 
 /// A node as the admin sees it: `connected` when this gateway's hub holds its link, or
 /// another gateway of the site does (its mark, which goes when that gateway does).
-fn shown(state: &AppState, node: &NodeRecord) -> serde_json::Value {
+fn shown<'a>(state: &AppState, node: &'a NodeRecord) -> NodeView<'a> {
     let elsewhere =
         node.connected && !node.gateway.is_empty() && *node.gateway != *state.gateway_id;
     let connected = state.nodes.hub.is_connected(&node.id) || elsewhere;
-    serde_json::to_value(node.view(connected)).unwrap_or_default()
+    node.view(connected)
 }
 
 /// An id that is not even a path segment is no node.
@@ -125,17 +133,38 @@ fn node_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> 
         .map_err(|_| ApiError::new(Code::UnknownNode, "there is no such node"))
 }
 
-async fn list(
-    State(state): State<AppState>,
-    _: Admin,
-) -> Result<Json<serde_json::Value>, ApiError> {
+/// The site's nodes: pending, approved and revoked.
+#[utoipa::path(
+    get,
+    path = "/v1/nodes",
+    operation_id = "listNodes",
+    tag = "nodes",
+    security(("bearer" = [])),
+    responses((status = 200, description = "Every node of the site; for an admin's token only \
+               (anyone else is answered 404 no_route).", body = NodeList))
+)]
+pub(crate) async fn list(State(state): State<AppState>, _: Admin) -> Result<Response, ApiError> {
     let site = state.site.clone();
     let nodes = blocking(move || site.nodes()).await?;
-    let nodes: Vec<serde_json::Value> = nodes.iter().map(|n| shown(&state, n)).collect();
-    Ok(Json(json!({ "nodes": nodes })))
+    let nodes = nodes.iter().map(|n| shown(&state, n)).collect();
+    Ok(Json(NodeList { nodes }).into_response())
 }
 
-async fn approve(
+/// Approves a node, or its pairing upgrade, for the commands sent.
+///
+/// With no body, or no `commands`, it is approved for everything it advertised.
+#[utoipa::path(
+    post,
+    path = "/v1/nodes/{id}/approve",
+    operation_id = "approveNode",
+    tag = "nodes",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The node's id.")),
+    request_body(content = ref("#/components/schemas/NodeApproval"), content_type = "application/json",
+                 description = "The commands approved; no body approves everything advertised."),
+    responses((status = 200, description = "The node as approved.", body = NodeView))
+)]
+pub(crate) async fn approve(
     State(state): State<AppState>,
     _: Admin,
     id: Result<Path<String>, PathRejection>,
@@ -150,7 +179,19 @@ async fn approve(
     Ok(Json(shown(&state, &node)).into_response())
 }
 
-async fn revoke(
+/// Revokes a node: its link closes now, and it is never approved again.
+///
+/// It pairs again only with a new key, as a new node.
+#[utoipa::path(
+    delete,
+    path = "/v1/nodes/{id}",
+    operation_id = "revokeNode",
+    tag = "nodes",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The node's id.")),
+    responses((status = 200, description = "The node as revoked.", body = NodeView))
+)]
+pub(crate) async fn revoke(
     State(state): State<AppState>,
     _: Admin,
     id: Result<Path<String>, PathRejection>,
@@ -162,4 +203,19 @@ async fn revoke(
     state.nodes.hub.disconnect(&node.id);
     state.events.publish_nodes(&node.id);
     Ok(Json(shown(&state, &node)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The description's bound is the one the site enforces (an attribute takes no constant).
+    #[test]
+    fn the_described_bound_of_an_approval_is_the_sites() {
+        let schema = serde_json::to_value(Approval::schema()).unwrap();
+        assert_eq!(
+            schema["properties"]["commands"]["maxItems"],
+            ferry_site::NODE_COMMANDS_MAX
+        );
+    }
 }

@@ -33,17 +33,16 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use crate::nodes::Admin;
 use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
-use axum::routing::get;
+use utoipa_axum::router::UtoipaMethodRouterExt;
+use utoipa_axum::routes;
 
-/// This module's routes, for [`crate::router`].
+/// This module's routes, for [`crate::router`]. `/metrics` hides its other methods from a
+/// non-admin like the route itself.
 pub(crate) fn routes() -> ApiRouter {
     ApiRouter::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route(
-            "/metrics",
-            get(metrics).fallback(crate::nodes::other_method),
-        )
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics).map(|r| r.fallback(crate::nodes::other_method)))
 }
 
 /// The label of a request no route matched.
@@ -199,7 +198,15 @@ impl Drop for OpenStream {
     }
 }
 
-/// `GET /healthz`: the process is up and answering.
+/// The process is up and answering.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "healthz",
+    tag = "ops",
+    responses((status = 200, description = "`ok`.", content_type = "text/plain",
+               body = String, example = "ok"))
+)]
 pub(crate) async fn healthz() -> &'static str {
     "ok"
 }
@@ -207,9 +214,19 @@ pub(crate) async fn healthz() -> &'static str {
 /// How long `/readyz` waits for the media store's bucket.
 const READY_STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// `GET /readyz`: `ok` when the metadata database and the media store both answer (and,
-/// on a site several gateways share, this one hears the others' events), else 503
-/// `not_ready` naming which does not, and why.
+/// Whether the gateway can serve: its metadata database and media store answer.
+///
+/// `ok` when the metadata database and the media store both answer (and, on a site
+/// several gateways share, this one hears the others' events), else 503 `not_ready`
+/// naming which does not, and why.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    operation_id = "readyz",
+    tag = "ops",
+    responses((status = 200, description = "`ok`: ready to serve.", content_type = "text/plain",
+               body = String, example = "ok"))
+)]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
     let site = state.site.clone();
     let metadata = blocking(move || site.ping()).await;
@@ -268,8 +285,19 @@ fn not_ready(message: String) -> ApiError {
     ApiError::new(Code::NotReady, message)
 }
 
-/// `GET /metrics`: every family, in the Prometheus text format; for an admin's token
-/// (anyone else is told the route does not exist, as for the node routes).
+/// Every metric family, in the Prometheus text format, for an admin's token.
+///
+/// Anyone else is told the route does not exist, as for the node routes.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "ops",
+    security(("bearer" = [])),
+    responses((status = 200, description = "The Prometheus text exposition (format 0.0.4); for \
+               an admin's token only (anyone else is answered 404 no_route).",
+               content_type = "text/plain; version=0.0.4", body = String))
+)]
 pub(crate) async fn metrics(_: Admin, State(state): State<AppState>) -> Result<Response, ApiError> {
     let Some(handle) = recorder() else {
         return Err(not_ready(

@@ -17,14 +17,14 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use ferry_codes::Code;
 use ferry_config::limits::{PREVIEW_QUEUE_WAIT_SECS, PREVIEWS_AT_ONCE};
 use ferry_exec::member::{MemberAction, MemberReply};
-use ferry_preview::{PdfRenderer, PreviewError};
-use serde::Deserialize;
-use serde_json::json;
+use ferry_preview::{PanelPreview, PdfRenderer, PreviewError};
+use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::routes;
 
 use crate::openapi::ApiRouter;
 use crate::turns::PersonTurns;
@@ -39,22 +39,47 @@ pub const RENDER_SUBCOMMAND: &str = "preview-render";
 
 /// The preview routes, merged into the API's router.
 pub(crate) fn routes() -> ApiRouter {
-    ApiRouter::new().route("/v1/files/preview", get(preview))
+    ApiRouter::new().routes(routes!(preview))
 }
 
-#[derive(Deserialize)]
+/// The file to preview, and as what.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct PreviewQuery {
+    /// The file, from `public/` on.
+    #[param(example = "public/report.pdf")]
     path: String,
+    /// The project; absent for the person's main workspace.
     project: Option<String>,
-    format: Option<String>,
+    /// `json` (the default) or `image`.
+    #[param(inline)]
+    format: Option<Format>,
 }
 
 /// Which representation the request asks for.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
 enum Format {
+    /// What the file shows, as JSON.
+    #[default]
     Json,
+    /// The picture: an image scaled, a PDF's first page drawn, as PNG.
     Image,
+}
+
+/// A file's preview as the Files panel shows it, and which file it is.
+#[derive(Serialize, ToSchema)]
+struct FilePreview {
+    /// The file, as asked for.
+    path: String,
+    /// Its name.
+    name: String,
+    /// The project; null for the person's main workspace.
+    #[schema(required = true)]
+    project: Option<String>,
+    #[serde(flatten)]
+    preview: PanelPreview,
 }
 
 /// Previews in progress in this process, `PREVIEWS_AT_ONCE` at most.
@@ -69,21 +94,27 @@ fn person_turns() -> &'static PersonTurns {
     TURNS.get_or_init(PersonTurns::default)
 }
 
+/// What the Files panel shows of a file: JSON, or with `format=image` the picture.
+#[utoipa::path(
+    get,
+    path = "/v1/files/preview",
+    operation_id = "previewFile",
+    tag = "files",
+    security(("bearer" = [])),
+    params(PreviewQuery),
+    responses((status = 200,
+               description = "The preview as JSON; with `format=image`, the picture as PNG (width and height in the headers). Never stored by a cache.",
+               content((FilePreview = "application/json"), ("image/png")),
+               headers(("Cache-Control" = String, description = "`private, no-store`."),
+                       ("X-Preview-Width" = u32, description = "With `format=image`: the picture's width in pixels."),
+                       ("X-Preview-Height" = u32, description = "With `format=image`: the picture's height in pixels."))))
+)]
 async fn preview(
     State(state): State<AppState>,
     Member(who): Member,
     QueryParams(q): QueryParams<PreviewQuery>,
 ) -> Result<Response, ApiError> {
-    let format = match q.format.as_deref() {
-        None | Some("json") => Format::Json,
-        Some("image") => Format::Image,
-        Some(_) => {
-            return Err(ApiError::new(
-                Code::BadQuery,
-                "format is 'json' (the default) or 'image'",
-            ));
-        }
-    };
+    let format = q.format.unwrap_or_default();
     let opened = state
         .member(
             &who.person,
@@ -129,13 +160,12 @@ async fn preview(
                 ferry_preview::panel_preview(&mut file, &name, size).map_err(preview_error)
             })
             .await?;
-            let mut body =
-                serde_json::to_value(preview).map_err(|e| ApiError::internal("preview", e))?;
-            if let Some(object) = body.as_object_mut() {
-                object.insert("path".to_owned(), json!(q.path));
-                object.insert("name".to_owned(), json!(meta.name));
-                object.insert("project".to_owned(), json!(q.project));
-            }
+            let body = FilePreview {
+                path: q.path,
+                name: meta.name,
+                project: q.project,
+                preview,
+            };
             let mut response = Json(body).into_response();
             no_store(&mut response);
             Ok(response)

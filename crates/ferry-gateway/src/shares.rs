@@ -9,15 +9,16 @@ use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use axum::routing::{delete, get};
 use ferry_codes::Code;
 use ferry_exec::member::{MemberAction, MemberReply};
 use ferry_site::{PublicPath, Share, SiteError, rfc3339};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::auth::Member;
 use crate::extract::JsonBody;
-use crate::files::send_file;
+use crate::files::{RangeHeaders, file_answers, send_file};
 use crate::member::out_of_turn;
 use crate::openapi::ApiRouter;
 use crate::{ApiError, AppState, blocking};
@@ -29,31 +30,55 @@ const SHARE_SWEEP_INTERVAL: Duration = Duration::from_secs(60 * 60);
 /// The share routes, the public one among them.
 pub(crate) fn routes() -> ApiRouter {
     ApiRouter::new()
-        .route("/v1/shares", get(list).post(create))
-        .route("/v1/shares/{id}", delete(revoke))
-        .route("/s/{id}", get(download))
+        .routes(routes!(list, create))
+        .routes(routes!(revoke))
+        .routes(routes!(download))
 }
 
-#[derive(Deserialize)]
+/// A link to make.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct NewShare {
+    /// The file, from `public/` on.
+    #[schema(example = "public/report.pdf")]
     path: String,
+    /// How long the link works, in seconds: a minute to 30 days.
+    // The derive takes literals only; the test below holds them to the limits.
+    #[schema(minimum = 60, maximum = 2592000, example = 86400)]
     expires_in_secs: i64,
+    /// The project; absent for the person's main workspace.
     project: Option<String>,
 }
 
 /// A link as the API shows it to its person.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = Share)]
 struct ShareView {
+    /// The link's id, for a revoke.
     id: String,
     /// Relative to the gateway's address: `/s/<id>?sig=…`.
     url: String,
+    /// The file, from `public/` on.
     path: String,
+    /// The file's name.
     name: String,
+    /// The project; null for the main workspace.
+    #[schema(required = true)]
     project: Option<String>,
+    /// When it was made (RFC 3339, UTC).
+    #[schema(format = DateTime)]
     created_at: String,
+    /// When it stops working (RFC 3339, UTC).
+    #[schema(format = DateTime)]
     expires_at: String,
+}
+
+/// The person's live links.
+#[derive(Serialize, ToSchema)]
+struct ShareList {
+    /// Newest first.
+    shares: Vec<ShareView>,
 }
 
 fn view(state: &AppState, share: Share) -> Result<ShareView, SiteError> {
@@ -69,8 +94,16 @@ fn view(state: &AppState, share: Share) -> Result<ShareView, SiteError> {
     })
 }
 
-/// `POST /v1/shares {"path","expiresInSecs"[,"project"]}`: a link to one file that is
-/// there now (a folder, a link or nothing is refused as a download would be).
+/// Makes a link to one file there now (a folder, a link or nothing is refused as downloads are).
+#[utoipa::path(
+    post,
+    path = "/v1/shares",
+    operation_id = "createShare",
+    tag = "shares",
+    security(("bearer" = [])),
+    request_body = NewShare,
+    responses((status = 201, description = "The link made.", body = ShareView))
+)]
 async fn create(
     State(state): State<AppState>,
     Member(who): Member,
@@ -115,11 +148,19 @@ async fn create(
     Ok((StatusCode::CREATED, Json(share?)))
 }
 
-/// `GET /v1/shares`: the person's live links, newest first.
+/// The person's live links, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/shares",
+    operation_id = "listShares",
+    tag = "shares",
+    security(("bearer" = [])),
+    responses((status = 200, description = "The person's live links.", body = ShareList))
+)]
 async fn list(
     State(state): State<AppState>,
     Member(who): Member,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<ShareList>, ApiError> {
     let listing = state.clone();
     let shares = blocking(move || {
         listing
@@ -130,10 +171,19 @@ async fn list(
             .collect::<Result<Vec<_>, SiteError>>()
     })
     .await?;
-    Ok(Json(serde_json::json!({ "shares": shares })))
+    Ok(Json(ShareList { shares }))
 }
 
-/// `DELETE /v1/shares/{id}`: the link stops working at once.
+/// Revokes a link: it stops working at once.
+#[utoipa::path(
+    delete,
+    path = "/v1/shares/{id}",
+    operation_id = "revokeShare",
+    tag = "shares",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The link's id.")),
+    responses((status = 204, description = "The link no longer works."))
+)]
 async fn revoke(
     State(state): State<AppState>,
     Member(who): Member,
@@ -144,9 +194,21 @@ async fn revoke(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `GET /s/{id}?sig=…`, without a token: the file, as a download that no cache keeps.
-/// Every way a link can fail to lead to a file is `404` (nothing said of why), except
-/// a link whose signature verifies and whose time is over or that was revoked: `410`.
+/// A shared file, without a token: a download that no cache keeps.
+///
+/// A link that fails is `404` (nothing said of why), but a signed one expired or revoked: `410`.
+#[utoipa::path(
+    get,
+    path = "/s/{id}",
+    operation_id = "downloadShared",
+    tag = "shares",
+    params(
+        ("id" = String, Path, description = "The link's id."),
+        ("sig" = String, Query, description = "The link's signature, as its `url` has it; the query holds nothing else."),
+        RangeHeaders,
+    ),
+    responses(SharedFileAnswers)
+)]
 async fn download(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -171,6 +233,16 @@ async fn download(
     };
     crate::audit::record(&state, entry).await;
     answered.map(|(response, _)| response)
+}
+
+/// The answers of a download through a link: a file's, kept out of search engines.
+struct SharedFileAnswers;
+
+impl utoipa::IntoResponses for SharedFileAnswers {
+    fn responses()
+    -> std::collections::BTreeMap<String, utoipa::openapi::RefOr<utoipa::openapi::Response>> {
+        file_answers(&[("X-Robots-Tag", "`noindex, nofollow`.")])
+    }
 }
 
 /// The shared file's bytes, and its size.
@@ -218,5 +290,19 @@ pub(crate) async fn sweep(state: AppState) {
             Ok(n) => tracing::debug!(records = n, "share links swept"),
             Err(e) => tracing::warn!("sweeping share links: {}", e.message),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ferry_config::limits::{SHARE_MAX_EXPIRY_SECS, SHARE_MIN_EXPIRY_SECS};
+    use utoipa::PartialSchema;
+
+    #[test]
+    fn the_described_expiry_bounds_are_the_enforced_ones() {
+        let schema = serde_json::to_value(super::NewShare::schema()).unwrap();
+        let expiry = &schema["properties"]["expiresInSecs"];
+        assert_eq!(expiry["minimum"], SHARE_MIN_EXPIRY_SECS);
+        assert_eq!(expiry["maximum"], SHARE_MAX_EXPIRY_SECS);
     }
 }

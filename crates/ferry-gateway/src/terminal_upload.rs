@@ -14,6 +14,7 @@
 //! unexpected_field`, as `POST /v1/media` answers it) and the file after
 //! [`TERMINAL_UPLOAD_FILES_MAX`] (`400 too_many_files`).
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use axum::Json;
@@ -30,6 +31,9 @@ use ferry_node::terminal::{
 };
 use ferry_node::{Link, NodeError};
 use serde::Serialize;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{AdditionalProperties, ArrayBuilder, ObjectBuilder, Schema, Type};
+use utoipa::{PartialSchema, ToSchema};
 
 use crate::nodes::Admin;
 use crate::terminals::{Reached, Route, node_error, reach, relay_upload, shown};
@@ -39,26 +43,37 @@ use crate::{ApiError, AppState};
 /// How long a node may bring nothing while a file goes to it, or before it answers.
 const STALL: Duration = Duration::from_secs(NODE_STALL_SECS);
 
-/// One file of the answer.
-#[derive(Debug, Serialize)]
+/// One file of the answer, in the order sent: staged on the node, or why not.
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
+#[schema(as = TerminalUploadFile)]
 enum Staged {
+    /// The file staged on the node.
     Staged {
+        /// The file's name, as sent.
         name: String,
+        /// Where the node staged it: an absolute path on the node.
         path: String,
+        /// Its size in bytes.
         size: u64,
+        /// `path` quoted for the node's shell, to paste as one word.
         quoted: String,
     },
+    /// The file was not staged.
     Failed {
+        /// The file's name, as sent.
         name: String,
         error: Failure,
     },
 }
 
-/// A file's error, as `{"code","message"}`.
-#[derive(Debug, Serialize)]
+/// Why a file was not staged, as `{"code","message"}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = TerminalUploadFailure)]
 struct Failure {
+    #[schema(schema_with = crate::openapi::code_schema)]
     code: Code,
+    /// A sentence to act on.
     message: String,
 }
 
@@ -76,10 +91,43 @@ impl Failure {
     }
 }
 
-/// The answer: `{"files":[…]}`.
-#[derive(Serialize)]
+/// The files of a terminal upload, in the order sent.
+#[derive(Serialize, ToSchema)]
+#[schema(as = TerminalUploads)]
 pub(crate) struct Answer {
     files: Vec<Staged>,
+}
+
+/// The form of a terminal upload, read part by part as it streams (so no type holds it).
+pub(crate) struct UploadForm;
+
+impl PartialSchema for UploadForm {
+    fn schema() -> RefOr<Schema> {
+        let file = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .content_media_type("application/octet-stream");
+        ObjectBuilder::new()
+            .property(
+                "file",
+                ArrayBuilder::new()
+                    .items(file)
+                    .min_items(Some(1))
+                    .max_items(Some(TERMINAL_UPLOAD_FILES_MAX))
+                    .description(Some(format!(
+                        "The files, each in a part named `file` with its filename; one over \
+                         {UPLOAD_MAX_BYTES} bytes is answered with its own error."
+                    ))),
+            )
+            .required("file")
+            .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+            .into()
+    }
+}
+
+impl ToSchema for UploadForm {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("TerminalUploadForm")
+    }
 }
 
 /// The node a batch goes to: its link, and what its paths are quoted for.
@@ -98,7 +146,23 @@ fn dummy_path(platform: &str) -> &'static str {
     }
 }
 
-/// `POST /v1/nodes/{id}/terminal/upload`.
+/// Stages files on the node for its terminal, and answers their paths quoted for its shell.
+///
+/// Each `file` part streams to the node as it arrives. A file that fails has its own
+/// error in the answer; the request fails as a whole only before anything is staged, or
+/// on a part not named `file` or one file too many.
+#[utoipa::path(
+    post,
+    path = "/v1/nodes/{id}/terminal/upload",
+    operation_id = "uploadToNodeTerminal",
+    tag = "nodes",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The node's id.")),
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses((status = 200, description = "Every file in the order sent, staged or with its \
+               own error; for an admin's token only (anyone else is answered 404 no_route).",
+               body = Answer))
+)]
 pub(crate) async fn upload(
     State(state): State<AppState>,
     _: Admin,

@@ -11,12 +11,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{delete, get, post};
 use ferry_codes::Code;
 use ferry_exec::member::{MemberAction, MemberReply};
 use ferry_site::{PublicPath, TrashEntry, TrashRoom, rfc3339};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::auth::Member;
 use crate::extract::OptionalJsonBody;
@@ -31,25 +31,59 @@ const TRASH_SWEEP_INTERVAL: Duration = Duration::from_secs(15 * 60);
 /// The trash routes.
 pub(crate) fn routes() -> ApiRouter {
     ApiRouter::new()
-        .route("/v1/trash", get(list))
-        .route("/v1/trash/{id}/restore", post(restore))
-        .route("/v1/trash/{id}", delete(purge))
+        .routes(routes!(list))
+        .routes(routes!(restore))
+        .routes(routes!(purge))
 }
 
-/// One entry as the API shows it.
-#[derive(Serialize)]
+/// One entry of the trash.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = TrashEntry)]
 struct EntryView {
+    /// The entry's id, for a restore or a purge.
     id: String,
     /// Where it was and goes back to, `public/…`.
     path: String,
+    /// Its last name.
     name: String,
+    /// The project it was deleted from; null for the main workspace.
+    #[schema(required = true)]
     project: Option<String>,
+    /// What it is; null while it is being moved into the trash.
     #[serde(rename = "type")]
+    #[schema(required = true)]
     kind: Option<ferry_site::NodeKind>,
+    /// Bytes of its files (a folder's, at every depth).
     size: u64,
+    /// When it was deleted (RFC 3339, UTC).
+    #[schema(format = DateTime)]
     deleted_at: String,
+    /// When it is removed for good (RFC 3339, UTC).
+    #[schema(format = DateTime)]
     expires_at: String,
+}
+
+/// The person's trash.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct TrashList {
+    /// Every project's entries, newest first.
+    entries: Vec<EntryView>,
+    /// The bytes the trash holds now.
+    bytes: u64,
+    /// The most it may hold (`files.trash_max_bytes`); a delete past it is refused.
+    max_bytes: u64,
+}
+
+/// Where a restored entry is back.
+#[derive(Serialize, ToSchema)]
+struct Restored {
+    /// The entry, from `public/` on.
+    path: String,
+    /// Its project; null for the main workspace.
+    #[schema(required = true)]
+    project: Option<String>,
 }
 
 fn at(secs: i64) -> String {
@@ -71,12 +105,19 @@ impl From<TrashEntry> for EntryView {
     }
 }
 
-/// `GET /v1/trash`: the person's trashed entries (every project's), newest first, with
-/// what the trash holds and may hold.
+/// The person's trashed entries (every project's), newest first, and what the trash holds.
+#[utoipa::path(
+    get,
+    path = "/v1/trash",
+    operation_id = "listTrash",
+    tag = "trash",
+    security(("bearer" = [])),
+    responses((status = 200, description = "The trash's entries, what it holds and may hold.", body = TrashList))
+)]
 async fn list(
     State(state): State<AppState>,
     Member(who): Member,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<TrashList>, ApiError> {
     let site = state.site.clone();
     let (entries, held) = blocking(move || {
         let entries = site.trash_entries(&who.person)?;
@@ -85,29 +126,39 @@ async fn list(
     })
     .await?;
     let entries: Vec<EntryView> = entries.into_iter().map(EntryView::from).collect();
-    Ok(Json(json!({
-        "entries": entries,
-        "bytes": held,
-        "maxBytes": state.site.config().files.trash_max_bytes,
-    })))
+    Ok(Json(TrashList {
+        entries,
+        bytes: held,
+        max_bytes: state.site.config().files.trash_max_bytes,
+    }))
 }
 
 /// The optional body of a restore.
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RestoreBody {
     /// A new last name, for when the original one is taken.
     name: Option<String>,
 }
 
-/// `POST /v1/trash/{id}/restore` `[{"name"}]`: puts the entry back at its path (or under
-/// `name` in the same folder), refusing to overwrite; missing folders are made again.
+/// Puts an entry back at its path (or as `name` beside it), never overwriting.
+#[utoipa::path(
+    post,
+    path = "/v1/trash/{id}/restore",
+    operation_id = "restoreTrash",
+    tag = "trash",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The trash entry's id.")),
+    request_body(content = Option<RestoreBody>,
+                 description = "Optional: a new name, for when the entry's own is taken."),
+    responses((status = 200, description = "The entry is back; missing folders on its way were made again.", body = Restored))
+)]
 async fn restore(
     State(state): State<AppState>,
     Member(who): Member,
     Path(id): Path<String>,
     OptionalJsonBody(body): OptionalJsonBody<RestoreBody>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<Restored>, ApiError> {
     let name = body.name;
     let restoring = state.clone();
     let person = who.person.clone();
@@ -160,10 +211,19 @@ async fn restore(
     state
         .events
         .publish(&who.person, project.as_deref(), vec![path.clone()]);
-    Ok(Json(json!({ "path": path, "project": project })))
+    Ok(Json(Restored { path, project }))
 }
 
-/// `DELETE /v1/trash/{id}`: removes the entry for good.
+/// Removes a trash entry for good.
+#[utoipa::path(
+    delete,
+    path = "/v1/trash/{id}",
+    operation_id = "purgeTrash",
+    tag = "trash",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The trash entry's id.")),
+    responses((status = 204, description = "Removed for good."))
+)]
 async fn purge(
     State(state): State<AppState>,
     Member(who): Member,

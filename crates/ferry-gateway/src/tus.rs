@@ -28,7 +28,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, options};
 use bytes::Bytes;
 use ferry_codes::Code;
 use ferry_config::limits::{
@@ -43,6 +42,10 @@ use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedMutexGuard, mpsc};
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::{Required, schema};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::routes;
 
 use crate::auth::Member;
 use crate::body::paced;
@@ -114,16 +117,107 @@ const HEADER_UNSAFE: &AsciiSet = &CONTROLS
 /// The routes, each answer carrying `Tus-Resumable` (and `Tus-Version` on a `412`).
 pub(crate) fn routes() -> ApiRouter {
     ApiRouter::new()
-        .route("/v1/uploads", options(discover).post(create))
-        .route(
-            "/v1/uploads/{id}",
-            get(status)
-                .head(head)
-                .patch(patch)
-                .delete(terminate)
-                .options(discover),
-        )
+        .routes(routes!(discover, create))
+        .routes(routes!(status, head, patch, terminate, discover_upload))
         .layer(axum::middleware::map_response(stamp))
+}
+
+/// A header parameter of a tus request.
+fn header_param(
+    name: &str,
+    required: bool,
+    schema: schema::ObjectBuilder,
+    description: &str,
+) -> Parameter {
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Header)
+        .required(if required {
+            Required::True
+        } else {
+            Required::False
+        })
+        .schema(Some(schema))
+        .description(Some(description))
+        .build()
+}
+
+/// `Tus-Resumable`, which every tus request but `OPTIONS` must send.
+fn version_param() -> Parameter {
+    header_param(
+        "Tus-Resumable",
+        true,
+        schema::ObjectBuilder::new()
+            .schema_type(schema::Type::String)
+            .enum_values(Some([TUS_VERSION])),
+        "The tus version the client speaks; another, or none, is answered `412`.",
+    )
+}
+
+/// A byte count or offset, as the tus headers carry it: a `u64` in decimal (not `int64`,
+/// whose maximum is half of it).
+fn count_schema() -> schema::ObjectBuilder {
+    schema::ObjectBuilder::new()
+        .schema_type(schema::Type::Integer)
+        .minimum(Some(0))
+        .maximum(Some(u64::MAX))
+}
+
+/// The headers of every tus request but `OPTIONS`: the version spoken.
+struct TusHeaders;
+
+impl IntoParams for TusHeaders {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![version_param()]
+    }
+}
+
+/// The headers that declare an upload (`POST /v1/uploads`).
+struct CreationHeaders;
+
+impl IntoParams for CreationHeaders {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![
+            version_param(),
+            header_param(
+                "Upload-Length",
+                true,
+                count_schema(),
+                "The file's size in bytes, at most `media.max_resumable_bytes` (`Tus-Max-Size`).",
+            ),
+            header_param(
+                "Upload-Metadata",
+                false,
+                schema::ObjectBuilder::new().schema_type(schema::Type::String),
+                "Comma-separated `key base64(value)` pairs: `filename` (needed), and optionally \
+                 `project`, `folder` (`public/…`) and `overwrite` (`true` or `false`).",
+            ),
+        ]
+    }
+}
+
+/// The headers of a part (`PATCH /v1/uploads/{id}`).
+struct PartHeaders;
+
+impl IntoParams for PartHeaders {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![
+            version_param(),
+            header_param(
+                "Upload-Offset",
+                true,
+                count_schema(),
+                "Where the part starts: the upload's offset now, else `409 offset_mismatch`.",
+            ),
+            header_param(
+                "Upload-Checksum",
+                false,
+                schema::ObjectBuilder::new().schema_type(schema::Type::String),
+                "`sha256 <the part's digest in base64>`: a part that does not match is dropped \
+                 (`460 checksum_mismatch`).",
+            ),
+        ]
+    }
 }
 
 async fn stamp(mut response: Response) -> Response {
@@ -179,13 +273,21 @@ enum Found {
 }
 
 /// The file a complete upload placed.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = CompletedUpload)]
 struct Completed {
+    /// Where it is, from `public/` on.
     path: String,
+    /// Its bytes.
     size: u64,
+    /// Its SHA-256, lowercase hex.
     sha256: String,
+    /// The project; null for the main workspace.
+    #[schema(required = true)]
     project: Option<String>,
+    /// The name as sent, when it had to be made safe; absent otherwise.
     #[serde(rename = "renamedFrom", skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     renamed_from: Option<String>,
 }
 
@@ -472,7 +574,19 @@ fn no_store(headers: &mut HeaderMap) {
 
 // ----------------------------------------------------------------------------- routes
 
-/// `OPTIONS`: what this server speaks (no token needed, as for any discovery).
+/// What this server speaks of tus; no token needed, as for any discovery.
+#[utoipa::path(
+    options,
+    path = "/v1/uploads",
+    operation_id = "tusOptions",
+    tag = "uploads",
+    responses((status = 204, description = "What this server speaks of tus.",
+               headers(("Tus-Resumable" = String, description = "`1.0.0`."),
+                       ("Tus-Version" = String, description = "`1.0.0`, the one version spoken."),
+                       ("Tus-Extension" = String, description = "`creation,termination,checksum`."),
+                       ("Tus-Max-Size" = u64, description = "The largest upload, in bytes."),
+                       ("Tus-Checksum-Algorithm" = String, description = "`sha256`."))))
+)]
 async fn discover(State(state): State<AppState>) -> Response {
     let max = state.site.config().media.max_resumable_bytes;
     let mut response = StatusCode::NO_CONTENT.into_response();
@@ -485,6 +599,24 @@ async fn discover(State(state): State<AppState>) -> Response {
         HeaderValue::from_static(TUS_CHECKSUMS),
     );
     response
+}
+
+/// What this server speaks of tus, as `OPTIONS /v1/uploads` says it.
+#[utoipa::path(
+    options,
+    path = "/v1/uploads/{id}",
+    operation_id = "tusOptionsUpload",
+    tag = "uploads",
+    params(("id" = String, Path, description = "The upload's id (any: it is not looked up).")),
+    responses((status = 204, description = "What this server speaks of tus.",
+               headers(("Tus-Resumable" = String, description = "`1.0.0`."),
+                       ("Tus-Version" = String, description = "`1.0.0`, the one version spoken."),
+                       ("Tus-Extension" = String, description = "`creation,termination,checksum`."),
+                       ("Tus-Max-Size" = u64, description = "The largest upload, in bytes."),
+                       ("Tus-Checksum-Algorithm" = String, description = "`sha256`."))))
+)]
+async fn discover_upload(state: State<AppState>) -> Response {
+    discover(state).await
 }
 
 /// What a new upload is, from its headers.
@@ -556,10 +688,28 @@ fn declared(headers: &HeaderMap, max: u64) -> Result<Declared, ApiError> {
     })
 }
 
-/// `POST /v1/uploads`: declares an upload. It counts as one upload of the person's
-/// `[limits] uploads_per_minute`, as `POST /v1/media` does; its parts, `HEAD`s and
-/// termination are the same upload and are not counted, so a resumed upload is never
-/// refused half way for the rate.
+/// Declares a resumable upload (tus creation); its parts follow by `PATCH`.
+///
+/// It counts as one upload of `[limits] uploads_per_minute`; its parts, `HEAD`s and end do not.
+// So a resumed upload is never refused half way for the rate.
+#[utoipa::path(
+    post,
+    path = "/v1/uploads",
+    operation_id = "createUpload",
+    tag = "uploads",
+    security(("bearer" = [])),
+    params(CreationHeaders),
+    responses((status = 201,
+               description = "The upload is made, at offset 0; one of `Upload-Length: 0` is complete at once (the `Ferry-*` headers).",
+               headers(("Location" = String, description = "The upload's URL, `/v1/uploads/{id}`."),
+                       ("Tus-Resumable" = String, description = "`1.0.0`."),
+                       ("Upload-Offset" = u64, description = "`0`."),
+                       ("Upload-Expires" = String, description = "When the upload expires unless a part comes (an HTTP date)."),
+                       ("Ferry-Path" = String, description = "Once complete: where the file is, from `public/` on, percent-encoded."),
+                       ("Ferry-Size" = u64, description = "Once complete: the file's bytes."),
+                       ("Ferry-Sha256" = String, description = "Once complete: the file's SHA-256, lowercase hex."),
+                       ("Ferry-Renamed-From" = String, description = "Once complete, when the name had to be made safe: the name as sent, percent-encoded."))))
+)]
 async fn create(
     State(state): State<AppState>,
     Member(who): Member,
@@ -677,7 +827,26 @@ async fn create(
     Ok(response)
 }
 
-/// `HEAD /v1/uploads/{id}`: where the upload stands.
+/// Where an upload stands, in tus's headers.
+#[utoipa::path(
+    head,
+    path = "/v1/uploads/{id}",
+    operation_id = "headUpload",
+    tag = "uploads",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The upload's id."), TusHeaders),
+    responses((status = 200, description = "Where the upload stands, in the headers; no body.",
+               headers(("Tus-Resumable" = String, description = "`1.0.0`."),
+                       ("Upload-Offset" = u64, description = "The bytes received."),
+                       ("Upload-Length" = u64, description = "The bytes declared."),
+                       ("Upload-Expires" = String, description = "While in progress and no part is being written: when it expires (an HTTP date)."),
+                       ("Upload-Metadata" = String, description = "The metadata the upload was declared with, when any."),
+                       ("Cache-Control" = String, description = "`no-store`."),
+                       ("Ferry-Path" = String, description = "Once complete: where the file is, from `public/` on, percent-encoded."),
+                       ("Ferry-Size" = u64, description = "Once complete: the file's bytes."),
+                       ("Ferry-Sha256" = String, description = "Once complete: the file's SHA-256, lowercase hex."),
+                       ("Ferry-Renamed-From" = String, description = "Once complete, when the name had to be made safe: the name as sent, percent-encoded."))))
+)]
 async fn head(
     State(state): State<AppState>,
     Member(who): Member,
@@ -719,20 +888,38 @@ fn metadata_header(out: &mut HeaderMap, record: &ResumableRecord) {
     }
 }
 
-/// What `GET /v1/uploads/{id}` answers.
-#[derive(Serialize)]
+/// Where an upload stands.
+#[derive(Serialize, ToSchema)]
 struct UploadStatus {
+    /// The upload's id.
     id: String,
+    /// The bytes received.
     offset: u64,
+    /// The bytes declared.
     length: u64,
+    /// Whether the file is placed.
     complete: bool,
+    /// The project; null for the main workspace.
+    #[schema(required = true)]
     project: Option<String>,
-    /// The placed file, once complete.
+    /// The placed file, once complete; absent before.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     file: Option<Completed>,
 }
 
-/// `GET /v1/uploads/{id}`: the same as `HEAD`, as JSON (not part of tus).
+/// Where an upload stands, as JSON (not part of tus).
+#[utoipa::path(
+    get,
+    path = "/v1/uploads/{id}",
+    operation_id = "getUpload",
+    tag = "uploads",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The upload's id.")),
+    responses((status = 200, description = "Where the upload stands.", body = UploadStatus,
+               headers(("Cache-Control" = String, description = "`no-store`."),
+                       ("Tus-Resumable" = String, description = "`1.0.0`."))))
+)]
 async fn status(
     State(state): State<AppState>,
     Member(who): Member,
@@ -764,8 +951,17 @@ async fn status(
     Ok(response)
 }
 
-/// `DELETE /v1/uploads/{id}`: ends the upload and removes its bytes. A complete upload's
-/// file stays where it was placed; only the record of the upload goes.
+/// Ends an upload and removes its bytes; a complete upload's file stays where it was placed.
+#[utoipa::path(
+    delete,
+    path = "/v1/uploads/{id}",
+    operation_id = "deleteUpload",
+    tag = "uploads",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The upload's id."), TusHeaders),
+    responses((status = 204, description = "The upload is ended (a placed file stays).",
+               headers(("Tus-Resumable" = String, description = "`1.0.0`."))))
+)]
 async fn terminate(
     State(state): State<AppState>,
     Member(who): Member,
@@ -936,7 +1132,26 @@ struct PartOutcome {
     done: Option<Completed>,
 }
 
-/// `PATCH /v1/uploads/{id}`: appends a part at `Upload-Offset`.
+/// Appends a part at `Upload-Offset`; the last byte places the file.
+#[utoipa::path(
+    patch,
+    path = "/v1/uploads/{id}",
+    operation_id = "patchUpload",
+    tag = "uploads",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The upload's id."), PartHeaders),
+    request_body(content(("application/offset+octet-stream")),
+                 description = "The part's bytes, from `Upload-Offset` on."),
+    responses((status = 204,
+               description = "The part is kept; the last one places the file (the `Ferry-*` headers).",
+               headers(("Tus-Resumable" = String, description = "`1.0.0`."),
+                       ("Upload-Offset" = u64, description = "The bytes received now."),
+                       ("Upload-Expires" = String, description = "While incomplete: when it expires unless another part comes (an HTTP date)."),
+                       ("Ferry-Path" = String, description = "Once complete: where the file is, from `public/` on, percent-encoded."),
+                       ("Ferry-Size" = u64, description = "Once complete: the file's bytes."),
+                       ("Ferry-Sha256" = String, description = "Once complete: the file's SHA-256, lowercase hex."),
+                       ("Ferry-Renamed-From" = String, description = "Once complete, when the name had to be made safe: the name as sent, percent-encoded."))))
+)]
 async fn patch(
     State(state): State<AppState>,
     Member(who): Member,

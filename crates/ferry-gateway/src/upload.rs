@@ -20,13 +20,15 @@ use ferry_fs::ByteSink;
 use ferry_site::PublicPlace;
 use multer::{Constraints, Multipart, SizeLimit};
 use serde::{Deserialize, Serialize};
+use utoipa::openapi::{RefOr, Schema, schema};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
+use utoipa_axum::routes;
 
 use crate::auth::Member;
 use crate::body::{BodyError, Filled, Pace, Sink, paced};
 use crate::openapi::ApiRouter;
 use crate::rate::Rate;
 use crate::{ApiError, AppState, blocking};
-use axum::routing::post;
 use ferry_config::limits::{
     FOLDER_FIELD_MAX_BYTES, MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES,
 };
@@ -34,27 +36,75 @@ use ferry_site::{AuditAction, AuditEntry};
 
 /// This module's routes, for [`crate::router`].
 pub(crate) fn routes() -> ApiRouter {
-    ApiRouter::new().route("/v1/media", post(upload))
+    ApiRouter::new().routes(routes!(upload))
 }
 
-#[derive(Serialize)]
+/// The file an upload placed.
+#[derive(Serialize, ToSchema)]
 pub struct Uploaded {
+    /// Where it is, from `public/` on: the name the agent is told.
+    #[schema(example = "public/report.pdf")]
     path: String,
+    /// Its bytes.
     size: u64,
+    /// Its SHA-256, lowercase hex.
     sha256: String,
+    /// The project; null for the main workspace.
+    #[schema(required = true)]
     project: Option<String>,
-    /// The name as sent, when C-NAME changed it.
+    /// The name as sent, when it had to be made safe; absent otherwise.
     #[serde(rename = "renamedFrom", skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     renamed_from: Option<String>,
 }
 
 /// What `POST /v1/media` takes in its query.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct UploadQuery {
     /// `false`: keep a file already at the name and answer `409 exists`.
     overwrite: Option<bool>,
 }
+
+/// The form `POST /v1/media` reads, part by part as it streams (so no struct holds it).
+struct UploadForm;
+
+impl PartialSchema for UploadForm {
+    fn schema() -> RefOr<Schema> {
+        let text = |description: &str| {
+            schema::ObjectBuilder::new()
+                .schema_type(schema::Type::String)
+                .description(Some(description))
+        };
+        schema::ObjectBuilder::new()
+            .property(
+                "file",
+                schema::ObjectBuilder::new()
+                    .schema_type(schema::Type::String)
+                    .content_media_type("application/octet-stream")
+                    .description(Some(
+                        "The file, exactly one, with its name as the part's filename.",
+                    )),
+            )
+            .required("file")
+            .property(
+                "project",
+                text("The project; absent for the person's main workspace."),
+            )
+            .property(
+                "folder",
+                text("A folder of `public/` to place the file in (not `public/attachments`)."),
+            )
+            .additional_properties(Some(schema::AdditionalProperties::FreeForm(false)))
+            .description(Some(
+                "The file and, optionally, its project and folder, in any order.",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for UploadForm {}
 
 /// The file part: staged in its workspace, or in the main one until the project is
 /// known (the commit then moves it into the project and its folder).
@@ -65,6 +115,17 @@ struct Incoming {
     given: String,
 }
 
+/// Uploads one file into the workspace's `public/` (or a folder of it), streamed.
+#[utoipa::path(
+    post,
+    path = "/v1/media",
+    operation_id = "uploadFile",
+    tag = "files",
+    security(("bearer" = [])),
+    params(UploadQuery),
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses((status = 201, description = "The file is in place.", body = Uploaded))
+)]
 pub async fn upload(
     State(state): State<AppState>,
     Member(who): Member,

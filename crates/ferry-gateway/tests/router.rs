@@ -68,8 +68,11 @@ impl App {
         }
         let body = match body {
             Some(value) => {
-                request = request.header(header::CONTENT_TYPE, "application/json");
-                Body::from(value.to_string())
+                let text = value.to_string();
+                request = request
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .header(header::CONTENT_LENGTH, text.len());
+                Body::from(text)
             }
             None => Body::empty(),
         };
@@ -210,6 +213,38 @@ async fn member_routes_refuse_a_missing_unknown_or_wrong_kind_of_token() {
         .map(|p| p.id)
         .collect();
     assert_eq!(projects, ["q3"]);
+}
+
+#[tokio::test]
+async fn a_json_body_that_is_not_an_object_is_refused_whatever_it_holds() {
+    let app = app();
+    // serde's structs would also take their fields as an array, in order.
+    for (method, uri, body) in member_routes() {
+        let Some(valid) = body else { continue };
+        let fields: Vec<Value> = valid.as_object().unwrap().values().cloned().collect();
+        for body in [
+            json!(fields),
+            json!(null),
+            json!("x"),
+            json!(1),
+            json!([null]),
+        ] {
+            let answer = app
+                .send(
+                    method.clone(),
+                    uri,
+                    Auth::Bearer(&app.ann),
+                    Some(body.clone()),
+                )
+                .await;
+            answer.assert_error(
+                StatusCode::BAD_REQUEST,
+                "bad_json",
+                &format!("{method} {uri} with {body}"),
+            );
+        }
+    }
+    assert!(!app.site.path().join("home/ann/public/new").exists());
 }
 
 #[tokio::test]

@@ -25,7 +25,7 @@ use crate::table::sniff_separator;
 use crate::wording::{grouped, sentence, shown_name, shown_on_one_line};
 
 /// The Files panel's preview of one file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PanelPreview {
     /// Media type detected from the content (from the name only for text subtypes).
@@ -34,7 +34,8 @@ pub struct PanelPreview {
     pub format: String,
     /// Size in bytes.
     pub size: u64,
-    /// Lowercase hex SHA-256 of the whole content; none over `PANEL_HASH_MAX_BYTES`.
+    /// Lowercase hex SHA-256 of the whole content; null over `PANEL_HASH_MAX_BYTES`.
+    #[schema(required = true)]
     pub sha256: Option<String>,
     /// What the content shows, by kind.
     #[serde(flatten)]
@@ -42,16 +43,15 @@ pub struct PanelPreview {
 }
 
 /// The part of a preview that depends on the kind of file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(
-    tag = "kind",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
+// Each variant renames its own fields: the OpenAPI derive does not read serde's
+// `rename_all_fields`, and would describe them in snake_case.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(tag = "kind", rename_all = "camelCase")]
 pub enum PanelContent {
     /// A file of 0 bytes.
     Empty,
     /// Text (JSON, Markdown, code, SVG source…): its head.
+    #[serde(rename_all = "camelCase")]
     Text {
         /// At most `PANEL_TEXT_MAX_BYTES` from the start, line ends as LF.
         text: String,
@@ -61,6 +61,7 @@ pub enum PanelContent {
         invalid_utf8: bool,
     },
     /// Delimited text (CSV, TSV): the first rows, the header row first.
+    #[serde(rename_all = "camelCase")]
     Table {
         /// The field separator found: `,`, `;` or a tab.
         separator: String,
@@ -70,6 +71,7 @@ pub enum PanelContent {
         truncated: bool,
     },
     /// A raster image; the picture itself is a second request.
+    #[serde(rename_all = "camelCase")]
     Image {
         /// Width of the image as shown (after its EXIF rotation), in pixels.
         width: u32,
@@ -78,11 +80,14 @@ pub enum PanelContent {
         /// Whether a scaled rendering can be asked for.
         has_image: bool,
         /// Why there is no rendering, when there is none.
+        #[schema(required = true)]
         note: Option<String>,
     },
     /// A PDF: page count, the first page's text; the page drawn is a second request.
+    #[serde(rename_all = "camelCase")]
     Pdf {
-        /// Pages in the document; none when it is encrypted.
+        /// Pages in the document; null when it is encrypted.
+        #[schema(required = true)]
         pages: Option<u64>,
         /// The first page's text, at most `PANEL_PDF_TEXT_MAX_BYTES`.
         text: String,
@@ -93,9 +98,11 @@ pub enum PanelContent {
         /// Whether a drawing of the first page can be asked for.
         has_image: bool,
         /// What could not be read, if anything.
+        #[schema(required = true)]
         note: Option<String>,
     },
     /// A zip container (zip, docx, xlsx, pptx, odt…): its members.
+    #[serde(rename_all = "camelCase")]
     Archive {
         /// Members in the archive's directory.
         member_count: u64,
@@ -105,14 +112,16 @@ pub enum PanelContent {
         truncated: bool,
     },
     /// Anything else, or content that is not what it claims: type, size and hash only.
+    #[serde(rename_all = "camelCase")]
     File {
         /// Why nothing more is shown, when the content could not be read.
+        #[schema(required = true)]
         note: Option<String>,
     },
 }
 
 /// One member of an archive.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ArchiveMember {
     /// The member's name, cut and with control characters made visible.

@@ -28,7 +28,7 @@ CREATE INDEX IF NOT EXISTS artifacts_by_person ON artifacts (person, id);
 
 /// Whether a record is a finished file under `artifacts/` or a copy delivered to
 /// `public/attachments/`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ArtifactKind {
     /// A finished file under `private/people/<p>/artifacts/`.
@@ -47,7 +47,7 @@ impl ArtifactKind {
 }
 
 /// One row of the manifest.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {
     /// Whether it is an artifact or a delivery.
@@ -56,8 +56,7 @@ pub struct Artifact {
     pub task: String,
     /// The folder under `artifacts/` (or `tmp/`) the work was done in; empty if none.
     pub slug: String,
-    /// The file as the person knows it (see [`crate::person_relative`]), never an
-    /// absolute path of the host.
+    /// The file as the person knows it, relative to their home or the site, never a host path.
     pub path: String,
     /// Bytes.
     pub size: u64,
@@ -66,7 +65,8 @@ pub struct Artifact {
     /// For a delivery: the path in `public/` the person sees it at.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub delivered_as: String,
-    /// RFC 3339.
+    /// When it was recorded, RFC 3339.
+    #[schema(format = DateTime)]
     pub created: String,
     /// Seconds since the epoch, of the file when it was recorded.
     #[serde(skip)]

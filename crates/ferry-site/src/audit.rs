@@ -37,7 +37,7 @@ CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at_ms);
 ";
 
 /// What happened to a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AuditAction {
     /// A member's upload (one request, or a resumable upload's completion).
@@ -90,34 +90,42 @@ impl AuditAction {
 }
 
 /// One movement, as recorded.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditRecord {
     /// Grows with every record; pages are cut by it.
     pub id: i64,
     /// When it ended, RFC 3339.
+    #[schema(format = DateTime)]
     pub at: String,
     /// Whose file it is (and who moved it, or whose agent).
     pub person: String,
-    /// The kind of token it came with: `person`, `harness`, `admin`, or `agent`.
+    /// The kind of token it came with: `person`, `harness`, `admin`, `agent` (the agent's
+    /// tools) or `share` (a share link's download).
     pub token_kind: String,
     /// The node, for node transfers.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub node: Option<String>,
     /// What happened.
+    #[schema(value_type = AuditAction)]
     pub action: String,
     /// The project, or none for the main workspace.
+    #[schema(required = true)]
     pub project: Option<String>,
     /// The workspace-relative path (the node's path for a node's side).
     pub path: String,
     /// Where it went: a move's new path, a transfer's other end.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub to: Option<String>,
     /// Bytes, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub size: Option<u64>,
     /// The sha256 of the bytes, where they passed through ferry.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub sha256: Option<String>,
     /// `ok`, or the error code it failed with.
     pub outcome: String,

@@ -32,7 +32,9 @@ const CURRENT: &str = "id > COALESCE((SELECT after FROM chat_starts
      WHERE chat_starts.person = ?1 AND chat_starts.project = ?2), 0)";
 
 /// Who said a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ChatRole {
     /// The member.

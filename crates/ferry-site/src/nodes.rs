@@ -7,6 +7,7 @@
 
 use ferry_sql::Row;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::db::{Exec, now_secs, params};
 use crate::{Site, SiteError};
@@ -40,7 +41,7 @@ pub const NODE_FIELD_MAX_BYTES: usize = 64;
 pub const NODE_COMMANDS_MAX: usize = 32;
 
 /// Where a pairing stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NodeState {
     /// Seen, not yet approved: it serves nothing.
@@ -89,7 +90,7 @@ pub struct NodeHello {
 }
 
 /// One node's pairing record.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeRecord {
     /// Its id.
@@ -121,14 +122,15 @@ pub struct NodeRecord {
     pub gateway: String,
 }
 
-/// A node as the admin sees it, over HTTP and in `ferry node list` alike: the record,
-/// the commands waiting for an upgrade, and whether its link is up.
-#[derive(Serialize)]
+/// A node as the admin sees it (over HTTP and in `ferry node list`): its record, and its link.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeView<'a> {
     #[serde(flatten)]
     record: &'a NodeRecord,
+    /// Commands it advertises that the admin has not approved: a pairing upgrade to decide.
     pending_commands: Vec<String>,
+    /// Whether its link is up, to this gateway or another of the site.
     connected: bool,
 }
 

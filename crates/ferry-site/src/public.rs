@@ -120,11 +120,14 @@ impl PublicPath {
 }
 
 /// The Files panel's tree (M-LIST).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = FileTree)]
 pub struct Listing {
     /// The name the tree hangs from, always `public`.
+    #[schema(example = "public")]
     pub root: String,
-    /// The project whose `public/` this is, or none for the workspace's own.
+    /// The project whose `public/` this is, or null for the workspace's own.
+    #[schema(required = true)]
     pub project: Option<String>,
     /// The top-level entries, each folder carrying its own children.
     pub entries: Vec<Node>,
@@ -212,7 +215,8 @@ impl FlatListing {
 }
 
 /// One entry of a listing.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = FileTreeEntry)]
 pub struct Node {
     /// The entry's file name, without its folder.
     pub name: String,
@@ -226,16 +230,20 @@ pub struct Node {
     pub managed: bool,
     /// Bytes in a file; absent for folders and links.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub size: Option<u64>,
     /// Last modification time, as RFC 3339.
+    #[schema(format = DateTime)]
     pub mtime: String,
     /// A folder's entries (empty past the depth limit); absent for files and links.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(no_recursion, nullable = false)]
     pub children: Option<Vec<Node>>,
 }
 
 /// What a listed entry is. Links are shown, never followed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = EntryKind)]
 #[serde(rename_all = "lowercase")]
 pub enum NodeKind {
     /// A regular file.

@@ -69,18 +69,19 @@ pub fn fold(text: &str) -> String {
 }
 
 /// What one search found.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SearchResults {
     /// The matches, by path.
     pub results: Vec<Found>,
-    /// Set when more matched than [`SEARCH_MAX_RESULTS`], or when the entry, depth or
-    /// content limit stopped the search before it saw everything.
+    /// Set when more matched than the results hold, or a limit stopped the search early.
     #[serde(default)]
+    #[schema(required = true)]
     pub truncated: bool,
 }
 
 /// One match.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = SearchMatch)]
 pub struct Found {
     /// Where the entry lies, from `public/` on.
     pub path: String,
@@ -91,21 +92,23 @@ pub struct Found {
     pub kind: NodeKind,
     /// Bytes in a file; absent for folders and links.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub size: Option<u64>,
     /// Last modification time, as RFC 3339.
+    #[schema(format = DateTime)]
     pub mtime: String,
     /// For a file matched by its content: the first line that matches.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub line: Option<FoundLine>,
 }
 
 /// The line of a file that matched a content search.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct FoundLine {
     /// Its number, from 1.
     pub number: u64,
-    /// The line, or an excerpt of at most [`SEARCH_LINE_MAX_BYTES`] around the match
-    /// (marked with `…` where cut), control characters shown as spaces.
+    /// The line, or an excerpt around the match (`…` where cut); control characters as spaces.
     pub text: String,
 }
 

@@ -34,6 +34,7 @@ use ferry_config::limits::{NODE_STALL_SECS, TERMINAL_WS_MESSAGE_MAX_BYTES};
 use ferry_node::frame::LINK_READ_BUFFER_BYTES;
 use ferry_node::terminal::{TERMINAL_OPEN, TerminalOpenArgs, TerminalOpenHead, check_size};
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 pub(crate) use access::{Reached, Route, admin, node_error, reach, same_origin, shown, token_of};
 pub(crate) use registry::Sessions;
@@ -47,10 +48,16 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(NODE_STALL_SECS);
 
 /// The query of the terminal route, read as text so that every bad value gets the same
 /// clear answer.
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct TerminalQuery {
+    /// The terminal's width in columns.
+    #[param(value_type = u16, required = true, minimum = 1, maximum = 1000)]
     cols: Option<String>,
+    /// The terminal's height in rows.
+    #[param(value_type = u16, required = true, minimum = 1, maximum = 1000)]
     rows: Option<String>,
+    /// The session to attach to again (from its `ready` message), rather than a new shell.
     session: Option<String>,
 }
 
@@ -72,7 +79,34 @@ fn size_of(query: &TerminalQuery) -> Result<(u16, u16), ApiError> {
     Ok((cols, rows))
 }
 
-/// `GET /v1/nodes/{id}/terminal`.
+/// A terminal on the node: a WebSocket to a new shell, or to one of the admin's own again.
+///
+/// The subprotocol is `ferry.terminal.v1`: binary messages are the terminal's bytes, text
+/// messages JSON (`resize`, `close` from the page; `ready`, `exit`, `error` to it). A
+/// browser, which cannot set headers, offers its token as the subprotocol
+/// `ferry.token.<token>`. Every refusal is a plain HTTP answer before the upgrade, so a
+/// page whose socket was refused asks the same URL over plain HTTP to learn why.
+#[utoipa::path(
+    get,
+    path = "/v1/nodes/{id}/terminal",
+    operation_id = "openNodeTerminal",
+    tag = "nodes",
+    security(("bearer" = [])),
+    params(
+        ("id" = String, Path, description = "The node's id."),
+        TerminalQuery,
+    ),
+    responses((status = 101, description = "Switched to the terminal's WebSocket; for an \
+               admin's token only (anyone else is answered 404 no_route).",
+               headers(
+                   ("Upgrade" = String, description = "`websocket`."),
+                   ("Connection" = String, description = "`upgrade`."),
+                   ("Sec-WebSocket-Accept" = String,
+                    description = "The digest of the request's `Sec-WebSocket-Key` (RFC 6455)."),
+                   ("Sec-WebSocket-Protocol" = String,
+                    description = "`ferry.terminal.v1`, when the client offered it; never the token."),
+               )))
+)]
 pub(crate) async fn terminal(
     State(state): State<AppState>,
     id: Result<Path<String>, PathRejection>,
@@ -195,6 +229,22 @@ mod tests {
             cols: cols.map(str::to_owned),
             rows: rows.map(str::to_owned),
             session: None,
+        }
+    }
+
+    /// The description's bounds are the checked ones (an attribute takes no constant).
+    #[test]
+    fn the_described_size_is_the_checked_one() {
+        let params = TerminalQuery::into_params(|| None);
+        for name in ["cols", "rows"] {
+            let param = params.iter().find(|p| p.name == name).unwrap();
+            let schema = serde_json::to_value(&param.schema).unwrap();
+            assert_eq!(schema["minimum"], 1, "{name}");
+            assert_eq!(
+                schema["maximum"],
+                ferry_node::terminal::TERMINAL_SIZE_MAX,
+                "{name}"
+            );
         }
     }
 

@@ -137,8 +137,31 @@ fn tool_writes_killed_at_random_points_land_whole_and_edits_all_or_none() {
     let next = AtomicUsize::new(0);
     let mut report = Report::new("tool writes", "writes and edits completed");
     let mut left = 0;
+    // Each kill's invariants are checked once the next `ferry mcp` has started: a
+    // `file_edit` killed between its files is undone from its journal as that process
+    // opens its toolbox, before it answers `initialize`.
+    let check = |kill: usize, report: &mut Report| {
+        match std::fs::read(home.join("notes.txt")) {
+            Ok(bytes) if !is_a_version(&bytes) => {
+                report.violation(kill, "notes.txt is no whole version")
+            }
+            _ => {}
+        }
+        let (a, b) = (counter(&home.join("a.txt")), counter(&home.join("b.txt")));
+        if a.is_none() || a != b {
+            report.violation(kill, format!("a.txt at {a:?} but b.txt at {b:?}"));
+            // Start the next round level again, so one violation is counted once.
+            let level = a.max(b).unwrap_or(0);
+            for name in ["a.txt", "b.txt"] {
+                std::fs::write(home.join(name), format!("counter: {level}\n{filler}")).unwrap();
+            }
+        }
+    };
     for kill in 0..kills() {
         let mut mcp = McpProcess::start(&server.data);
+        if kill > 0 {
+            check(kill - 1, &mut report);
+        }
         let killer = kill_after(mcp.child.id(), Duration::from_millis(random.below(300)));
         report.kills += 1;
         loop {
@@ -171,24 +194,12 @@ fn tool_writes_killed_at_random_points_land_whole_and_edits_all_or_none() {
         }
         let _ = mcp.child.wait();
         killer.join().unwrap();
-
-        match std::fs::read(home.join("notes.txt")) {
-            Ok(bytes) if !is_a_version(&bytes) => {
-                report.violation(kill, "notes.txt is no whole version")
-            }
-            _ => {}
-        }
-        let (a, b) = (counter(&home.join("a.txt")), counter(&home.join("b.txt")));
-        if a.is_none() || a != b {
-            report.violation(kill, format!("a.txt at {a:?} but b.txt at {b:?}"));
-            // Start the next round level again, so one violation is counted once.
-            let level = a.max(b).unwrap_or(0);
-            for name in ["a.txt", "b.txt"] {
-                std::fs::write(home.join(name), format!("counter: {level}\n{filler}")).unwrap();
-            }
-        }
         left = temporaries(&home).len();
     }
+    let mut last = McpProcess::start(&server.data);
+    check(report.kills - 1, &mut report);
+    let _ = last.child.kill();
+    let _ = last.child.wait();
     let (status, listing) = get_json(&server.url("/v1/files"), &server.token);
     assert_eq!(status, 200, "{listing}");
     assert!(lists_a_temporary(&listing).is_none(), "{listing}");

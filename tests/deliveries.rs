@@ -589,6 +589,11 @@ fn deliveries_bad_urls_are_refused() {
         assert_eq!(status, 400, "{url:?}: {body}");
         assert_eq!(error_code(&body), "bad_url", "{url:?}: {body}");
     }
+    // A URL the parser takes but no request line can carry: the client's mistake.
+    let long = format!("http://127.0.0.1:9/{}", "a".repeat(70_000));
+    let (status, body) = deliver(&server, Some(&harness), json!({ "url": long }));
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(error_code(&body), "bad_url", "{body}");
     assert_nothing_kept(&attachments(&server));
 }
 

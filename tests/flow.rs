@@ -266,6 +266,12 @@ fn mcp_over_http_speaks_json_rpc_and_answers_to_its_own_names() {
     ] {
         let (status, _, text) = post(&harness, &[("Origin", origin.clone())], initialize);
         assert_eq!(status, 403, "{origin}: {text}");
+        // In the one error shape, as every refusal of this API.
+        let error: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        assert_eq!(
+            error["error"]["code"], "host_not_allowed",
+            "{origin}: {text}"
+        );
     }
     for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
         let (status, _, text) = post(&harness, &[("Host", host.clone())], initialize);

@@ -851,3 +851,30 @@ fn a_patch_needs_its_content_type_and_offset() {
     assert_eq!(response.status().as_u16(), 400);
     assert_eq!(offset_of(&server, &at), 0);
 }
+
+#[test]
+fn a_nul_in_a_name_or_an_id_is_a_clear_refusal_and_places_nothing() {
+    let server = start();
+    // No metadata engine stores a NUL: the request is refused, never a server error.
+    let response = create_as(&server, &server.token, 1, &[("filename", "a\0b.txt")]);
+    assert_eq!(status_code(response), (400, "bad_request".to_owned()));
+    for method in [
+        reqwest::Method::GET,
+        reqwest::Method::HEAD,
+        reqwest::Method::PATCH,
+        reqwest::Method::DELETE,
+    ] {
+        let response = client()
+            .request(method.clone(), server.url("/v1/uploads/a%00b"))
+            .bearer_auth(&server.token)
+            .header("Tus-Resumable", "1.0.0")
+            .header("Upload-Offset", "0")
+            .header("Content-Type", "application/offset+octet-stream")
+            .body(Vec::new())
+            .send()
+            .unwrap();
+        let status = response.status().as_u16();
+        assert!((400..500).contains(&status), "{method}: {status}");
+    }
+    assert_nothing_placed(&server);
+}

@@ -116,8 +116,8 @@ codes! {
     UnknownToken = "unknown_token" => 404,
     /// No valid token was sent.
     Unauthorized = "unauthorized" => 401,
-    /// A request to `/mcp` without an `Origin` names the gateway by a host it does not
-    /// answer to (DNS rebinding).
+    /// A request to `/mcp` comes from a page of an origin the gateway does not answer to,
+    /// or, without an `Origin`, names it by a host it does not answer to (DNS rebinding).
     HostNotAllowed = "host_not_allowed" => 403,
     /// The site cannot be opened.
     SiteUnavailable = "site_unavailable" => 503,

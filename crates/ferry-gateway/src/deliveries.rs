@@ -90,6 +90,15 @@ pub async fn deliver(
                 "the url must be an absolute http:// or https:// URL",
             )
         })?;
+    // What the URL parser takes, a request line may not (past 64 KiB, for one): refused
+    // here as the client's, not later as the upstream's failure.
+    if url.as_str().parse::<axum::http::Uri>().is_err() {
+        return Err(ApiError::new(
+            Code::BadUrl,
+            "the url cannot be sent in an HTTP request (it is too long, or holds what a \
+             request line cannot)",
+        ));
+    }
     let (site, person, project) = (
         state.site.clone(),
         who.person.clone(),

@@ -91,15 +91,31 @@ fn host_of_origin(origin: &str) -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
-/// Refuses a request without an `Origin` whose `Host` is not one of the gateway's names.
+/// Refuses a request from a page of another origin, and one without an `Origin` whose
+/// `Host` is not one of the gateway's names.
 pub(crate) async fn own_host(
     State(names): State<OwnNames>,
     request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
-    if headers.contains_key(header::ORIGIN) {
-        return next.run(request).await;
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        // The same list rmcp checks, refused here in this API's error shape (rmcp's own
+        // refusal is a sentence without a content type).
+        if names
+            .origins
+            .iter()
+            .any(|own| own.as_bytes() == origin.as_bytes())
+        {
+            return next.run(request).await;
+        }
+        return ApiError::new(
+            Code::HostNotAllowed,
+            "this request comes from a page of an origin the gateway does not answer to \
+             (a page on another domain cannot reach /mcp); add it to [tools] allowed_origins \
+             if it is the operator's own",
+        )
+        .into_response();
     }
     let host = headers
         .get(header::HOST)

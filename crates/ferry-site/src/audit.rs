@@ -8,6 +8,7 @@
 //! code it failed with. Writing the record never undoes or fails the movement itself: a
 //! database that refuses it is logged.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -211,6 +212,17 @@ fn cut(text: &str) -> &str {
     &text[..end]
 }
 
+/// `text` as a record keeps it: cut ([`cut`]), and a NUL character, which no metadata
+/// engine stores alike, written as `␀` (U+2400), so that a refused request holding one
+/// is recorded as every other.
+fn kept(text: &str) -> Cow<'_, str> {
+    let text = cut(text);
+    match text.contains('\0') {
+        true => Cow::Owned(text.replace('\0', "\u{2400}")),
+        false => Cow::Borrowed(text),
+    }
+}
+
 /// Which records to read.
 #[derive(Clone, Debug, Default)]
 pub struct AuditFilter {
@@ -238,7 +250,7 @@ impl Site {
     /// A path or destination longer than [`AUDIT_PATH_MAX_BYTES`] is kept cut, so that a
     /// refused request naming a huge path costs the trail no more than a real one.
     pub fn audit(&self, entry: &AuditEntry) {
-        let (path, to) = (cut(&entry.path), entry.to.as_deref().map(cut));
+        let (path, to) = (kept(&entry.path), entry.to.as_deref().map(kept));
         let written = self.db.execute(
             "INSERT INTO audit (at_ms, person, token_kind, node, action, project, path, to_path,
                  size, sha256, outcome)
@@ -249,9 +261,14 @@ impl Site {
                 &entry.token_kind,
                 entry.node.as_deref().unwrap_or(""),
                 entry.action.as_str(),
-                entry.project.as_deref().map_or("", cut),
-                path,
-                to.unwrap_or(""),
+                entry
+                    .project
+                    .as_deref()
+                    .map(kept)
+                    .unwrap_or_default()
+                    .as_ref(),
+                path.as_ref(),
+                to.unwrap_or_default().as_ref(),
                 entry.size,
                 &entry.sha256,
                 &entry.outcome
@@ -416,6 +433,22 @@ mod tests {
                 "{len}"
             );
         }
+        // A refused request's path with a NUL in it is recorded, the NUL shown as `␀`.
+        site.audit(
+            &AuditEntry::new("cy", "person", AuditAction::Move, "public/a\0b").to("public/\0"),
+        );
+        let got = site
+            .audit_records(&AuditFilter {
+                person: Some("cy".into()),
+                limit: 1,
+                ..Default::default()
+            })
+            .unwrap()
+            .remove(0);
+        assert_eq!(
+            (got.path.as_str(), got.to.as_deref()),
+            ("public/a\u{2400}b", Some("public/\u{2400}"))
+        );
         assert_eq!(
             cut(&"ä".repeat(AUDIT_PATH_MAX_BYTES)).len(),
             AUDIT_PATH_MAX_BYTES

@@ -142,6 +142,8 @@ impl SiteError {
             SiteError::Share(e) => e.code(),
             SiteError::Fs(e) => e.code(),
             SiteError::Db(e) if e.is_disk_full() => Code::InsufficientStorage,
+            // A NUL in a name, an id or a message: the request's text, never a stored one.
+            SiteError::Db(e) if e.is_unstorable_parameter() => Code::BadRequest,
             SiteError::Db(_) | SiteError::Io(_) => Code::Internal,
         }
     }

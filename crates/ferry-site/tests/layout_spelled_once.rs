@@ -72,19 +72,36 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The text of a source file before its inline test module, without comment lines.
+/// The text of a source file before its inline test module, without comment lines and
+/// without the API's description (`#[utoipa::path(…)]`, `#[schema(…)]`, `#[param(…)]`):
+/// an example there shows a path as a client writes it, and builds none.
 fn code_lines(text: &str) -> Vec<(usize, &str)> {
     let lines: Vec<&str> = text.lines().collect();
     let end = lines
         .windows(2)
         .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
         .unwrap_or(lines.len());
-    lines[..end]
-        .iter()
-        .enumerate()
-        .filter(|(_, line)| !line.trim_start().starts_with("//"))
-        .map(|(i, line)| (i + 1, *line))
-        .collect()
+    let mut in_description = false;
+    let mut kept = Vec::new();
+    for (i, line) in lines[..end].iter().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("#[utoipa::path(") {
+            in_description = !trimmed.ends_with(")]");
+            continue;
+        }
+        if in_description {
+            in_description = trimmed != ")]";
+            continue;
+        }
+        if trimmed.starts_with("//")
+            || trimmed.starts_with("#[schema(")
+            || trimmed.starts_with("#[param(")
+        {
+            continue;
+        }
+        kept.push((i + 1, *line));
+    }
+    kept
 }
 
 fn stray_spellings() -> Vec<String> {

@@ -48,7 +48,7 @@ pub enum Error {
     #[error("the metadata database is unreachable: {0}")]
     Unreachable(String),
     /// A parameter no engine can store alike (text with a NUL character).
-    #[error("parameter {index}: {why}")]
+    #[error("{why} (parameter {index})")]
     Parameter {
         /// The parameter, from 1.
         index: usize,
@@ -92,6 +92,12 @@ impl Error {
             Error::Postgres(e) => e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION),
             _ => false,
         }
+    }
+
+    /// A parameter was refused before any engine saw it ([`Error::Parameter`]): text
+    /// only a client can have sent, since no stored text holds a NUL.
+    pub fn is_unstorable_parameter(&self) -> bool {
+        matches!(self, Error::Parameter { .. })
     }
 
     /// The disk under the database is full (SQLite's `SQLITE_FULL`, PostgreSQL's

@@ -304,12 +304,12 @@ fn a_path_since_replaced_by_a_link_or_a_folder_is_refused() {
         assert_error(status, &body, 404, "not_found");
         assert!(!body.to_string().contains("outside"), "{body}");
     }
-    // Put back as a file, by a new upload of the same name: served again (the link is
-    // to the path, and a replaced file is still the person's file there).
+    // Put back as a file, by a new upload of the same name: another file, which the
+    // link was not made for (`a_link_downloads_only_the_file_it_was_made_for`).
     std::fs::remove_file(public.join("b.txt")).unwrap();
     assert_eq!(upload(&server, token, "b.txt", b"b, again", None).0, 201);
-    let response = open(&server, b["url"].as_str().unwrap());
-    assert_eq!(response.bytes().unwrap().as_ref(), b"b, again");
+    let (status, body) = open_answer(&server, b["url"].as_str().unwrap());
+    assert_error(status, &body, 404, "not_found");
 }
 
 #[test]
@@ -329,4 +329,60 @@ fn an_expired_link_says_so() {
     let (status, body) = open_answer(&server, url);
     assert_error(status, &body, 410, "share_expired");
     assert!(live(&server, token).is_empty());
+}
+
+#[test]
+fn a_link_downloads_only_the_file_it_was_made_for() {
+    let server = Server::start();
+    let token = &server.token;
+    let file = server.home("me").join("public/rep.txt");
+    assert_eq!(
+        upload(&server, token, "rep.txt", b"version one", None).0,
+        201
+    );
+    let url = shared(&server, token, "public/rep.txt")["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        open(&server, &url).bytes().unwrap().as_ref(),
+        b"version one"
+    );
+
+    // Deleted for good, then another file put at its name, however it comes: the link
+    // does not download the newcomer (file systems reuse a freed inode, so the mark
+    // holds the moment it last changed as well).
+    let (status, _) = answer(
+        client()
+            .delete(server.url("/v1/files?path=public/rep.txt&forever=true"))
+            .bearer_auth(token)
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 204);
+    let (status, body) = open_answer(&server, &url);
+    assert_error(status, &body, 404, "not_found");
+    assert_eq!(
+        upload(&server, token, "rep.txt", b"PRIVATE new", None).0,
+        201
+    );
+    let (status, body) = open_answer(&server, &url);
+    assert_error(status, &body, 404, "not_found");
+    std::fs::remove_file(&file).unwrap();
+    std::fs::write(&file, b"PRIVATE by hand").unwrap();
+    let (status, body) = open_answer(&server, &url);
+    assert_error(status, &body, 404, "not_found");
+
+    // A link made for the file now there works, and ends when the file is replaced.
+    let url = shared(&server, token, "public/rep.txt")["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        open(&server, &url).bytes().unwrap().as_ref(),
+        b"PRIVATE by hand"
+    );
+    assert_eq!(upload(&server, token, "rep.txt", b"replaced", None).0, 201);
+    let (status, body) = open_answer(&server, &url);
+    assert_error(status, &body, 404, "not_found");
 }

@@ -124,9 +124,10 @@ async fn create(
             Code::PathEscapes => ApiError::not_found(),
             _ => e,
         })?;
-    if !matches!(opened, (MemberReply::Opened(_), Some(_))) {
-        return Err(out_of_turn());
-    }
+    let file = match opened {
+        (MemberReply::Opened(meta), Some(_)) => ferry_site::file_mark(meta.inode, meta.mtime),
+        _ => return Err(out_of_turn()),
+    };
     let making = state.clone();
     let entry = AuditEntry::new(&who.person, who.kind.as_str(), AuditAction::Share, &path)
         .project(project.as_deref());
@@ -135,6 +136,7 @@ async fn create(
             &who.person,
             project.as_deref(),
             &path,
+            &file,
             body.expires_in_secs,
         )?;
         view(&making, share)
@@ -269,6 +271,13 @@ async fn send_shared(
         (MemberReply::Opened(meta), Some(file)) => (meta, file),
         _ => return Err(out_of_turn()),
     };
+    // Another file where the shared one was (deleted and put again, replaced, changed):
+    // not the file the link was made for, and the same answer as an unknown link.
+    if !share.file_mark.is_empty()
+        && share.file_mark != ferry_site::file_mark(meta.inode, meta.mtime)
+    {
+        return Err(SiteError::from(ferry_site::ShareError::Unknown).into());
+    }
     let size = meta.size;
     let mut response = send_file(meta, file, headers, "private, no-store").await?;
     response.headers_mut().insert(

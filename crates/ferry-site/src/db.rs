@@ -144,6 +144,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             decl: "TEXT",
         }],
     },
+    // The file each share link was made for (`shares::file_mark`): another file put at
+    // its path is not downloaded by it.
+    Migration {
+        version: 7,
+        steps: &[Step::AddColumn {
+            table: "shares",
+            column: "file_mark",
+            decl: "TEXT NOT NULL DEFAULT ''",
+        }],
+    },
 ];
 
 /// The value of a `seq` column for a row inserted now into `table`.

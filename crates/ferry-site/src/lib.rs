@@ -61,7 +61,7 @@ pub use public::{
 };
 pub use resumable::ResumableRecord;
 pub use search::{Found, FoundLine, SearchQuery, SearchResults, fold};
-pub use shares::{SHARE_ROUTE_PREFIX, Share, ShareError, check_share_expiry};
+pub use shares::{SHARE_ROUTE_PREFIX, Share, ShareError, check_share_expiry, file_mark};
 pub use shown::{delivery_notice, person_relative};
 pub use site::{DB_FILE, DEFAULT_PERSON, Project, Site, project_folder_error};
 pub use temporaries::TEMPORARY_STALE;

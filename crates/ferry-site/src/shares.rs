@@ -97,6 +97,21 @@ pub struct Share {
     pub expires: i64,
     /// Whether its person revoked it.
     pub revoked: bool,
+    /// The file it was made for ([`file_mark`]): a file at `path` without this mark is
+    /// another one, which the link does not download. Empty for a link made before
+    /// links were bound to their file, which names its path only.
+    pub file_mark: String,
+}
+
+/// What tells the file a link was made for from any other at its path: its inode and
+/// the moment it last changed, to the nanosecond. A file deleted and another put in its
+/// place (even at the same inode, which file systems reuse), a file replaced by an
+/// upload or an edit, and a file changed in place all answer another mark.
+pub fn file_mark(inode: u64, modified: SystemTime) -> String {
+    let nanos = modified
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{inode}:{nanos}")
 }
 
 impl Share {
@@ -106,7 +121,7 @@ impl Share {
     }
 }
 
-const COLUMNS: &str = "id, person, project, path, created, expires, revoked";
+const COLUMNS: &str = "id, person, project, path, created, expires, revoked, file_mark";
 
 fn share_row(r: &ferry_sql::Row) -> Result<Share, SiteError> {
     let project: String = r.get(2)?;
@@ -118,6 +133,7 @@ fn share_row(r: &ferry_sql::Row) -> Result<Share, SiteError> {
         created: r.get(4)?,
         expires: r.get(5)?,
         revoked: r.get::<i64>(6)? != 0,
+        file_mark: r.get(7)?,
     })
 }
 
@@ -131,12 +147,14 @@ pub fn check_share_expiry(secs: i64) -> Result<u64, ShareError> {
 
 impl Site {
     /// Makes a link to the file `path` (`public/…`, already normalized and checked to be
-    /// a file) of `person`'s workspace or `project`, working for `expires_in_secs`.
+    /// a file, whose [`file_mark`] is `file`) of `person`'s workspace or `project`,
+    /// working for `expires_in_secs`.
     pub fn create_share(
         &self,
         person: &str,
         project: Option<&str>,
         path: &str,
+        file: &str,
         expires_in_secs: i64,
     ) -> Result<Share, SiteError> {
         check_id("person", person)?;
@@ -164,17 +182,19 @@ impl Site {
             created: now,
             expires: now.saturating_add(life as i64),
             revoked: false,
+            file_mark: file.to_owned(),
         };
         self.db.execute(
-            "INSERT INTO shares (id, person, project, path, created, expires) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO shares (id, person, project, path, created, expires, file_mark) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
                 share.id,
                 share.person,
                 project.unwrap_or(""),
                 share.path,
                 share.created,
-                share.expires
+                share.expires,
+                share.file_mark
             ],
         )?;
         Ok(share)
@@ -201,6 +221,11 @@ impl Site {
         ] {
             mac.update(&(field.len() as u64).to_le_bytes());
             mac.update(field.as_bytes());
+        }
+        // Signed too once links had it, so the links made before still verify.
+        if !share.file_mark.is_empty() {
+            mac.update(&(share.file_mark.len() as u64).to_le_bytes());
+            mac.update(share.file_mark.as_bytes());
         }
         Ok(mac)
     }
@@ -319,7 +344,7 @@ mod tests {
     fn a_link_verifies_only_as_made() {
         let (_tmp, site) = site();
         let share = site
-            .create_share("ann", None, "public/a.txt", 3600)
+            .create_share("ann", None, "public/a.txt", "", 3600)
             .unwrap();
         let url = site.share_url(&share).unwrap();
         assert!(url.starts_with(&format!("/s/{}?sig=", share.id)), "{url}");
@@ -330,7 +355,7 @@ mod tests {
         let mut flipped = sig.clone().into_bytes();
         flipped[10] = if flipped[10] == b'0' { b'1' } else { b'0' };
         let other = site
-            .create_share("ann", None, "public/b.txt", 3600)
+            .create_share("ann", None, "public/b.txt", "", 3600)
             .unwrap();
         let other_sig = sig_of(&site.share_url(&other).unwrap()).to_owned();
         for bad in [
@@ -359,7 +384,9 @@ mod tests {
     #[test]
     fn expired_and_revoked_say_so_and_are_swept() {
         let (_tmp, site) = site();
-        let share = site.create_share("ann", None, "public/a.txt", 60).unwrap();
+        let share = site
+            .create_share("ann", None, "public/a.txt", "", 60)
+            .unwrap();
         let sig = sig_of(&site.share_url(&share).unwrap()).to_owned();
         let at = |secs: u64| share.expires_at() + Duration::from_secs(secs);
         let just_before = share.expires_at() - Duration::from_secs(1);
@@ -388,16 +415,25 @@ mod tests {
     fn live_links_are_capped_per_person() {
         let (_tmp, site) = site();
         for _ in 0..SHARES_MAX_LIVE_PER_PERSON - 1 {
-            site.create_share("ann", None, "public/a.txt", 60).unwrap();
+            site.create_share("ann", None, "public/a.txt", "", 60)
+                .unwrap();
         }
-        let last = site.create_share("ann", None, "public/a.txt", 60).unwrap();
+        let last = site
+            .create_share("ann", None, "public/a.txt", "", 60)
+            .unwrap();
         let e = site
-            .create_share("ann", None, "public/a.txt", 60)
+            .create_share("ann", None, "public/a.txt", "", 60)
             .unwrap_err();
         assert_eq!(e.code(), Code::TooManyShares);
-        assert!(site.create_share("bob", None, "public/a.txt", 60).is_ok());
+        assert!(
+            site.create_share("bob", None, "public/a.txt", "", 60)
+                .is_ok()
+        );
         site.revoke_share("ann", &last.id).unwrap();
-        assert!(site.create_share("ann", None, "public/a.txt", 60).is_ok());
+        assert!(
+            site.create_share("ann", None, "public/a.txt", "", 60)
+                .is_ok()
+        );
         assert_eq!(
             site.shares("ann").unwrap().len(),
             SHARES_MAX_LIVE_PER_PERSON

@@ -38,6 +38,14 @@ fn shared(server: &Server, token: &str, path: &str) -> Value {
     body
 }
 
+/// The URL of a new link to `path`.
+fn link(server: &Server, token: &str, path: &str) -> String {
+    shared(server, token, path)["url"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// `GET` of a link, as a stranger: no token.
 fn open(server: &Server, url: &str) -> Response {
     client().get(server.url(url)).send().unwrap()
@@ -340,10 +348,7 @@ fn a_link_downloads_only_the_file_it_was_made_for() {
         upload(&server, token, "rep.txt", b"version one", None).0,
         201
     );
-    let url = shared(&server, token, "public/rep.txt")["url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let url = link(&server, token, "public/rep.txt");
     assert_eq!(
         open(&server, &url).bytes().unwrap().as_ref(),
         b"version one"
@@ -374,10 +379,7 @@ fn a_link_downloads_only_the_file_it_was_made_for() {
     assert_error(status, &body, 404, "not_found");
 
     // A link made for the file now there works, and ends when the file is replaced.
-    let url = shared(&server, token, "public/rep.txt")["url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let url = link(&server, token, "public/rep.txt");
     assert_eq!(
         open(&server, &url).bytes().unwrap().as_ref(),
         b"PRIVATE by hand"

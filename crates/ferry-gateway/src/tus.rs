@@ -116,10 +116,97 @@ const HEADER_UNSAFE: &AsciiSet = &CONTROLS
 
 /// The routes, each answer carrying `Tus-Resumable` (and `Tus-Version` on a `412`).
 pub(crate) fn routes() -> ApiRouter {
-    ApiRouter::new()
+    let mut router = ApiRouter::new()
         .routes(routes!(discover, create))
         .routes(routes!(status, head, patch, terminate, discover_upload))
-        .layer(axum::middleware::map_response(stamp))
+        .layer(axum::middleware::map_response(stamp));
+    describe_common_headers(router.get_openapi_mut());
+    router
+}
+
+/// The headers several tus answers carry, each described once: `Tus-Resumable` on
+/// every answer ([`stamp`] adds it), what the server speaks on both discoveries, and a
+/// completed upload's `Ferry-*` on each answer that may be the one completing it.
+fn describe_common_headers(openapi: &mut utoipa::openapi::OpenApi) {
+    // (header, a count rather than text, what it says)
+    let every = [(TUS_RESUMABLE, false, "`1.0.0`.")];
+    let discovery = [
+        (TUS_VERSION_H, false, "`1.0.0`, the one version spoken."),
+        (TUS_EXTENSION, false, "`creation,termination,checksum`."),
+        (TUS_MAX_SIZE, true, "The largest upload, in bytes."),
+        (TUS_CHECKSUM_ALGORITHM, false, "`sha256`."),
+    ];
+    let completed = [
+        (
+            FERRY_PATH,
+            false,
+            "Once complete: where the file is, from `public/` on, percent-encoded.",
+        ),
+        (FERRY_SIZE, true, "Once complete: the file's bytes."),
+        (
+            FERRY_SHA256,
+            false,
+            "Once complete: the file's SHA-256, lowercase hex.",
+        ),
+        (
+            FERRY_RENAMED_FROM,
+            false,
+            "Once complete, when the name had to be made safe: the name as sent, \
+             percent-encoded.",
+        ),
+    ];
+    for item in openapi.paths.paths.values_mut() {
+        for operation in [
+            &mut item.options,
+            &mut item.post,
+            &mut item.get,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let more: &[_] = match operation.operation_id.as_deref() {
+                Some("tusOptions" | "tusOptionsUpload") => &discovery,
+                Some("createUpload" | "headUpload" | "patchUpload") => &completed,
+                _ => &[],
+            };
+            for response in operation.responses.responses.values_mut() {
+                let utoipa::openapi::RefOr::T(response) = response else {
+                    continue;
+                };
+                for (name, count, description) in every.iter().chain(more) {
+                    let kind = match count {
+                        true => schema::Type::Integer,
+                        false => schema::Type::String,
+                    };
+                    let header = utoipa::openapi::HeaderBuilder::new()
+                        .schema(Some(schema::ObjectBuilder::new().schema_type(kind)))
+                        .description(Some(*description))
+                        .build();
+                    response
+                        .headers
+                        .insert(header_name(name.as_str()), header.into());
+                }
+            }
+        }
+    }
+}
+
+/// A header's name as the description spells it (`Tus-Resumable`), from the lower case
+/// the code sends it in.
+fn header_name(lower: &str) -> String {
+    lower
+        .split('-')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars.next().map_or(String::new(), |first| {
+                first.to_ascii_uppercase().to_string() + chars.as_str()
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 /// A header parameter of a tus request.
@@ -580,12 +667,7 @@ fn no_store(headers: &mut HeaderMap) {
     path = "/v1/uploads",
     operation_id = "tusOptions",
     tag = "resumable",
-    responses((status = 204, description = "What this server speaks of tus.",
-               headers(("Tus-Resumable" = String, description = "`1.0.0`."),
-                       ("Tus-Version" = String, description = "`1.0.0`, the one version spoken."),
-                       ("Tus-Extension" = String, description = "`creation,termination,checksum`."),
-                       ("Tus-Max-Size" = u64, description = "The largest upload, in bytes."),
-                       ("Tus-Checksum-Algorithm" = String, description = "`sha256`."))))
+    responses((status = 204, description = "What this server speaks of tus."))
 )]
 async fn discover(State(state): State<AppState>) -> Response {
     let max = state.site.config().media.max_resumable_bytes;
@@ -608,12 +690,7 @@ async fn discover(State(state): State<AppState>) -> Response {
     operation_id = "tusOptionsUpload",
     tag = "resumable",
     params(("id" = String, Path, description = "The upload's id (any: it is not looked up).")),
-    responses((status = 204, description = "What this server speaks of tus.",
-               headers(("Tus-Resumable" = String, description = "`1.0.0`."),
-                       ("Tus-Version" = String, description = "`1.0.0`, the one version spoken."),
-                       ("Tus-Extension" = String, description = "`creation,termination,checksum`."),
-                       ("Tus-Max-Size" = u64, description = "The largest upload, in bytes."),
-                       ("Tus-Checksum-Algorithm" = String, description = "`sha256`."))))
+    responses((status = 204, description = "What this server speaks of tus."))
 )]
 async fn discover_upload(state: State<AppState>) -> Response {
     discover(state).await
@@ -702,13 +779,8 @@ fn declared(headers: &HeaderMap, max: u64) -> Result<Declared, ApiError> {
     responses((status = 201,
                description = "The upload is made, at offset 0; one of `Upload-Length: 0` is complete at once (the `Ferry-*` headers).",
                headers(("Location" = String, description = "The upload's URL, `/v1/uploads/{id}`."),
-                       ("Tus-Resumable" = String, description = "`1.0.0`."),
                        ("Upload-Offset" = u64, description = "`0`."),
-                       ("Upload-Expires" = String, description = "When the upload expires unless a part comes (an HTTP date)."),
-                       ("Ferry-Path" = String, description = "Once complete: where the file is, from `public/` on, percent-encoded."),
-                       ("Ferry-Size" = u64, description = "Once complete: the file's bytes."),
-                       ("Ferry-Sha256" = String, description = "Once complete: the file's SHA-256, lowercase hex."),
-                       ("Ferry-Renamed-From" = String, description = "Once complete, when the name had to be made safe: the name as sent, percent-encoded."))))
+                       ("Upload-Expires" = String, description = "When the upload expires unless a part comes (an HTTP date)."))))
 )]
 async fn create(
     State(state): State<AppState>,
@@ -836,16 +908,11 @@ async fn create(
     security(("bearer" = [])),
     params(("id" = String, Path, description = "The upload's id."), TusHeaders),
     responses((status = 200, description = "Where the upload stands, in the headers; no body.",
-               headers(("Tus-Resumable" = String, description = "`1.0.0`."),
-                       ("Upload-Offset" = u64, description = "The bytes received."),
+               headers(("Upload-Offset" = u64, description = "The bytes received."),
                        ("Upload-Length" = u64, description = "The bytes declared."),
                        ("Upload-Expires" = String, description = "While in progress and no part is being written: when it expires (an HTTP date)."),
                        ("Upload-Metadata" = String, description = "The metadata the upload was declared with, when any."),
-                       ("Cache-Control" = String, description = "`no-store`."),
-                       ("Ferry-Path" = String, description = "Once complete: where the file is, from `public/` on, percent-encoded."),
-                       ("Ferry-Size" = u64, description = "Once complete: the file's bytes."),
-                       ("Ferry-Sha256" = String, description = "Once complete: the file's SHA-256, lowercase hex."),
-                       ("Ferry-Renamed-From" = String, description = "Once complete, when the name had to be made safe: the name as sent, percent-encoded."))))
+                       ("Cache-Control" = String, description = "`no-store`."))))
 )]
 async fn head(
     State(state): State<AppState>,
@@ -917,8 +984,7 @@ struct UploadStatus {
     security(("bearer" = [])),
     params(("id" = String, Path, description = "The upload's id.")),
     responses((status = 200, description = "Where the upload stands.", body = UploadStatus,
-               headers(("Cache-Control" = String, description = "`no-store`."),
-                       ("Tus-Resumable" = String, description = "`1.0.0`."))))
+               headers(("Cache-Control" = String, description = "`no-store`."))))
 )]
 async fn status(
     State(state): State<AppState>,
@@ -959,8 +1025,7 @@ async fn status(
     tag = "resumable",
     security(("bearer" = [])),
     params(("id" = String, Path, description = "The upload's id."), TusHeaders),
-    responses((status = 204, description = "The upload is ended (a placed file stays).",
-               headers(("Tus-Resumable" = String, description = "`1.0.0`."))))
+    responses((status = 204, description = "The upload is ended (a placed file stays)."))
 )]
 async fn terminate(
     State(state): State<AppState>,
@@ -1144,13 +1209,8 @@ struct PartOutcome {
                  description = "The part's bytes, from `Upload-Offset` on."),
     responses((status = 204,
                description = "The part is kept; the last one places the file (the `Ferry-*` headers).",
-               headers(("Tus-Resumable" = String, description = "`1.0.0`."),
-                       ("Upload-Offset" = u64, description = "The bytes received now."),
-                       ("Upload-Expires" = String, description = "While incomplete: when it expires unless another part comes (an HTTP date)."),
-                       ("Ferry-Path" = String, description = "Once complete: where the file is, from `public/` on, percent-encoded."),
-                       ("Ferry-Size" = u64, description = "Once complete: the file's bytes."),
-                       ("Ferry-Sha256" = String, description = "Once complete: the file's SHA-256, lowercase hex."),
-                       ("Ferry-Renamed-From" = String, description = "Once complete, when the name had to be made safe: the name as sent, percent-encoded."))))
+               headers(("Upload-Offset" = u64, description = "The bytes received now."),
+                       ("Upload-Expires" = String, description = "While incomplete: when it expires unless another part comes (an HTTP date)."))))
 )]
 async fn patch(
     State(state): State<AppState>,

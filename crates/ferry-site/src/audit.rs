@@ -409,6 +409,15 @@ mod tests {
         assert_eq!(site.sweep_audit(SystemTime::now()).unwrap(), 0);
         let past = SystemTime::now() + Duration::from_secs(91 * 86_400);
         assert_eq!(site.sweep_audit(past).unwrap(), 3);
+        let last_of_cy = || {
+            site.audit_records(&AuditFilter {
+                person: Some("cy".into()),
+                limit: 1,
+                ..Default::default()
+            })
+            .unwrap()
+            .remove(0)
+        };
         // A path at the limit is kept whole; one past it, cut to the limit (and a cut
         // never splits a character).
         for (len, kept) in [
@@ -419,14 +428,7 @@ mod tests {
         ] {
             let long = format!("public/{}", "a".repeat(len - "public/".len()));
             site.audit(&AuditEntry::new("cy", "person", AuditAction::Move, &long).to(&long));
-            let got = site
-                .audit_records(&AuditFilter {
-                    person: Some("cy".into()),
-                    limit: 1,
-                    ..Default::default()
-                })
-                .unwrap()
-                .remove(0);
+            let got = last_of_cy();
             assert_eq!(
                 (got.path.len(), got.to.map(|t| t.len())),
                 (kept, Some(kept)),
@@ -437,14 +439,7 @@ mod tests {
         site.audit(
             &AuditEntry::new("cy", "person", AuditAction::Move, "public/a\0b").to("public/\0"),
         );
-        let got = site
-            .audit_records(&AuditFilter {
-                person: Some("cy".into()),
-                limit: 1,
-                ..Default::default()
-            })
-            .unwrap()
-            .remove(0);
+        let got = last_of_cy();
         assert_eq!(
             (got.path.as_str(), got.to.as_deref()),
             ("public/a\u{2400}b", Some("public/\u{2400}"))

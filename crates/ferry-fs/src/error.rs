@@ -10,8 +10,9 @@ pub enum FsError {
     /// No path was given at all.
     #[error("the path is empty")]
     EmptyPath,
-    /// The path is over the 4096-byte limit the kernel accepts.
-    #[error("the path is longer than 4096 bytes")]
+    /// The path is over the 4096-byte limit the kernel accepts, or a name in it over
+    /// the 255 bytes of a name (the kernel's `ENAMETOOLONG` says either).
+    #[error("the path is longer than 4096 bytes, or a name in it longer than 255 bytes")]
     PathTooLong,
     /// The path holds a NUL byte, which no system call can pass on.
     #[error("the path contains a NUL byte")]

@@ -63,29 +63,35 @@ impl Described {
                     .build(),
             )
             .build();
-        for item in openapi.paths.paths.values_mut() {
-            for operation in [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.options,
-                &mut item.head,
-                &mut item.patch,
-            ]
-            .into_iter()
-            .flatten()
-            {
-                operation
-                    .responses
-                    .responses
-                    .entry("default".to_owned())
-                    .or_insert_with(|| RefOr::T(error.clone()));
-            }
+        for operation in operations_mut(&mut openapi) {
+            operation
+                .responses
+                .responses
+                .entry("default".to_owned())
+                .or_insert_with(|| RefOr::T(error.clone()));
         }
         let json = serde_json::to_vec(&openapi).unwrap_or_default();
         Described(Bytes::from(json))
     }
+}
+
+/// Every operation of `openapi`, whatever its method.
+pub(crate) fn operations_mut(
+    openapi: &mut OpenApi,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    openapi.paths.paths.values_mut().flat_map(|item| {
+        [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+    })
 }
 
 /// The schema of an error's `code`: one of the spellings of [`Code`].

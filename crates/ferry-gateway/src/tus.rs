@@ -155,40 +155,28 @@ fn describe_common_headers(openapi: &mut utoipa::openapi::OpenApi) {
              percent-encoded.",
         ),
     ];
-    for item in openapi.paths.paths.values_mut() {
-        for operation in [
-            &mut item.options,
-            &mut item.post,
-            &mut item.get,
-            &mut item.head,
-            &mut item.patch,
-            &mut item.delete,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let more: &[_] = match operation.operation_id.as_deref() {
-                Some("tusOptions" | "tusOptionsUpload") => &discovery,
-                Some("createUpload" | "headUpload" | "patchUpload") => &completed,
-                _ => &[],
+    for operation in crate::openapi::operations_mut(openapi) {
+        let more: &[_] = match operation.operation_id.as_deref() {
+            Some("tusOptions" | "tusOptionsUpload") => &discovery,
+            Some("createUpload" | "headUpload" | "patchUpload") => &completed,
+            _ => &[],
+        };
+        for response in operation.responses.responses.values_mut() {
+            let utoipa::openapi::RefOr::T(response) = response else {
+                continue;
             };
-            for response in operation.responses.responses.values_mut() {
-                let utoipa::openapi::RefOr::T(response) = response else {
-                    continue;
+            for (name, count, description) in every.iter().chain(more) {
+                let kind = match count {
+                    true => schema::Type::Integer,
+                    false => schema::Type::String,
                 };
-                for (name, count, description) in every.iter().chain(more) {
-                    let kind = match count {
-                        true => schema::Type::Integer,
-                        false => schema::Type::String,
-                    };
-                    let header = utoipa::openapi::HeaderBuilder::new()
-                        .schema(Some(schema::ObjectBuilder::new().schema_type(kind)))
-                        .description(Some(*description))
-                        .build();
-                    response
-                        .headers
-                        .insert(header_name(name.as_str()), header.into());
-                }
+                let header = utoipa::openapi::HeaderBuilder::new()
+                    .schema(Some(schema::ObjectBuilder::new().schema_type(kind)))
+                    .description(Some(*description))
+                    .build();
+                response
+                    .headers
+                    .insert(header_name(name.as_str()), header.into());
             }
         }
     }

@@ -10,7 +10,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::NodeError;
 use crate::frame::{FRAME_DATA_MAX_BYTES, Frame, Kind, RequestBody, ResponseBody};
-use crate::shared::{Event, Shared, charge};
+use crate::shared::{DATA_FRAME_OVERHEAD_BYTES, Event, Shared, charge};
+
+/// Window a reader takes before it gives it back in one grant.
+const GRANT_BATCH_BYTES: u32 = crate::mux::STREAM_WINDOW_BYTES / 4;
+/// The most window one data frame costs.
+const FRAME_COST_MAX: u32 = FRAME_DATA_MAX_BYTES as u32 + DATA_FRAME_OVERHEAD_BYTES;
+// A sender stalls with more than the window less one frame outstanding; that must be a
+// whole batch, or a grant might never come.
+const _: () = assert!(crate::mux::STREAM_WINDOW_BYTES - FRAME_COST_MAX >= GRANT_BATCH_BYTES);
 
 /// One stream of one link, as a handle sees it.
 struct StreamRef {
@@ -46,9 +54,11 @@ impl DataReader {
         match event {
             Some(Event::Data(bytes)) => {
                 self.ungranted += charge(bytes.len());
-                // Give back in batches, but at once whenever nothing more is queued: the
-                // sender may be waiting for exactly this credit.
-                if self.ungranted >= crate::mux::STREAM_WINDOW_BYTES / 4 || self.events.is_empty() {
+                // Given back in batches only: a sender waiting for window has more than
+                // `STREAM_WINDOW_BYTES - FRAME_COST_MAX` outstanding, at least a batch, so
+                // a reader that takes what came always gives it some. A trickle of small
+                // frames (keystrokes, their echoes) then costs no window frame each way.
+                if self.ungranted >= GRANT_BATCH_BYTES {
                     self.stream.shared.grant(self.stream.id, self.ungranted);
                     self.ungranted = 0;
                 }

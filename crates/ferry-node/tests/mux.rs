@@ -346,6 +346,53 @@ async fn a_sender_never_has_more_than_the_window_in_flight() {
     );
 }
 
+/// A reader gives window back in batches of a quarter window, never a grant per small
+/// frame (a keystroke's echo would cost a window frame each way), and it never holds back
+/// more than a batch, so a sender that fills its window with small frames is given room.
+#[tokio::test]
+async fn window_comes_back_in_batches_of_a_quarter() {
+    const PIECE: usize = 1000;
+    let batch = u64::from(STREAM_WINDOW_BYTES) / 4;
+    let cost = (PIECE + DATA_FRAME_OVERHEAD_BYTES as usize) as u64;
+    // The peer sends no heartbeats: the link must not time out while the test runs.
+    let mut patient = config(Role::Gateway);
+    patient.heartbeat_timeout = Duration::from_secs(30);
+    let (link, mut peer) = raw_peer(patient, None);
+    let call = link.open("fetch", json!({}), false).unwrap();
+    let id = call.id();
+    peer.next(Duration::from_secs(1)).await.unwrap(); // the request
+    peer.send(Frame::control(
+        Kind::Response,
+        id,
+        false,
+        &ResponseBody { result: json!({}) },
+    ))
+    .await;
+    let mut body = call.response().await.unwrap().body;
+    let piece = Bytes::from(vec![b'k'; PIECE]);
+    // Everything a full window holds, each piece read as it comes, as a terminal would.
+    let pieces = u64::from(STREAM_WINDOW_BYTES) / cost;
+    let mut held = 0u64;
+    let mut granted = 0u64;
+    for _ in 0..pieces {
+        peer.send(Frame::data(id, piece.clone(), false)).await;
+        assert_eq!(body.next().await.unwrap().unwrap().len(), PIECE);
+        held += cost;
+        if held >= batch {
+            let frame = peer.next(Duration::from_secs(2)).await;
+            let frame = frame.expect("a grant once a batch is taken");
+            assert_eq!((frame.kind, frame.stream), (Kind::Window, id));
+            assert_eq!(u64::from(frame.body::<WindowBody>().unwrap().grant), held);
+            granted += held;
+            held = 0;
+        } else if let Some(frame) = peer.next(Duration::from_millis(1)).await {
+            panic!("a {:?} frame with only {held} bytes taken", frame.kind);
+        }
+    }
+    assert!(granted >= pieces * cost - batch, "granted {granted}");
+    assert!(link.is_open());
+}
+
 #[tokio::test]
 async fn data_past_the_window_closes_the_link_with_bad_frame() {
     let (link, mut peer) = raw_peer(config(Role::Gateway), None);

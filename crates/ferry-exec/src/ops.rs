@@ -330,17 +330,6 @@ impl Executor {
         after: Option<&str>,
         limit: Option<usize>,
     ) -> Result<(Vec<FileInfo>, usize), RequestError> {
-        // Names first (one getdents pass), then metadata for the page alone.
-        let page = |mut names: Vec<String>| {
-            names.retain(|name| !ferry_fs::is_temporary(name));
-            names.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-            let total = names.len();
-            let start = after.map_or(0, |last| {
-                names.partition_point(|n| n.as_bytes() <= last.as_bytes())
-            });
-            let end = limit.map_or(total, |l| total.min(start.saturating_add(l)));
-            (names.drain(start..end).collect::<Vec<_>>(), total)
-        };
         let target = self.scope.resolve(path)?;
         let opened;
         let dir = if target.rel.is_empty() {
@@ -349,14 +338,21 @@ impl Executor {
             opened = target.dir.open_dir(&target.rel, target.follow)?;
             &opened
         };
-        let (names, total) = page(dir.names()?);
-        let mut entries = Vec::with_capacity(names.len());
-        for name in names {
+        // Names first (sorted, and remembered while the folder is unchanged, so a later
+        // page does not read the folder again), then metadata for the page alone.
+        let names = dir.listing_names()?;
+        let total = names.len();
+        let start = after.map_or(0, |last| {
+            names.partition_point(|n| n.as_bytes() <= last.as_bytes())
+        });
+        let end = limit.map_or(total, |l| total.min(start.saturating_add(l)));
+        let mut entries = Vec::with_capacity(end - start);
+        for name in &names[start..end] {
             // Gone since the names were read: not listed.
-            let Ok(meta) = dir.metadata(&name) else {
+            let Ok(meta) = dir.metadata(name) else {
                 continue;
             };
-            entries.push(info_from(name, &meta));
+            entries.push(info_from(name.clone(), &meta));
         }
         Ok((entries, total))
     }

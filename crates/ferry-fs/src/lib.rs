@@ -8,6 +8,7 @@ mod budget;
 mod digest;
 mod dir;
 mod error;
+mod listing;
 mod name;
 mod path;
 mod random;

@@ -156,6 +156,13 @@ fn line_of(entry: &FileInfo) -> String {
 /// backslash) or starts with a quote; then as a quoted, escaped string (`"a\nb"`), which
 /// still spells it exactly.
 pub(crate) fn in_text(name: &str) -> std::borrow::Cow<'_, str> {
+    // Printable ASCII but for `"` and `\\` is what `{:?}` leaves as it is: most names.
+    if name
+        .bytes()
+        .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+    {
+        return std::borrow::Cow::Borrowed(name);
+    }
     let escaped = format!("{name:?}");
     if escaped.len() == name.len() + 2 && !name.starts_with('"') {
         std::borrow::Cow::Borrowed(name)
@@ -212,6 +219,22 @@ mod tests {
         assert_eq!(in_text("x\u{202e}txt.exe"), "\"x\\u{202e}txt.exe\"");
         assert_eq!(in_text("e\u{1b}[31m"), "\"e\\u{1b}[31m\"");
         assert_eq!(in_text("\"quoted\""), "\"\\\"quoted\\\"\"");
+    }
+
+    /// The quick way for plain names gives what the rule gives, for every ASCII character.
+    #[test]
+    fn plain_names_are_shown_as_debug_formatting_would() {
+        for byte in 0u8..=127 {
+            let name = format!("a{}b", byte as char);
+            let escaped = format!("{name:?}");
+            let by_rule = if escaped.len() == name.len() + 2 {
+                name.clone()
+            } else {
+                escaped
+            };
+            assert_eq!(in_text(&name), by_rule, "byte {byte}");
+        }
+        assert_eq!(in_text("\"hi"), "\"\\\"hi\"");
     }
 
     #[test]

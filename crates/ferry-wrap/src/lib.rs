@@ -42,14 +42,27 @@ const MARKERS: [&str; 4] = [
     "EXTERNALCONTENT>>>",
 ];
 
+/// Text that holds no marker whatever it says: ASCII without a bracket, where every marker
+/// has three (in ASCII only `<` and `>` look like one). Most text is, and skips the
+/// skeleton.
+fn cannot_hold_marker(text: &str) -> bool {
+    text.is_ascii() && !text.bytes().any(|b| b == b'<' || b == b'>')
+}
+
 /// Whether `text` holds anything a reader could take for a wrapper's marker.
 pub fn holds_marker(text: &str) -> bool {
+    if cannot_hold_marker(text) {
+        return false;
+    }
     let skeleton = Skeleton::of(text);
     (0..skeleton.len()).any(|at| marker_at(&skeleton, at).is_some())
 }
 
 /// Replaces every look-alike of a wrapper marker in `content` with [`SANITIZED`].
 pub fn sanitize(content: &str) -> String {
+    if cannot_hold_marker(content) {
+        return content.to_owned();
+    }
     let skeleton = Skeleton::of(content);
     let mut cuts: Vec<(usize, usize)> = Vec::new();
     let mut at = 0;

@@ -553,7 +553,10 @@ fn list_dir(
     *budget -= entries.len();
     let mut nodes = Vec::with_capacity(entries.len());
     for entry in entries {
-        let child_path = format!("{path}/{}", entry.name);
+        let mut child_path = String::with_capacity(path.len() + 1 + entry.name.len());
+        child_path.push_str(path);
+        child_path.push('/');
+        child_path.push_str(&entry.name);
         let managed =
             depth == 0 && entry.name == ATTACHMENTS_DIR_NAME && entry.meta.kind == EntryKind::Dir;
         let (kind, size, children) = match entry.meta.kind {

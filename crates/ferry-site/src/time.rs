@@ -13,12 +13,30 @@ pub fn rfc3339(t: SystemTime) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    if !(0..=9999).contains(&y) {
+        return format!(
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+            rem / 3600,
+            rem % 3600 / 60,
+            rem % 60
+        );
+    }
+    // Written digit by digit: a listing writes one per entry, and `format!`'s padding
+    // was a tenth of a 10,000-entry listing's time.
+    let mut out = *b"0000-00-00T00:00:00Z";
+    let mut put = |at: usize, width: usize, mut value: u64| {
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    };
+    put(0, 4, y as u64);
+    put(5, 2, u64::from(m));
+    put(8, 2, u64::from(d));
+    put(11, 2, rem / 3600);
+    put(14, 2, rem % 3600 / 60);
+    put(17, 2, rem % 60);
+    out.iter().map(|&b| char::from(b)).collect()
 }
 
 /// The instant `text` names: `2026-11-30T10:00:00Z` (UTC, whole seconds, as
@@ -70,6 +88,16 @@ pub fn parse_instant(text: &str) -> Option<SystemTime> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn instants_are_written_as_rfc_3339() {
+        let at = |secs: u64| rfc3339(UNIX_EPOCH + Duration::from_secs(secs));
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_796_032_859), "2026-11-30T10:00:59Z");
+        assert_eq!(at(253_402_300_799), "9999-12-31T23:59:59Z");
+        assert_eq!(at(253_402_300_800), "10000-01-01T00:00:00Z");
+    }
 
     #[test]
     fn instants_are_read_back_as_written_and_nothing_else_is() {

@@ -503,7 +503,7 @@ pub mod fuzzing {
     pub fn tools() -> Vec<(&'static str, Value)> {
         let mut tools: Vec<_> = crate::spec::ALL
             .iter()
-            .map(|spec| (spec.name, spec.input_schema()))
+            .map(|spec| (spec.name, spec.input_schema().into_owned()))
             .collect();
         tools.push((WORKER_TOOL, crate::worker_mcp::input_schema()));
         tools

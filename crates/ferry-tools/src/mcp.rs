@@ -137,7 +137,7 @@ impl ServerHandler for McpServer {
                     "name": spec.name,
                     "title": spec.title,
                     "description": spec.description,
-                    "inputSchema": spec.input_schema(),
+                    "inputSchema": spec.input_schema().into_owned(),
                     "annotations": {
                         "title": spec.title,
                         "readOnlyHint": spec.read_only,

@@ -197,11 +197,18 @@ fn read_lines(reader: &mut impl BufRead, range: &Range, path: &str) -> Result<Li
                 visible = rest;
             }
         }
-        let prefix = format!("{number:>6}\t");
-        let text = String::from_utf8_lossy(visible);
+        let prefix = line_prefix(number);
+        // Checked whole first: `from_utf8_lossy` walks a valid line byte by byte.
+        let text = match std::str::from_utf8(visible) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(visible),
+        };
         if whole && prefix.len() + text.len() < budget {
             budget -= prefix.len() + text.len() + 1;
-            lines.numbered.push(format!("{prefix}{text}"));
+            let mut line = String::with_capacity(prefix.len() + text.len());
+            line.push_str(&prefix);
+            line.push_str(&text);
+            lines.numbered.push(line);
             continue;
         }
         let start = if number == first { offset } else { 0 };
@@ -217,6 +224,19 @@ fn read_lines(reader: &mut impl BufRead, range: &Range, path: &str) -> Result<Li
         break;
     }
     Ok(lines)
+}
+
+/// `     7\t`: a line's number right-aligned in six columns and a tab, as `cat -n` shows
+/// it. Written without `format!`, whose padding was most of a read's own time.
+fn line_prefix(number: u64) -> String {
+    let digits = number.to_string();
+    let mut prefix = String::with_capacity(digits.len().max(6) + 1);
+    for _ in digits.len()..6 {
+        prefix.push(' ');
+    }
+    prefix.push_str(&digits);
+    prefix.push('\t');
+    prefix
 }
 
 /// Reads the next line into `raw`, at most one byte more than a reply holds: one huge
@@ -394,6 +414,13 @@ pub(crate) fn io_error(e: std::io::Error) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_numbers_are_right_aligned_in_six_columns() {
+        for number in [0u64, 1, 9, 10, 99_999, 999_999, 1_000_000, u64::MAX] {
+            assert_eq!(line_prefix(number), format!("{number:>6}\t"));
+        }
+    }
 
     /// The longest first line one reply holds whole: the budget less `     1\t` and `\n`.
     const LINE_1_MAX_BYTES: usize = FILE_READ_MAX_BYTES as usize - 8;

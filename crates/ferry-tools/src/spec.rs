@@ -2,6 +2,9 @@
 //! `tools/list` shows them, and the function a call runs. Every schema has
 //! `additionalProperties: false` (T-MCP).
 
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
 use ferry_codes::Code;
 use serde_json::{Value, json};
 
@@ -82,8 +85,18 @@ impl ToolSpec {
         matches!(self.body, Body::OnNode(_))
     }
 
-    /// The input schema: a closed object.
-    pub fn input_schema(&self) -> Value {
+    /// The input schema: a closed object. Made once per tool of [`ALL`]: every call's
+    /// arguments are checked against it.
+    pub fn input_schema(&self) -> Cow<'static, Value> {
+        static MADE: OnceLock<Vec<Value>> = OnceLock::new();
+        let made = MADE.get_or_init(|| ALL.iter().map(ToolSpec::make_input_schema).collect());
+        match ALL.iter().position(|spec| spec.name == self.name) {
+            Some(at) => Cow::Borrowed(&made[at]),
+            None => Cow::Owned(self.make_input_schema()),
+        }
+    }
+
+    fn make_input_schema(&self) -> Value {
         json!({
             "type": "object",
             "properties": (self.properties)(),

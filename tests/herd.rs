@@ -716,7 +716,10 @@ fn a_worker_talks_to_its_owner_over_mcp() {
     site.agent(
         "alice",
         "mcpworker",
-        "env | grep ^FERRY_HERD_ > \"$FERRY_HERD_DIR/results/worker-env\"; sleep 120",
+        // Written aside and moved into place, so the file the test waits for is whole.
+        "env | grep ^FERRY_HERD_ > \"$FERRY_HERD_DIR/results/worker-env.tmp\"; \
+         mv \"$FERRY_HERD_DIR/results/worker-env.tmp\" \"$FERRY_HERD_DIR/results/worker-env\"; \
+         sleep 120",
         "",
         "Work.\n",
     );
@@ -727,7 +730,10 @@ fn a_worker_talks_to_its_owner_over_mcp() {
         "alice",
         &["assign", "--agent", "mcpworker", "--task", "find it"],
     );
-    wait_for(|| env_file.exists());
+    assert!(
+        wait_for(|| env_file.exists()),
+        "the worker wrote no environment"
+    );
     let env_text = std::fs::read_to_string(&env_file).unwrap();
     let env: Vec<(&str, &str)> = env_text
         .lines()
@@ -963,10 +969,12 @@ touch "$FERRY_HERD_DIR/results/forged"
 sleep 30
 "#;
     let doer = r#"
-echo -n "$FERRY_HERD_WORKER" > "$FERRY_HERD_DIR/results/doer-address"
+echo -n "$FERRY_HERD_WORKER" > "$FERRY_HERD_DIR/results/doer-address.tmp"
+mv "$FERRY_HERD_DIR/results/doer-address.tmp" "$FERRY_HERD_DIR/results/doer-address"
 "$FERRY_HERD_BIN" herd inbox --wait 30 >/dev/null
 while [ ! -e "$FERRY_HERD_DIR/results/forged" ]; do sleep 0.1; done
-"$FERRY_HERD_BIN" herd inbox --wait 30 > "$FERRY_HERD_DIR/results/doer-saw"
+"$FERRY_HERD_BIN" herd inbox --wait 30 > "$FERRY_HERD_DIR/results/doer-saw.tmp"
+mv "$FERRY_HERD_DIR/results/doer-saw.tmp" "$FERRY_HERD_DIR/results/doer-saw"
 sleep 30
 "#;
     site.write(&home.join("forge.sh"), forge);

@@ -6,6 +6,8 @@ use sha2::{Digest, Sha256};
 
 /// Bytes hashed at a time by [`sha256_hex_of_reader`].
 const HASH_CHUNK_BYTES: usize = 256 * 1024;
+/// What a hash reads first, on the stack.
+const SMALL_CHUNK_BYTES: usize = 16 * 1024;
 
 /// Lowercase hex of `bytes` (a digest, or any short binary value).
 pub fn hex(bytes: &[u8]) -> String {
@@ -21,11 +23,21 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// memory stays flat whatever the size.
 pub fn sha256_hex_of_reader<R: Read>(reader: &mut R) -> io::Result<String> {
     let mut hasher = Sha256::new();
-    let mut chunk = vec![0u8; HASH_CHUNK_BYTES];
+    // Most files checked are small (an edit's, a delivery's): they are read through a
+    // buffer on the stack, and only a file that fills it gets the big one. A fresh
+    // 256 KiB buffer cost an edit more than everything else it did.
+    let mut small = [0u8; SMALL_CHUNK_BYTES];
+    let mut big: Vec<u8> = Vec::new();
     loop {
-        match reader.read(&mut chunk) {
+        let chunk: &mut [u8] = if big.is_empty() { &mut small } else { &mut big };
+        match reader.read(chunk) {
             Ok(0) => break,
-            Ok(n) => hasher.update(&chunk[..n]),
+            Ok(n) => {
+                hasher.update(&chunk[..n]);
+                if n == SMALL_CHUNK_BYTES && big.is_empty() {
+                    big = vec![0u8; HASH_CHUNK_BYTES];
+                }
+            }
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
             Err(error) => return Err(error),
         }
@@ -53,6 +65,24 @@ mod tests {
         let bytes: Vec<u8> = (0..=255u8).cycle().take(HASH_CHUNK_BYTES * 2 + 1).collect();
         let streamed = sha256_hex_of_reader(&mut io::Cursor::new(&bytes)).unwrap();
         assert_eq!(streamed, sha256_hex(&bytes));
+    }
+
+    /// Around the size where the big buffer takes over, and with reads that come short.
+    #[test]
+    fn streamed_around_the_small_buffer_equals_whole() {
+        for len in [
+            SMALL_CHUNK_BYTES - 1,
+            SMALL_CHUNK_BYTES,
+            SMALL_CHUNK_BYTES + 1,
+        ] {
+            let bytes: Vec<u8> = (0..=250u8).cycle().take(len).collect();
+            let whole = sha256_hex(&bytes);
+            assert_eq!(sha256_hex_of_reader(&mut &bytes[..]).unwrap(), whole);
+            // A first read that comes short.
+            let (a, rest) = bytes.split_at(3);
+            let mut short = a.chain(rest);
+            assert_eq!(sha256_hex_of_reader(&mut short).unwrap(), whole);
+        }
     }
 
     #[test]

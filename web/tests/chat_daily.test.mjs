@@ -17,6 +17,7 @@ import {
   sendChat,
   chatRegion,
   messages,
+  conversation,
   recordAssistantStates,
   waitUntil,
   problems,
@@ -66,8 +67,13 @@ test('a reply in Markdown is rendered, and nothing hostile in it runs', { timeou
     try {
       const start = page.url();
       await recordAssistantStates(page);
-      await sendChat(page, `show me markdown at ${width}`);
-      const reply = messages(page, 'assistant').last();
+      const asked = `show me markdown at ${width}`;
+      await sendChat(page, asked);
+      // The reply to this very message: the conversation's history (the reply at the
+      // other width among it) may arrive after the message is sent.
+      const reply = conversation(page).locator(
+        `[data-role="user"]:has-text("${asked}") + [data-role="assistant"]`,
+      );
       await reply.locator('table').waitFor({ state: 'visible', timeout: 15000 });
       await waitUntil(async () => (await reply.getAttribute('aria-busy')) === null, {
         timeout: 15000,

@@ -9,13 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{config, drain, linked, raw_peer};
+use common::{RawPeer, config, drain, linked, raw_peer};
 use ferry_codes::Code;
 use ferry_node::frame::{
     ErrorBody, FRAME_DATA_MAX_BYTES, Frame, Kind, RequestBody, ResponseBody, WindowBody,
 };
 use ferry_node::mux::{DATA_FRAME_OVERHEAD_BYTES, Handler, Role, STREAM_WINDOW_BYTES, handler};
-use ferry_node::{Incoming, NodeError};
+use ferry_node::{Call, Incoming, Link, NodeError};
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -346,6 +346,22 @@ async fn a_sender_never_has_more_than_the_window_in_flight() {
     );
 }
 
+/// A `fetch` call of `link` that the raw `peer` has answered with a head (and a body to
+/// follow): its stream id, and the call.
+async fn answered_fetch(link: &Link, peer: &mut RawPeer) -> (u32, Call) {
+    let call = link.open("fetch", json!({}), false).unwrap();
+    let id = call.id();
+    peer.next(Duration::from_secs(1)).await.unwrap(); // the request
+    peer.send(Frame::control(
+        Kind::Response,
+        id,
+        false,
+        &ResponseBody { result: json!({}) },
+    ))
+    .await;
+    (id, call)
+}
+
 /// A reader gives window back in batches of a quarter window, never a grant per small
 /// frame (a keystroke's echo would cost a window frame each way), and it never holds back
 /// more than a batch, so a sender that fills its window with small frames is given room.
@@ -358,16 +374,7 @@ async fn window_comes_back_in_batches_of_a_quarter() {
     let mut patient = config(Role::Gateway);
     patient.heartbeat_timeout = Duration::from_secs(30);
     let (link, mut peer) = raw_peer(patient, None);
-    let call = link.open("fetch", json!({}), false).unwrap();
-    let id = call.id();
-    peer.next(Duration::from_secs(1)).await.unwrap(); // the request
-    peer.send(Frame::control(
-        Kind::Response,
-        id,
-        false,
-        &ResponseBody { result: json!({}) },
-    ))
-    .await;
+    let (id, call) = answered_fetch(&link, &mut peer).await;
     let mut body = call.response().await.unwrap().body;
     let piece = Bytes::from(vec![b'k'; PIECE]);
     // Everything a full window holds, each piece read as it comes, as a terminal would.
@@ -396,16 +403,7 @@ async fn window_comes_back_in_batches_of_a_quarter() {
 #[tokio::test]
 async fn data_past_the_window_closes_the_link_with_bad_frame() {
     let (link, mut peer) = raw_peer(config(Role::Gateway), None);
-    let call = link.open("fetch", json!({}), false).unwrap();
-    let id = call.id();
-    peer.next(Duration::from_secs(1)).await.unwrap(); // the request
-    peer.send(Frame::control(
-        Kind::Response,
-        id,
-        false,
-        &ResponseBody { result: json!({}) },
-    ))
-    .await;
+    let (id, call) = answered_fetch(&link, &mut peer).await;
     let piece = Bytes::from(vec![0u8; FRAME_DATA_MAX_BYTES]);
     for _ in 0..5 {
         peer.send_raw(Frame::data(id, piece.clone(), false).encode())

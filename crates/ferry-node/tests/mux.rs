@@ -403,7 +403,7 @@ async fn window_comes_back_in_batches_of_a_quarter() {
 #[tokio::test]
 async fn data_past_the_window_closes_the_link_with_bad_frame() {
     let (link, mut peer) = raw_peer(config(Role::Gateway), None);
-    let (id, call) = answered_fetch(&link, &mut peer).await;
+    let (id, _call) = answered_fetch(&link, &mut peer).await;
     let piece = Bytes::from(vec![0u8; FRAME_DATA_MAX_BYTES]);
     for _ in 0..5 {
         peer.send_raw(Frame::data(id, piece.clone(), false).encode())

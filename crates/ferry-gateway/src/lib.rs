@@ -227,7 +227,7 @@ impl AppState {
         let mut tokens = self.relay_tokens.lock().await;
         // Still valid? An operator may have revoked it with `ferry token revoke`.
         if let Some(token) = tokens.get(person)
-            && self.site.authenticate(token)?.is_some()
+            && self.site.authenticate_async(token).await?.is_some()
         {
             return Ok(token.clone());
         }

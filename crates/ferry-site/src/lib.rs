@@ -68,7 +68,7 @@ pub use temporaries::TEMPORARY_STALE;
 pub use time::{parse_instant, rfc3339};
 pub use tokens::{Principal, TokenKind};
 pub use trash::{TrashEntry, TrashError, TrashRoom, Trashed, open_trash, purge_trash};
-pub use usage::{Counter, QuotaClaim, USAGE_RECOUNT_AFTER};
+pub use usage::{Counter, QuotaClaim, USAGE_RECOUNT_AFTER, uncountable};
 pub use workspace::{Workspace, open_container};
 
 #[doc(hidden)]

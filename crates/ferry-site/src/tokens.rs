@@ -143,27 +143,52 @@ impl Site {
 
     /// The principal behind a presented token, or `None` for an unknown or malformed one.
     pub fn authenticate(&self, token: &str) -> Result<Option<Principal>, SiteError> {
-        let Some(prefix) = token.get(..TOKEN_PREFIX_CHARS) else {
+        let Some(prefix) = presented_prefix(token) else {
             return Ok(None);
         };
-        if !token.starts_with(TOKEN_TAG) || token.len() > 128 {
-            return Ok(None);
-        }
-        let row: Option<(Vec<u8>, String, String)> = self.db.row(
-            "SELECT hash, person, kind FROM tokens WHERE prefix = ?1",
-            params![prefix],
-            |r| Ok::<_, SiteError>((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )?;
-        let Some((stored, person, kind)) = row else {
-            return Ok(None);
-        };
-        if !bool::from(stored.as_slice().ct_eq(hash(token).as_slice())) {
-            return Ok(None);
-        }
-        Ok(TokenKind::parse(&kind).map(|kind| Principal {
-            person,
-            kind,
-            handle: prefix.to_owned(),
-        }))
+        let row = self.db.row(TOKEN_LOOKUP, params![prefix], token_row)?;
+        Ok(principal_of(token, prefix, row))
     }
+
+    /// [`Site::authenticate`] for an async task (every request's check): on PostgreSQL it
+    /// waits on the network without holding one of the runtime's threads.
+    pub async fn authenticate_async(&self, token: &str) -> Result<Option<Principal>, SiteError> {
+        let Some(prefix) = presented_prefix(token) else {
+            return Ok(None);
+        };
+        let row = self
+            .db
+            .row_async(TOKEN_LOOKUP, params![prefix], token_row)
+            .await?;
+        Ok(principal_of(token, prefix, row))
+    }
+}
+
+/// A token's row: its hash, person and kind.
+const TOKEN_LOOKUP: &str = "SELECT hash, person, kind FROM tokens WHERE prefix = ?1";
+
+type TokenRow = (Vec<u8>, String, String);
+
+fn token_row(r: &ferry_sql::Row) -> Result<TokenRow, SiteError> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+}
+
+/// The prefix a token is looked up by, unless the token cannot be one of ferry's.
+fn presented_prefix(token: &str) -> Option<&str> {
+    let prefix = token.get(..TOKEN_PREFIX_CHARS)?;
+    (token.starts_with(TOKEN_TAG) && token.len() <= 128).then_some(prefix)
+}
+
+/// The principal `token` is, given the row stored under its prefix: only when the whole
+/// token hashes to what was stored (compared in constant time).
+fn principal_of(token: &str, prefix: &str, row: Option<TokenRow>) -> Option<Principal> {
+    let (stored, person, kind) = row?;
+    if !bool::from(stored.as_slice().ct_eq(hash(token).as_slice())) {
+        return None;
+    }
+    TokenKind::parse(&kind).map(|kind| Principal {
+        person,
+        kind,
+        handle: prefix.to_owned(),
+    })
 }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use ferry_fs::{Budget, Follow, FsError};
 
+use crate::db::{Exec, params};
 use crate::layout::{self, TERMINAL_OUTPUT_DIR};
 use crate::{Site, SiteError};
 
@@ -87,6 +88,17 @@ impl Account {
         // so they stay added (counted twice at worst, until the next count).
         tally.recent = tally.recent.saturating_sub(recent_before);
         Ok(())
+    }
+}
+
+/// A count whose folders could not be looked up, with the lookup's own code.
+pub fn uncountable(e: SiteError) -> FsError {
+    match e {
+        SiteError::Fs(e) => e,
+        e => FsError::Relayed {
+            code: e.code(),
+            message: e.to_string(),
+        },
     }
 }
 
@@ -190,16 +202,28 @@ impl Drop for QuotaClaim {
 impl Site {
     /// The folders, relative to the site, whose files count against `person`'s quota:
     /// `public/` of the main workspace and of each project, the saved command output, and
-    /// the trash.
-    pub fn usage_roots(&self, person: &str) -> Result<Vec<String>, SiteError> {
-        let mut roots = vec![layout::public_of(&layout::home(person))];
-        for project in self.projects(person)? {
-            roots.push(layout::public_of(&layout::project(person, &project.id)));
+    /// the trash. They are looked up when called, which is when a count is due: a claim
+    /// whose count is still fresh asks the database nothing.
+    pub fn usage_roots(
+        &self,
+        person: &str,
+    ) -> impl Fn() -> Result<Vec<String>, SiteError> + Send + Sync + 'static {
+        let (db, person) = (self.db.clone(), person.to_owned());
+        move || {
+            let mut roots = vec![layout::public_of(&layout::home(&person))];
+            let projects: Vec<String> = db.rows(
+                "SELECT id FROM projects WHERE person = ?1 ORDER BY id",
+                params![person],
+                |r| r.get(0),
+            )?;
+            for project in projects {
+                roots.push(layout::public_of(&layout::project(&person, &project)));
+            }
+            roots.push(layout::private_sub(&person, TERMINAL_OUTPUT_DIR));
+            // What a delete moved into the trash still takes room until it leaves it.
+            roots.push(layout::trash(&person));
+            Ok(roots)
         }
-        roots.push(layout::private_sub(person, TERMINAL_OUTPUT_DIR));
-        // What a delete moved into the trash still takes room until it leaves it.
-        roots.push(layout::trash(person));
-        Ok(roots)
     }
 
     /// Counts `person`'s bytes now, as the service (a fresh walk, no cache).
@@ -252,10 +276,10 @@ impl Site {
     /// The service's walk of `person`'s counted folders.
     fn service_counter(&self, person: &str) -> Result<Counter, SiteError> {
         let root = self.root().try_clone()?;
-        let roots = self.usage_roots(person)?;
+        let roots = self.usage_roots(person);
         Ok(Arc::new(move || {
             let mut total = 0u64;
-            for rel in &roots {
+            for rel in &roots().map_err(uncountable)? {
                 match root.open_dir(rel, Follow::Never) {
                     Ok(dir) => total = total.saturating_add(dir.file_bytes()?),
                     // Missing, or not a folder ferry writes into (a link is never followed).

@@ -180,10 +180,7 @@ pub trait Exec {
         params: &[Value],
         map: impl FnOnce(&Row) -> Result<T, E>,
     ) -> Result<Option<T>, E> {
-        match self.run(sql, params, Want::Rows)? {
-            Output::Rows(rows) => rows.first().map(map).transpose(),
-            Output::Count(_) => Ok(None),
-        }
+        first_row(self.run(sql, params, Want::Rows)?, map)
     }
 
     /// Whether the statement returns any row.
@@ -205,6 +202,14 @@ pub trait Exec {
             Output::Rows(rows) => rows.iter().map(map).collect(),
             Output::Count(_) => Ok(Vec::new()),
         }
+    }
+}
+
+/// The first of `output`'s rows, mapped.
+fn first_row<T, E>(output: Output, map: impl FnOnce(&Row) -> Result<T, E>) -> Result<Option<T>, E> {
+    match output {
+        Output::Rows(rows) => rows.first().map(map).transpose(),
+        Output::Count(_) => Ok(None),
     }
 }
 
@@ -317,6 +322,24 @@ impl Db {
             Inner::Sqlite(db) => db.migrate(migrations),
             Inner::Postgres(pool) => pool.migrate(migrations),
         }
+    }
+
+    /// [`Exec::row`] for an async task, which must not block a runtime's thread on
+    /// PostgreSQL: there the statement goes through one connection the caller's runtime
+    /// drives, shared by every such lookup. On SQLite it is made here, as `row` would
+    /// (a page-cache read behind the database's lock).
+    pub async fn row_async<T, E: From<Error>>(
+        &self,
+        sql: &str,
+        params: &[Value],
+        map: impl FnOnce(&Row) -> Result<T, E>,
+    ) -> Result<Option<T>, E> {
+        check_params(params)?;
+        let output = match &self.inner {
+            Inner::Sqlite(db) => sqlite::run(&db.lock(), sql, params, Want::Rows)?,
+            Inner::Postgres(pool) => pool.run_async(sql, params, Want::Rows).await?,
+        };
+        first_row(output, map)
     }
 
     /// The schema version the database is at (0: none applied).

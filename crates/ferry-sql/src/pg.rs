@@ -1,7 +1,9 @@
-//! PostgreSQL: a pool of worker threads, each holding one connection made when first
-//! needed and made again after it breaks. A caller leases a worker, sends it statements
-//! and waits for the answers; a transaction keeps its lease until it ends. The driver
-//! runs its own small runtime inside each worker, never inside the caller's.
+//! PostgreSQL: a pool of connections, each made when first needed and made again after
+//! it breaks, each with a thread of its own. A caller leases one; a transaction keeps
+//! its lease until it ends. The driver blocks on a small runtime of its own, so a caller
+//! outside every runtime makes its statements itself, and any other hands them to the
+//! connection's thread and waits for the answers. Async tasks' lookups on every request
+//! (the token check) go through one more connection, which their runtime drives.
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
@@ -27,6 +29,15 @@ const STATEMENT_CACHE: usize = 512;
 /// The pause before a listener tries its connection again.
 const LISTEN_RETRY: Duration = Duration::from_secs(1);
 
+/// Whether a statement may be sent from this thread: one outside every runtime (a
+/// command's, a test's). The driver blocks on a runtime of its own, which must never
+/// happen on a thread that runs async tasks (it would stall them, or panic), nor on a
+/// blocking pool's: statements there would put their rows in every such thread's
+/// allocator arena, and the gateway's memory grows with it (`docs/decisions.md`).
+fn may_block_here() -> bool {
+    tokio::runtime::Handle::try_current().is_err()
+}
+
 enum Job {
     Run {
         sql: String,
@@ -38,26 +49,120 @@ enum Job {
         sql: String,
         reply: SyncSender<Result<(), Error>>,
     },
+    /// A client to close here, where blocking is allowed (closing says goodbye to the
+    /// server through the driver's runtime).
+    Close(Box<Client>),
 }
 
+/// One connection, with its prepared statements. It is used by one caller at a time
+/// (the lease's), from the caller's thread or from the connection's own.
+struct Conn {
+    config: Connector,
+    client: Option<Client>,
+    statements: HashMap<String, Statement>,
+    /// A transaction is open on the connection: if it breaks, the statements still to
+    /// come must fail rather than run, without it, on a new connection.
+    in_transaction: bool,
+}
+
+impl Conn {
+    /// The client, made again if it broke; `ends`: the statement to come ends a
+    /// transaction.
+    fn client(&mut self, ends: bool) -> Result<&mut Client, Error> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            self.statements.clear();
+            self.client = None;
+            if self.in_transaction {
+                self.in_transaction = !ends;
+                return Err(Error::Unreachable(
+                    "the connection broke midway through a transaction, which did not happen"
+                        .into(),
+                ));
+            }
+            self.client = Some(self.config.connect()?);
+        }
+        self.client
+            .as_mut()
+            .ok_or_else(|| Error::Unreachable("no connection".into()))
+    }
+
+    fn batch(&mut self, sql: &str) -> Result<(), Error> {
+        let begins = sql.starts_with("BEGIN");
+        let ends = sql == "COMMIT" || sql == "ROLLBACK";
+        let done = self.client(ends)?.batch_execute(sql).map_err(Error::from);
+        if begins && done.is_ok() {
+            self.in_transaction = true;
+        }
+        if ends {
+            self.in_transaction = false;
+        }
+        done
+    }
+
+    /// Runs `sql`, already in PostgreSQL's placeholders.
+    fn run(&mut self, sql: &str, params: &[Value], want: Want) -> Result<Output, Error> {
+        self.client(false)?;
+        let Conn {
+            client: Some(client),
+            statements,
+            config,
+            in_transaction,
+        } = self
+        else {
+            return Err(Error::Unreachable("no connection".into()));
+        };
+        let mut answer = run(client, statements, sql, params, want);
+        // A connection the server closed while it sat idle (a restart, an
+        // administrator's terminate) fails its next statement before the statement
+        // reaches the server: outside a transaction, that statement is tried once more
+        // on a new connection.
+        if !*in_transaction && answer.as_ref().is_err_and(|_| client.is_closed()) {
+            statements.clear();
+            if let Ok(fresh) = config.connect() {
+                *client = fresh;
+                answer = run(client, statements, sql, params, want);
+            }
+        }
+        answer
+    }
+}
+
+/// A connection and its own thread, which makes the statements of callers inside a
+/// runtime ([`may_block_here`]) and closes the connection in the end.
 struct Worker {
+    conn: Arc<Mutex<Conn>>,
     jobs: Sender<Job>,
 }
 
 impl Worker {
     fn spawn(config: Connector, n: usize) -> Result<Worker, Error> {
         let (jobs, queue) = mpsc::channel();
+        let conn = Arc::new(Mutex::new(Conn {
+            config,
+            client: None,
+            statements: HashMap::new(),
+            in_transaction: false,
+        }));
+        let theirs = conn.clone();
         std::thread::Builder::new()
             .name(format!("ferry-pg-{n}"))
-            .spawn(move || work(config, queue))
+            .spawn(move || work(&theirs, queue))
             .map_err(|e| Error::Unreachable(format!("could not start a thread: {e}")))?;
-        Ok(Worker { jobs })
+        Ok(Worker { conn, jobs })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Conn> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn run(&self, sql: &str, params: &[Value], want: Want) -> Result<Output, Error> {
+        let sql = dialect::placeholders(sql);
+        if may_block_here() {
+            return self.conn().run(&sql, params, want);
+        }
         let (reply, answer) = mpsc::sync_channel(1);
         let job = Job::Run {
-            sql: dialect::placeholders(sql),
+            sql,
             params: params.to_vec(),
             want,
             reply,
@@ -66,6 +171,9 @@ impl Worker {
     }
 
     fn batch(&self, sql: &str) -> Result<(), Error> {
+        if may_block_here() {
+            return self.conn().batch(sql);
+        }
         let (reply, answer) = mpsc::sync_channel(1);
         self.send(
             Job::Batch {
@@ -83,81 +191,34 @@ impl Worker {
     }
 }
 
-/// A worker's life: one connection, its prepared statements, one job at a time.
-fn work(config: Connector, jobs: Receiver<Job>) {
-    let mut client: Option<Client> = None;
-    let mut statements: HashMap<String, Statement> = HashMap::new();
-    // A transaction is open on the connection: if it breaks, the statements still to
-    // come must fail rather than run, without it, on a new connection.
-    let mut in_transaction = false;
-    for job in jobs {
-        let (begins, ends) = match &job {
-            Job::Batch { sql, .. } => (
-                sql.starts_with("BEGIN"),
-                sql == "COMMIT" || sql == "ROLLBACK",
-            ),
-            Job::Run { .. } => (false, false),
-        };
-        if client.as_ref().is_none_or(Client::is_closed) {
-            statements.clear();
-            client = None;
-            if in_transaction {
-                in_transaction = !ends;
-                job.fail(Error::Unreachable(
-                    "the connection broke midway through a transaction, which did not happen"
-                        .into(),
-                ));
-                continue;
-            }
-            match config.connect() {
-                Ok(c) => client = Some(c),
-                Err(e) => {
-                    job.fail(e.into());
-                    continue;
-                }
-            }
+impl Drop for Worker {
+    /// The client is closed on the connection's own thread: a pool may be dropped
+    /// anywhere, an async task included.
+    fn drop(&mut self) {
+        if let Some(client) = self.conn().client.take()
+            && let Err(mpsc::SendError(job)) = self.jobs.send(Job::Close(Box::new(client)))
+        {
+            // The thread is gone (it panicked): close on a thread made for it.
+            let _ = std::thread::Builder::new()
+                .name("ferry-pg-close".into())
+                .spawn(move || drop(job));
         }
-        let Some(c) = client.as_mut() else { continue };
+    }
+}
+
+/// A connection's thread: the jobs of its callers that may not block, one at a time.
+fn work(conn: &Mutex<Conn>, jobs: Receiver<Job>) {
+    for job in jobs {
+        let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
         match job {
-            Job::Batch { sql, reply } => {
-                let done = c.batch_execute(&sql).map_err(Error::from);
-                if begins && done.is_ok() {
-                    in_transaction = true;
-                }
-                if ends {
-                    in_transaction = false;
-                }
-                let _ = reply.send(done);
-            }
+            Job::Batch { sql, reply } => drop(reply.send(conn.batch(&sql))),
             Job::Run {
                 sql,
                 params,
                 want,
                 reply,
-            } => {
-                let mut answer = run(c, &mut statements, &sql, &params, want);
-                // A connection the server closed while it sat idle (a restart, an
-                // administrator's terminate) fails its next statement before the statement
-                // reaches the server: outside a transaction, that statement is tried once
-                // more on a new connection.
-                if !in_transaction && answer.as_ref().is_err_and(|_| c.is_closed()) {
-                    statements.clear();
-                    if let Ok(fresh) = config.connect() {
-                        *c = fresh;
-                        answer = run(c, &mut statements, &sql, &params, want);
-                    }
-                }
-                let _ = reply.send(answer);
-            }
-        }
-    }
-}
-
-impl Job {
-    fn fail(self, e: Error) {
-        match self {
-            Job::Run { reply, .. } => drop(reply.send(Err(e))),
-            Job::Batch { reply, .. } => drop(reply.send(Err(e))),
+            } => drop(reply.send(conn.run(&sql, &params, want))),
+            Job::Close(client) => drop(client),
         }
     }
 }
@@ -273,12 +334,66 @@ impl ToSql for Value {
     to_sql_checked!();
 }
 
-/// The workers, those idle and how many were made.
+/// The workers, those idle and how many were made; and the connection async tasks share.
 pub(crate) struct Pool {
     config: Connector,
     idle: Mutex<(Vec<Worker>, usize)>,
     freed: Condvar,
     size: usize,
+    shared: Shared,
+}
+
+/// One connection driven by the async runtime of the tasks that use it, for the lookups
+/// an async task makes on every request (the token check). Its statements are pipelined
+/// (concurrent lookups share it), no thread is handed anything, and a server that does
+/// not answer holds the waiting task, never one of the runtime's threads.
+#[derive(Default)]
+struct Shared {
+    live: Mutex<Option<Arc<Live>>>,
+    /// Held while connecting, so callers that find no connection make one between them.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+/// A connection of [`Shared`], with its prepared statements.
+struct Live {
+    client: tokio_postgres::Client,
+    statements: Mutex<HashMap<String, Statement>>,
+}
+
+impl Live {
+    async fn run(&self, sql: &str, params: &[Value], want: Want) -> Result<Output, Error> {
+        let known = self
+            .statements
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(sql)
+            .cloned();
+        let statement = match known {
+            Some(statement) => statement,
+            None => {
+                let statement = self.client.prepare(sql).await?;
+                let mut statements = self.statements.lock().unwrap_or_else(|e| e.into_inner());
+                if statements.len() >= STATEMENT_CACHE {
+                    statements.clear();
+                }
+                statements.insert(sql.to_owned(), statement.clone());
+                statement
+            }
+        };
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
+        match want {
+            Want::Count => Ok(Output::Count(
+                self.client.execute(&statement, &refs).await? as usize,
+            )),
+            Want::Rows => {
+                let rows = self.client.query(&statement, &refs).await?;
+                rows.iter()
+                    .map(row_of)
+                    .collect::<Result<_, _>>()
+                    .map(Output::Rows)
+            }
+        }
+    }
 }
 
 impl Pool {
@@ -293,7 +408,61 @@ impl Pool {
             idle: Mutex::new((Vec::new(), 0)),
             freed: Condvar::new(),
             size,
+            shared: Shared::default(),
         })
+    }
+
+    /// Runs one statement from an async task, on the connection tasks share ([`Shared`]),
+    /// made on the caller's runtime when there is none or it closed.
+    pub(crate) async fn run_async(
+        &self,
+        sql: &str,
+        params: &[Value],
+        want: Want,
+    ) -> Result<Output, Error> {
+        let sql = dialect::placeholders(sql);
+        let live = self.live().await?;
+        let answer = live.run(&sql, params, want).await;
+        // A connection the server closed while it sat idle (a restart, an administrator's
+        // terminate), or whose runtime ended, fails before its statement reaches the
+        // server: that statement is tried once more on a new connection.
+        if answer.is_err() && live.client.is_closed() {
+            return self.live().await?.run(&sql, params, want).await;
+        }
+        answer
+    }
+
+    /// The shared connection, made if there is none or it closed.
+    async fn live(&self) -> Result<Arc<Live>, Error> {
+        let open = || {
+            self.shared
+                .live
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+                .filter(|live| !live.client.is_closed())
+        };
+        if let Some(live) = open() {
+            return Ok(live);
+        }
+        let _one = self.shared.connecting.lock().await;
+        if let Some(live) = open() {
+            return Ok(live);
+        }
+        let client = tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect_async())
+            .await
+            .map_err(|_| {
+                Error::Unreachable(format!(
+                    "no connection within {} s",
+                    CONNECT_TIMEOUT.as_secs()
+                ))
+            })??;
+        let live = Arc::new(Live {
+            client,
+            statements: Mutex::default(),
+        });
+        *self.shared.live.lock().unwrap_or_else(|e| e.into_inner()) = Some(live.clone());
+        Ok(live)
     }
 
     pub(crate) fn lease(&self) -> Result<Lease<'_>, Error> {

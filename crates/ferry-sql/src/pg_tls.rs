@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use postgres::{Client, Config, NoTls};
+use postgres::Client;
+use tokio_postgres::{Config, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::Error;
@@ -37,7 +38,7 @@ impl Connector {
             Tls::Plain => None,
             Tls::Verified { ca_file } => {
                 // Required, never preferred: a server that declines TLS is refused.
-                config.ssl_mode(postgres::config::SslMode::Require);
+                config.ssl_mode(tokio_postgres::config::SslMode::Require);
                 Some(connector(ca_file)?)
             }
         };
@@ -49,11 +50,34 @@ impl Connector {
         &mut self.config
     }
 
-    /// A new connection.
+    /// A new connection, driven by a runtime of its own.
     pub(crate) fn connect(&self) -> Result<Client, postgres::Error> {
+        let config = postgres::Config::from(self.config.clone());
         match &self.tls {
-            Some(tls) => self.config.connect(tls.clone()),
-            None => self.config.connect(NoTls),
+            Some(tls) => config.connect(tls.clone()),
+            None => config.connect(NoTls),
+        }
+    }
+
+    /// A new connection driven by a task of the caller's runtime, which ends with it.
+    pub(crate) async fn connect_async(&self) -> Result<tokio_postgres::Client, postgres::Error> {
+        /// Drives a connection until it closes; why it failed is the next statement's error.
+        async fn drive<C: std::future::Future<Output = Result<(), postgres::Error>>>(c: C) {
+            if let Err(e) = c.await {
+                tracing::debug!("a metadata connection closed: {e}");
+            }
+        }
+        match &self.tls {
+            Some(tls) => {
+                let (client, connection) = self.config.connect(tls.clone()).await?;
+                tokio::spawn(drive(connection));
+                Ok(client)
+            }
+            None => {
+                let (client, connection) = self.config.connect(NoTls).await?;
+                tokio::spawn(drive(connection));
+                Ok(client)
+            }
         }
     }
 }

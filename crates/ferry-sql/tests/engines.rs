@@ -407,10 +407,119 @@ fn tls_is_verified_when_asked_for() {
         let err = db.exists("SELECT 1", params![]).unwrap_err();
         assert!(err.to_string().contains("certificate"), "{err}");
     }
+    // The connection async lookups share is made the same way.
+    let runtime = runtime();
+    let encrypted_async = |db: &Db| {
+        runtime.block_on(db.row_async(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            params![],
+            |r| r.get::<bool>(0),
+        ))
+    };
+    assert_eq!(encrypted_async(&full).unwrap(), Some(true));
+    assert_eq!(
+        encrypted_async(&Db::postgres(pg.url(), None).unwrap()).unwrap(),
+        Some(false)
+    );
+    for db in [&unknown_ca, &wrong_name] {
+        let err = encrypted_async(db).unwrap_err();
+        assert!(err.to_string().contains("certificate"), "{err}");
+    }
     // A CA file that holds no certificate, or is not there, is said at once.
     let empty = tempfile::NamedTempFile::new().unwrap();
     for file in [empty.path().to_str().unwrap(), "/nonexistent/ca.pem"] {
         let refused = Db::postgres(&with(&format!("sslmode=require&sslrootcert={file}")), None);
         assert!(matches!(refused, Err(Error::Config(_))), "{file}");
     }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The backend serving an async lookup.
+async fn async_pid(db: &Db) -> i64 {
+    db.row_async("SELECT CAST(pg_backend_pid() AS BIGINT)", params![], |r| {
+        r.get(0)
+    })
+    .await
+    .unwrap()
+    .unwrap()
+}
+
+/// An async task's lookup reads what `row` reads, on both engines; on PostgreSQL through
+/// one connection its runtime drives, which is made again after the server closed it or
+/// the runtime that drove it ended.
+#[test]
+fn async_lookups_read_the_same_rows_and_outlive_their_connection() {
+    let both = both();
+    for db in both.each() {
+        db.migrate(MIGRATIONS).unwrap();
+        db.execute(
+            "INSERT INTO items (name, size, hash) VALUES (?1, ?2, ?3)",
+            params!["a", 7, vec![1u8, 0, 255]],
+        )
+        .unwrap();
+    }
+    let lookup = "SELECT name, size, hash FROM items WHERE name = ?1";
+    let read = |r: &ferry_sql::Row| -> Result<(String, i64, Vec<u8>), Error> {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+    };
+    let first = runtime();
+    for db in both.each() {
+        let sync = db.row(lookup, params!["a"], read).unwrap();
+        let (found, missing) = first.block_on(async {
+            let found = db.row_async(lookup, params!["a"], read).await.unwrap();
+            let missing = db.row_async(lookup, params!["b"], read).await.unwrap();
+            (found, missing)
+        });
+        assert_eq!(found, sync);
+        assert_eq!(found, Some(("a".to_owned(), 7, vec![1, 0, 255])));
+        assert_eq!(missing, None);
+        // The same refusal of a NUL as every other statement.
+        let nul = first.block_on(db.row_async(lookup, params!["a\0b"], read));
+        assert!(nul.unwrap_err().is_unstorable_parameter());
+    }
+
+    // Many lookups at once share the one connection.
+    let pg = &both.postgres;
+    let pids = first.block_on(async {
+        let all = (0..32).map(|_| async_pid(pg));
+        futures_util::future::join_all(all).await
+    });
+    assert!(pids.windows(2).all(|w| w[0] == w[1]), "{pids:?}");
+
+    // The server closes it: the next lookup is made on a new one, without an error.
+    let admin = std::env::var(ferry_sql::testing::URL_VARIABLE).unwrap();
+    ferry_sql::testing::admin_statement(
+        &admin,
+        &format!("SELECT pg_terminate_backend({})", pids[0]),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let after_close = first.block_on(async_pid(pg));
+    assert_ne!(after_close, pids[0]);
+
+    // The runtime that drove it ends: another runtime's lookup makes its own.
+    drop(first);
+    let second = runtime();
+    let after_runtime = second.block_on(async_pid(pg));
+    assert_ne!(after_runtime, after_close);
+}
+
+/// A server nobody answers for: an async lookup fails as unreachable, and does not hang.
+#[test]
+fn an_async_lookup_on_a_server_that_is_down_is_an_error() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let db = Db::postgres(&format!("postgres://ferry@127.0.0.1:{port}/x"), Some("pw")).unwrap();
+    let e = runtime()
+        .block_on(db.row_async("SELECT 1", params![], |r| r.get::<i64>(0)))
+        .unwrap_err();
+    assert!(e.is_unreachable(), "{e}");
 }

@@ -272,15 +272,17 @@ impl Toolbox {
         if site.mode() != ferry_config::SiteMode::Host {
             return Ok(site.quota_claim(self.person())?);
         }
-        let roots: Vec<String> = site
-            .usage_roots(self.person())?
-            .into_iter()
-            .map(|rel| self.paths().data.join(rel).display().to_string())
-            .collect();
+        let roots = site.usage_roots(self.person());
+        let data = self.paths().data.clone();
         let requester = self.shared_requester();
         let counter: ferry_site::Counter = Arc::new(move || {
+            let roots = roots()
+                .map_err(ferry_site::uncountable)?
+                .into_iter()
+                .map(|rel| data.join(rel).display().to_string())
+                .collect();
             requester
-                .count_bytes(roots.clone())
+                .count_bytes(roots)
                 .map_err(|e| ferry_fs::FsError::Relayed {
                     code: e.code,
                     message: e.message,

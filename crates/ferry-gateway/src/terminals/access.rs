@@ -61,9 +61,9 @@ pub(crate) fn token_of(headers: &HeaderMap) -> Option<String> {
 
 /// The admin making the request; anyone else (no token, a bad one, another kind) gets
 /// `404 no_route`.
-pub(crate) fn admin(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
+pub(crate) async fn admin(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
     let token = token_of(headers).ok_or_else(hidden)?;
-    match state.site.authenticate(&token) {
+    match state.site.authenticate_async(&token).await {
         Ok(Some(p)) if p.kind == TokenKind::Admin => Ok(p),
         Ok(_) => Err(hidden()),
         Err(e) => Err(e.into()),

@@ -115,7 +115,7 @@ pub(crate) async fn terminal(
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let who = admin(&state, &headers)?;
+    let who = admin(&state, &headers).await?;
     let holder = session::Holder {
         site: state.site.clone(),
         token: access::token_of(&headers).unwrap_or_default(),

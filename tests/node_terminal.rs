@@ -341,8 +341,9 @@ fn refused(result: Result<(Page, Option<String>), (u16, Value)>) -> (u16, String
     }
 }
 
-/// Typing echoes, a resize reaches the node, resizes out of bounds are answered and the
-/// terminal keeps working, and the close message ends the node's call.
+/// Typing echoes, a resize reaches the node, resizes out of bounds or with sizes that are
+/// not counts are answered and the terminal keeps working, and the close message ends
+/// the node's call.
 #[test]
 fn echo_resize_bad_resizes_and_close() {
     let gate = Gate::honest();
@@ -353,12 +354,16 @@ fn echo_resize_bad_resizes_and_close() {
         output_until(&mut page, b"hello there").await;
         say(&mut page, r#"{"type":"resize","cols":120,"rows":40}"#).await;
         output_until(&mut page, b"resized 120 40").await;
-        for (cols, rows) in [(0, 0), (100000, 24)] {
-            say(
-                &mut page,
-                &format!(r#"{{"type":"resize","cols":{cols},"rows":{rows}}}"#),
-            )
-            .await;
+        // Out of bounds, or not sizes at all: each answered, none fatal.
+        for resize in [
+            r#"{"type":"resize","cols":0,"rows":0}"#,
+            r#"{"type":"resize","cols":100000,"rows":24}"#,
+            r#"{"type":"resize","cols":-1,"rows":24}"#,
+            r#"{"type":"resize","cols":80.0,"rows":24}"#,
+            r#"{"type":"resize","cols":null,"rows":24}"#,
+            r#"{"type":"resize","cols":80}"#,
+        ] {
+            say(&mut page, resize).await;
             let answer = text(&mut page).await;
             assert_eq!(answer["type"], "error", "{answer}");
             assert_eq!(answer["error"]["code"], "invalid_request");

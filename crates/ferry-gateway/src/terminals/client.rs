@@ -40,13 +40,18 @@ pub(crate) fn parse(text: &str) -> Result<FromPage, String> {
         }
         Some("resize") => {
             only(&["type", "cols", "rows"])?;
+            // A resize with a size that is missing or not a count is still a resize: it
+            // is answered and ignored like one out of bounds, and the shell stays.
             let number = |key: &str| {
                 fields
                     .get(key)
                     .and_then(Value::as_u64)
                     .ok_or_else(|| format!("a resize has \"{key}\": a whole number"))
             };
-            let (cols, rows) = (number("cols")?, number("rows")?);
+            let (cols, rows) = match (number("cols"), number("rows")) {
+                (Ok(cols), Ok(rows)) => (cols, rows),
+                (Err(why), _) | (_, Err(why)) => return Ok(FromPage::BadResize(why)),
+            };
             let fits = |n: u64| u16::try_from(n).ok();
             Ok(match (fits(cols), fits(rows)) {
                 (Some(c), Some(r)) if check_size(c, r).is_ok() => {
@@ -109,6 +114,17 @@ mod tests {
                 "{cols}×{rows}"
             );
         }
+        // Sizes that are not counts at all, or missing: a resize all the same.
+        for text in [
+            r#"{"type":"resize","cols":80}"#,
+            r#"{"type":"resize"}"#,
+            r#"{"type":"resize","cols":-1,"rows":24}"#,
+            r#"{"type":"resize","cols":80.0,"rows":24}"#,
+            r#"{"type":"resize","cols":null,"rows":24}"#,
+            r#"{"type":"resize","cols":"80","rows":24}"#,
+        ] {
+            assert!(matches!(parse(text), Ok(FromPage::BadResize(_))), "{text}");
+        }
         assert!(matches!(
             parse(r#"{"type":"resize","cols":1000,"rows":1000}"#),
             Ok(FromPage::Resize { .. })
@@ -121,9 +137,6 @@ mod tests {
             "hello",
             "[]",
             "{}",
-            r#"{"type":"resize","cols":80}"#,
-            r#"{"type":"resize","cols":-1,"rows":24}"#,
-            r#"{"type":"resize","cols":"80","rows":24}"#,
             r#"{"type":"resize","cols":80,"rows":24,"x":1}"#,
             r#"{"type":"close","now":true}"#,
             r#"{"type":"input","data":"ls"}"#,

@@ -591,3 +591,108 @@ async fn a_node_whose_output_is_gone_keeps_serving() {
     assert_eq!(status.code(), Some(0));
     gateway.stop().await;
 }
+
+/// Whether the process `pid` is alive (neither gone nor a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat[stat.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .next();
+        !matches!(state, Some("Z" | "X"))
+    })
+}
+
+/// A node killed while a terminal is open cannot end the terminal's session: what the
+/// shell started in groups of its own, `nohup`ed or ignoring the hang-up outlives it. Its
+/// next start on the same state folder ends them, before it connects (spec N-TERM:
+/// nothing a terminal started outlives it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_terminal_jobs_a_killed_node_left_end_at_its_next_start() {
+    use ferry_node::terminal::{Message as Term, MessageDecoder};
+    let mut gateway = Gateway::start("127.0.0.1:0".parse().unwrap(), Behaviour::Serve).await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("node");
+    let url = gateway.url();
+    let args = [
+        "--gateway",
+        url.as_str(),
+        "--name",
+        "box-t",
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    let env = [("SHELL", Path::new("/bin/bash"))];
+    let mut node = Node::start(&args, &env);
+    assert!(node.line().await.starts_with("connected to "));
+    let (_, link) = gateway.next_node().await;
+
+    let mut call = link
+        .open(
+            "terminal.open",
+            serde_json::json!({"cols": 80, "rows": 24}),
+            true,
+        )
+        .unwrap();
+    let mut input = call.take_body().unwrap();
+    let mut output = call.response().await.unwrap().body;
+    let typed = "sleep 1000 & nohup sleep 1001 >/dev/null 2>&1 & \
+                 bash -c 'trap \"\" HUP TERM; exec sleep 1002' & \
+                 echo JOBS=$(jobs -p | tr '\\n' ,)\r";
+    input
+        .send(Term::Data(Bytes::copy_from_slice(typed.as_bytes())).encode())
+        .await
+        .unwrap();
+    let mut decoder = MessageDecoder::new();
+    let mut seen = String::new();
+    let jobs: Vec<i32> = tokio::time::timeout(WAIT, async {
+        loop {
+            let piece = output.next().await.unwrap().unwrap();
+            decoder.push(&piece);
+            while let Some(Term::Data(bytes)) = decoder.next_message().unwrap() {
+                seen.push_str(&String::from_utf8_lossy(&bytes));
+            }
+            // The echo of the typed line holds `JOBS=$(`; the answer, the pids.
+            let answer = seen
+                .match_indices("JOBS=")
+                .map(|(i, _)| i)
+                .find(|&i| seen[i + 5..].starts_with(|c: char| c.is_ascii_digit()));
+            if let Some(at) = answer
+                && let Some(end) = seen[at..].find(['\r', '\n'])
+            {
+                return seen[at + 5..at + end]
+                    .split(',')
+                    .filter_map(|p| p.parse().ok())
+                    .collect();
+            }
+        }
+    })
+    .await
+    .expect("the shell said its jobs");
+    assert_eq!(jobs.len(), 3, "{seen}");
+    let records = state.join("terminal-sessions");
+    assert_eq!(std::fs::read_dir(&records).unwrap().count(), 1);
+
+    // Killed: nothing of the node is left to end the session.
+    node.signal(libc::SIGKILL);
+    node.exit().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let left: Vec<i32> = jobs.iter().copied().filter(|&j| alive(j)).collect();
+    assert!(!left.is_empty(), "the hang-up alone ended every job");
+
+    // Its next start ends them before it connects.
+    drop(output);
+    drop(input);
+    let node = Node::start(&args, &env);
+    assert!(node.line().await.starts_with("connected to "));
+    for job in &jobs {
+        assert!(!alive(*job), "job {job} outlived the node's next start");
+    }
+    assert!(
+        node.stderr().contains("ended 1 terminal session whose"),
+        "{}",
+        node.stderr()
+    );
+    assert_eq!(std::fs::read_dir(&records).unwrap().count(), 0);
+    drop(node);
+    gateway.stop().await;
+}

@@ -284,13 +284,26 @@ pub async fn run_until(settings: &Settings, shutdown: CancellationToken) -> Exit
         Err(e) => return Exit::Unusable(e.to_string()),
     };
     let host = settings.host();
-    // What pushes of a node killed midway left, before anything else is served.
+    // What pushes and terminals of a node killed midway left, before anything else is
+    // served.
     let sweeping = host.clone();
-    match tokio::task::spawn_blocking(move || sweeping.sweep_pushes()).await {
-        Ok(0) | Err(_) => {}
-        Ok(n) => log(format!(
-            "removed {n} unfinished files that pushes left when this node last stopped"
-        )),
+    let swept =
+        tokio::task::spawn_blocking(move || (sweeping.sweep_pushes(), sweeping.sweep_terminals()))
+            .await;
+    let (files, sessions) = swept.unwrap_or_default();
+    if files > 0 {
+        log(format!(
+            "removed {files} unfinished files that pushes left when this node last stopped"
+        ));
+    }
+    if sessions > 0 {
+        let sessions = match sessions {
+            1 => "1 terminal session whose processes".to_owned(),
+            n => format!("{n} terminal sessions whose processes"),
+        };
+        log(format!(
+            "ended {sessions} outlived this node when it last stopped"
+        ));
     }
     // Staged uploads older than a day go, now and every hour, whatever the link does.
     let _sweeper = {

@@ -13,6 +13,7 @@
 
 mod errors;
 mod fetch;
+mod journal;
 mod list;
 mod push;
 mod pushing;
@@ -90,6 +91,14 @@ impl NodeHost {
     /// [`NodeHost::with_push_journal`]); how many went. Blocking.
     pub fn sweep_pushes(&self) -> usize {
         self.pushes.as_ref().map_or(0, PushJournal::sweep)
+    }
+
+    /// Ends the terminal sessions a node that died left (their jobs in groups of their
+    /// own, `nohup`ed…); how many still had processes. Blocking.
+    pub fn sweep_terminals(&self) -> usize {
+        self.terminal.as_ref().map_or(0, |config| {
+            terminal::Sessions::new(&config.state_dir).sweep()
+        })
     }
 
     /// The same host, serving the terminal commands too.

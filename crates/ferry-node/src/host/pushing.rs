@@ -12,16 +12,13 @@
 //! then the record. Only the node's own temporaries go, never another writer's in the
 //! same folder, and a folder since moved or replaced is left alone.
 
-use std::fs::File;
-use std::io::{Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ferry_fs::{Dir, Follow, FsError, TEMP_PREFIX};
-use rustix::fs::FlockOperation;
 use serde::{Deserialize, Serialize};
 
+use super::journal::{Held, Journal};
 use super::resolve::root;
 
 /// The folder of the records, in the node's state folder.
@@ -29,10 +26,6 @@ pub const PUSHING_DIR_NAME: &str = "pushing";
 
 /// A record's name ends so.
 const RECORD_SUFFIX: &str = ".push";
-/// A record being written starts so; it names no temporary yet made.
-const UNFINISHED_PREFIX: &str = ".record-";
-/// A record is far smaller than this; anything longer is not one.
-const RECORD_MAX_BYTES: u64 = 16 * 1024;
 
 /// What a record says.
 #[derive(Serialize, Deserialize)]
@@ -46,37 +39,34 @@ struct Record {
     temp: String,
 }
 
+impl Record {
+    /// Whether it names a temporary of ferry's in a folder given by its absolute path.
+    fn is_ours(&self) -> bool {
+        self.temp.starts_with(TEMP_PREFIX)
+            && !self.temp.contains('/')
+            && self.folder.starts_with('/')
+    }
+}
+
 /// The records of one node's pushes, in `<state>/pushing/`.
 #[derive(Clone, Debug)]
 pub struct PushJournal {
-    dir: PathBuf,
+    journal: Journal,
 }
 
 /// One push in flight: its record stays, locked, until this is dropped.
 #[derive(Debug)]
 pub(super) struct InFlight {
-    record: PathBuf,
-    /// Holds the record's lock.
-    file: Option<File>,
+    _held: Held,
     /// The temporary's name, chosen before the record was written.
     pub temp: String,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        // The record goes before its lock: a sweep never finds it unheld and still there.
-        if let Some(file) = self.file.take() {
-            let _ = std::fs::remove_file(&self.record);
-            drop(file);
-        }
-    }
 }
 
 #[cfg(test)]
 impl InFlight {
     /// Lets go of the record's lock and leaves the record, as a node that died would.
-    fn abandon(mut self) {
-        self.file = None;
+    fn abandon(self) {
+        self._held.abandon();
     }
 }
 
@@ -84,7 +74,7 @@ impl PushJournal {
     /// The records kept in `state_dir`.
     pub fn new(state_dir: &Path) -> PushJournal {
         PushJournal {
-            dir: state_dir.join(PUSHING_DIR_NAME),
+            journal: Journal::new(state_dir.join(PUSHING_DIR_NAME), RECORD_SUFFIX),
         }
     }
 
@@ -92,10 +82,6 @@ impl PushJournal {
     /// open as `parent`: the record names the temporary's name it returns, and is
     /// locked until the returned value is dropped.
     pub(super) fn begin(&self, folder: &str, parent: &Dir) -> Result<InFlight, FsError> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)?;
         let stat = rustix::fs::fstat(parent.as_fd()).map_err(errno)?;
         let temp = format!("{TEMP_PREFIX}{}", ferry_fs::random_base32::<10>());
         let record = Record {
@@ -104,27 +90,8 @@ impl PushJournal {
             ino: stat.st_ino,
             temp: temp.clone(),
         };
-        let id = ferry_fs::random_hex::<16>();
-        let unfinished = self.dir.join(format!("{UNFINISHED_PREFIX}{id}"));
-        let placed = self.dir.join(format!("{id}{RECORD_SUFFIX}"));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&unfinished)?;
-        // Locked before it can be seen under its own name, for as long as the push runs.
-        rustix::fs::flock(&file, FlockOperation::LockExclusive).map_err(errno)?;
-        let written = serde_json::to_vec(&record)
-            .map_err(std::io::Error::other)
-            .and_then(|bytes| file.write_all(&bytes))
-            .and_then(|()| std::fs::rename(&unfinished, &placed));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&unfinished);
-            return Err(e.into());
-        }
         Ok(InFlight {
-            record: placed,
-            file: Some(file),
+            _held: self.journal.begin(&record)?,
             temp,
         })
     }
@@ -133,58 +100,31 @@ impl PushJournal {
     /// how many temporaries went. Records a live process holds are left; a record that
     /// cannot be read, or whose folder is gone or is another folder now, goes alone.
     pub fn sweep(&self) -> usize {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return 0;
-        };
         let mut removed = 0;
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let finished = name.ends_with(RECORD_SUFFIX);
-            if !finished && !name.starts_with(UNFINISHED_PREFIX) {
-                continue;
-            }
-            let path = entry.path();
-            let Ok(file) = File::open(&path) else {
-                continue;
+        self.journal.sweep(|record: Option<Record>| {
+            let Some(record) = record.filter(Record::is_ours) else {
+                return true;
             };
-            // Held: its push is still running (in another process of this state folder).
-            if rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
-                continue;
-            }
-            // An unfinished record was being written when its node died, before the
-            // temporary it names was made.
-            if finished && let Some(record) = read(file) {
-                match remove_temporary(&record) {
-                    Ok(true) => removed += 1,
-                    Ok(false) => {}
-                    Err(e) => {
-                        eprintln!(
-                            "ferry node: removing the temporary {} a push left in {}: {e}",
-                            record.temp, record.folder
-                        );
-                        continue;
-                    }
+            match remove_temporary(&record) {
+                Ok(went) => {
+                    removed += usize::from(went);
+                    true
+                }
+                Err(e) => {
+                    eprintln!(
+                        "ferry node: removing the temporary {} a push left in {}: {e}",
+                        record.temp, record.folder
+                    );
+                    false
                 }
             }
-            let _ = std::fs::remove_file(&path);
-        }
+        });
         removed
     }
 }
 
 fn errno(e: rustix::io::Errno) -> FsError {
     FsError::from_raw_os_error(e.raw_os_error())
-}
-
-/// The record in `file`, if it is one.
-fn read(file: File) -> Option<Record> {
-    let mut bytes = Vec::new();
-    file.take(RECORD_MAX_BYTES).read_to_end(&mut bytes).ok()?;
-    let record: Record = serde_json::from_slice(&bytes).ok()?;
-    let ours = record.temp.starts_with(TEMP_PREFIX)
-        && !record.temp.contains('/')
-        && record.folder.starts_with('/');
-    ours.then_some(record)
 }
 
 /// Removes the temporary `record` names, if its folder is still the one it was and the
@@ -247,7 +187,7 @@ mod tests {
             tmp.path()
                 .join("state")
                 .join(PUSHING_DIR_NAME)
-                .join(format!("{UNFINISHED_PREFIX}0123")),
+                .join(format!("{}0123", crate::host::journal::UNFINISHED_PREFIX)),
             b"{\"fol",
         )
         .unwrap();

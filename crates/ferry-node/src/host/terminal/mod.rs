@@ -13,6 +13,7 @@
 mod pty;
 mod pump;
 mod session;
+mod sessions;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::errors::refuse;
+use super::journal::Held;
 use super::{TerminalConfig, blocking, head, invalid};
 use crate::terminal::{Message, TerminalOpenArgs, TerminalOpenHead, check_size};
 use crate::{DataReader, DataWriter, NodeError, Reply};
@@ -29,6 +31,7 @@ use ferry_codes::Code;
 pub use pty::Shell;
 use pump::{InputEnd, OutputEnd};
 pub use session::GRACE;
+pub(crate) use sessions::Sessions;
 
 /// Where the shell starts: `$HOME` when it is a folder, else `/`.
 fn cwd(home: Option<&Path>) -> PathBuf {
@@ -67,22 +70,28 @@ pub(super) async fn open(
     let started = {
         let config = config.clone();
         blocking(move || {
-            pty::start(
+            let started = pty::start(
                 &config.shell,
                 &cwd(config.home.as_deref()),
                 pty::size(args.cols, args.rows),
-            )
+            )?;
+            let pid = i32::try_from(started.pid).ok().and_then(Pid::from_raw);
+            let record = pid.and_then(|pid| Sessions::new(&config.state_dir).begin(pid));
+            Ok((started, pid, record))
         })
         .await
     };
-    let started = match started {
+    let (started, pid, record) = match started {
         Ok(started) => started,
         Err(e) => return reply.fail(e),
     };
-    let Some(pid) = i32::try_from(started.pid).ok().and_then(Pid::from_raw) else {
+    let Some(pid) = pid else {
         return reply.fail(refuse(Code::SpawnFailed, "the shell has no usable pid"));
     };
-    let mut guard = SessionGuard(Some(pid));
+    let mut guard = SessionGuard {
+        pid: Some(pid),
+        record,
+    };
     let exit = tokio::task::spawn_blocking(move || session::wait_exit(pid));
     let cancel = reply.cancellation();
     let answer = TerminalOpenHead {
@@ -216,7 +225,7 @@ async fn finish_session(
     exit: Option<JoinHandle<std::io::Result<i32>>>,
     exit_code: Option<i32>,
 ) -> Option<i32> {
-    let pid = guard.0?;
+    let pid = guard.pid?;
     session::hang_up(pid);
     drop(started);
     let cleared = tokio::task::spawn_blocking(move || session::clear(pid)).await;
@@ -233,18 +242,23 @@ async fn finish_session(
             .await
             .is_ok()
     {
-        guard.0 = None;
+        guard.pid = None;
+        guard.record = None;
     }
     code
 }
 
 /// Ends the session from a thread of its own if the terminal's task is dropped first.
-struct SessionGuard(Option<Pid>);
+/// Its record in the state folder goes once the session has ended.
+struct SessionGuard {
+    pid: Option<Pid>,
+    record: Option<Held>,
+}
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
-        if let Some(pid) = self.0.take() {
-            session::end_detached(pid);
+        if let Some(pid) = self.pid.take() {
+            session::end_detached(pid, self.record.take());
         }
     }
 }

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, WaitOptions};
 
+use crate::host::journal::Held;
+
 /// How long the session's processes have, after the hang-up, before they are killed.
 pub const GRACE: Duration = Duration::from_secs(2);
 
@@ -121,14 +123,16 @@ pub(super) fn reap(pid: Pid) {
 }
 
 /// Ends the session of `pid` from a thread of its own: for a terminal whose task was
-/// dropped before it could end it (the runtime shutting down).
-pub(super) fn end_detached(pid: Pid) {
+/// dropped before it could end it (the runtime shutting down). `record`, the session's
+/// record in the state folder, goes once it has ended.
+pub(super) fn end_detached(pid: Pid, record: Option<Held>) {
     hang_up(pid);
     let spawned = std::thread::Builder::new()
         .name("ferry-terminal-end".into())
         .spawn(move || {
             clear(pid);
             reap(pid);
+            drop(record);
         });
     if spawned.is_err() {
         // No thread to wait with: kill at once rather than leave the session behind.
@@ -136,6 +140,18 @@ pub(super) fn end_detached(pid: Pid) {
             kill(member, pid);
         }
     }
+}
+
+/// Ends what is left of the session `sid` of a shell this process did not start (a
+/// node that died left it): its group hung up, then [`clear`]. Whether anything of it
+/// was still alive.
+pub(super) fn end_left(sid: Pid) -> bool {
+    if members(sid, &mut Groups::default()).is_empty() {
+        return false;
+    }
+    hang_up(sid);
+    clear(sid);
+    true
 }
 
 /// The live processes of the session `sid` (zombies left out: they are only waiting to be
@@ -164,15 +180,19 @@ fn members(sid: Pid, groups: &mut Groups) -> Vec<Pid> {
     alive
 }
 
-/// Where a process stands: its session, its process group, and whether it is alive.
+/// Where a process stands: its session, its process group, whether it is alive, and
+/// when it started.
 struct Place {
     session: Pid,
     group: Pid,
     alive: bool,
+    /// In the kernel's clock ticks since boot.
+    started: u64,
 }
 
 /// [`Place`] of `pid`, from `/proc/<pid>/stat`: after the command name (in parentheses,
-/// which may hold anything), field 3 is the state, 5 the process group and 6 the session.
+/// which may hold anything), field 3 is the state, 5 the process group, 6 the session
+/// and 22 the start time.
 #[cfg(target_os = "linux")]
 fn place_of(pid: Pid) -> Option<Place> {
     let stat = std::fs::read(format!("/proc/{}/stat", pid.as_raw_nonzero())).ok()?;
@@ -182,11 +202,24 @@ fn place_of(pid: Pid) -> Option<Place> {
     let state = fields.next()?;
     let group = fields.nth(1)?.parse::<i32>().ok()?;
     let session = fields.next()?.parse::<i32>().ok()?;
+    let started = fields.nth(15)?.parse::<u64>().ok()?;
     Some(Place {
         session: Pid::from_raw(session)?,
         group: Pid::from_raw(group)?,
         alive: !matches!(state, "Z" | "X"),
+        started,
     })
+}
+
+/// When the process `pid` started (`None`: there is none, or it cannot be told here).
+#[cfg(target_os = "linux")]
+pub(super) fn started(pid: Pid) -> Option<u64> {
+    place_of(pid).map(|place| place.started)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn started(_pid: Pid) -> Option<u64> {
+    None
 }
 
 /// Kills the process group `group`, once seen in the session `sid`.

@@ -337,7 +337,7 @@ impl Db {
         check_params(params)?;
         let output = match &self.inner {
             Inner::Sqlite(db) => sqlite::run(&db.lock(), sql, params, Want::Rows)?,
-            Inner::Postgres(pool) => pool.run_async(sql, params, Want::Rows).await?,
+            Inner::Postgres(pool) => Output::Rows(pool.rows_async(sql, params).await?),
         };
         first_row(output, map)
     }

@@ -232,26 +232,36 @@ fn run(
 ) -> Result<Output, Error> {
     let statement = match statements.get(sql) {
         Some(s) => s.clone(),
-        None => {
-            let s = client.prepare(sql)?;
-            if statements.len() >= STATEMENT_CACHE {
-                statements.clear();
-            }
-            statements.insert(sql.to_owned(), s.clone());
-            s
-        }
+        None => remember(statements, sql, client.prepare(sql)?),
     };
-    let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
+    let refs = refs(params);
     match want {
         Want::Count => Ok(Output::Count(client.execute(&statement, &refs)? as usize)),
-        Want::Rows => {
-            let rows = client.query(&statement, &refs)?;
-            rows.iter()
-                .map(row_of)
-                .collect::<Result<_, _>>()
-                .map(Output::Rows)
-        }
+        Want::Rows => rows_of(&client.query(&statement, &refs)?).map(Output::Rows),
     }
+}
+
+/// Keeps `statement`, prepared for `sql`, in a connection's cache (started over when
+/// full); gives it back.
+fn remember(
+    statements: &mut HashMap<String, Statement>,
+    sql: &str,
+    statement: Statement,
+) -> Statement {
+    if statements.len() >= STATEMENT_CACHE {
+        statements.clear();
+    }
+    statements.insert(sql.to_owned(), statement.clone());
+    statement
+}
+
+/// The parameters as the driver takes them.
+fn refs(params: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p as _).collect()
+}
+
+fn rows_of(rows: &[postgres::Row]) -> Result<Vec<Row>, Error> {
+    rows.iter().map(row_of).collect()
 }
 
 fn row_of(row: &postgres::Row) -> Result<Row, Error> {
@@ -361,7 +371,8 @@ struct Live {
 }
 
 impl Live {
-    async fn run(&self, sql: &str, params: &[Value], want: Want) -> Result<Output, Error> {
+    /// The rows of `sql`, already in PostgreSQL's placeholders.
+    async fn rows(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, Error> {
         let known = self
             .statements
             .lock()
@@ -373,26 +384,10 @@ impl Live {
             None => {
                 let statement = self.client.prepare(sql).await?;
                 let mut statements = self.statements.lock().unwrap_or_else(|e| e.into_inner());
-                if statements.len() >= STATEMENT_CACHE {
-                    statements.clear();
-                }
-                statements.insert(sql.to_owned(), statement.clone());
-                statement
+                remember(&mut statements, sql, statement)
             }
         };
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
-        match want {
-            Want::Count => Ok(Output::Count(
-                self.client.execute(&statement, &refs).await? as usize,
-            )),
-            Want::Rows => {
-                let rows = self.client.query(&statement, &refs).await?;
-                rows.iter()
-                    .map(row_of)
-                    .collect::<Result<_, _>>()
-                    .map(Output::Rows)
-            }
-        }
+        rows_of(&self.client.query(&statement, &refs(params)).await?)
     }
 }
 
@@ -412,22 +407,17 @@ impl Pool {
         })
     }
 
-    /// Runs one statement from an async task, on the connection tasks share ([`Shared`]),
-    /// made on the caller's runtime when there is none or it closed.
-    pub(crate) async fn run_async(
-        &self,
-        sql: &str,
-        params: &[Value],
-        want: Want,
-    ) -> Result<Output, Error> {
+    /// The rows of a lookup from an async task, on the connection tasks share
+    /// ([`Shared`]), made on the caller's runtime when there is none or it closed.
+    pub(crate) async fn rows_async(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, Error> {
         let sql = dialect::placeholders(sql);
         let live = self.live().await?;
-        let answer = live.run(&sql, params, want).await;
+        let answer = live.rows(&sql, params).await;
         // A connection the server closed while it sat idle (a restart, an administrator's
         // terminate), or whose runtime ended, fails before its statement reaches the
         // server: that statement is tried once more on a new connection.
         if answer.is_err() && live.client.is_closed() {
-            return self.live().await?.run(&sql, params, want).await;
+            return self.live().await?.rows(&sql, params).await;
         }
         answer
     }

@@ -87,6 +87,24 @@ fn a_token_revoked_on_the_site_is_refused_by_both_at_the_next_request() {
     }
 }
 
+/// Gateway B remembers the token, and is stalled (SIGSTOP) while it is revoked: it hears
+/// nothing and renews nothing. The revoke still returns, and once B goes on, its next
+/// request with the token is refused.
+#[test]
+fn a_gateway_stalled_through_a_revoke_refuses_the_token_when_it_goes_on() {
+    let (_db, a, b) = pair();
+    let ann = a.add_person("ann");
+    for _ in 0..3 {
+        assert_eq!(get_json(&b.url("/v1/me"), &ann).0, 200);
+    }
+    {
+        let _stalled = Stopped::new(&b);
+        let revoked = a.ferry(&["token", "revoke", &ann[..12]]);
+        assert!(revoked.status.success(), "{}", last_line(&revoked));
+    }
+    assert_eq!(get_json(&b.url("/v1/me"), &ann).0, 401);
+}
+
 #[test]
 fn a_request_waiting_on_one_is_answered_through_the_other() {
     let (_db, a, b) = pair();

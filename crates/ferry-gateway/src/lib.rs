@@ -246,6 +246,7 @@ impl AppState {
     pub fn start_background(&self) -> Result<(), ferry_site::SiteError> {
         let address = self.address.map(|a| a.to_string()).unwrap_or_default();
         self.site.register_gateway(&self.gateway_id, &address)?;
+        self.site.keep_facts(&self.gateway_id);
         events_shared::start(self);
         tokio::spawn(beat(self.clone(), address));
         // The media store's folder is made here, at start, and never by `/readyz`, which

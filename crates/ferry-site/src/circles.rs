@@ -2,6 +2,7 @@
 //! In host mode each circle is the group `fy_circle_<circle>` (spec tools T-ID).
 
 use crate::db::{Exec, now_secs, params};
+use crate::facts::{Recall, circles};
 use crate::ids::check_id;
 use crate::{Site, SiteError};
 
@@ -43,7 +44,8 @@ impl Site {
             check_id("person", person)?;
             self.require_person(person)?;
         }
-        self.db.transaction(|tx| {
+        // Answered once no gateway remembers the members' circles as they were.
+        self.change_facts(|tx| {
             tx.execute(
                 "INSERT INTO circles (id, created) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
                 params![id, now_secs()],
@@ -103,11 +105,17 @@ impl Site {
 
     /// The ids of the circles `person` belongs to, sorted.
     pub fn circles_of(&self, person: &str) -> Result<Vec<String>, SiteError> {
-        Ok(self.db.rows(
+        let stamp = match self.facts.recall(circles, person) {
+            Recall::Known(ids) => return Ok(ids),
+            Recall::Ask(stamp) => stamp,
+        };
+        let ids: Vec<String> = self.db.rows(
             "SELECT circle FROM circle_members WHERE person = ?1 ORDER BY circle",
             params![person],
             |r| r.get(0),
-        )?)
+        )?;
+        self.facts.remember(stamp, circles, person, ids.clone());
+        Ok(ids)
     }
 }
 

@@ -154,6 +154,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             decl: "TEXT NOT NULL DEFAULT ''",
         }],
     },
+    // What gateways remember of tokens and circles, and the leases that keep it exact.
+    Migration {
+        version: 8,
+        steps: &[Step::Sql(crate::facts::SCHEMA)],
+    },
 ];
 
 /// The value of a `seq` column for a row inserted now into `table`.
@@ -181,6 +186,8 @@ pub(crate) const TABLES: &[&str] = &[
     "gateways",
     "audit",
     "site_keys",
+    "fact_changes",
+    "fact_leases",
 ];
 
 /// Opens the site's metadata: PostgreSQL when `[metadata] url` names it, else the SQLite

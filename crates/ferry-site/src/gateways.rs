@@ -88,6 +88,7 @@ impl Site {
 
     /// Gateway `id` stops: its row goes, and with it its relay tokens and node marks.
     pub fn gateway_stopped(&self, id: &str) -> Result<(), SiteError> {
+        self.stop_keeping_facts();
         self.db
             .execute("DELETE FROM gateways WHERE id = ?1", params![id])?;
         self.sweep_gateways()?;
@@ -113,14 +114,26 @@ impl Site {
                 gateways += self
                     .db
                     .execute("DELETE FROM gateways WHERE id = ?1", params![&id])?;
+                // A process that is gone trusts nothing it remembered.
+                self.db
+                    .execute("DELETE FROM fact_leases WHERE gateway = ?1", params![&id])?;
             }
         }
-        // `relay` alone: a token of a gateway from before ids were kept.
-        let relay_tokens = self.db.execute(
-            "DELETE FROM tokens WHERE purpose = 'relay' OR (substr(purpose, 1, ?1) = ?2
-                 AND substr(purpose, ?1 + 1) NOT IN (SELECT id FROM gateways))",
-            params![RELAY_PREFIX.len(), RELAY_PREFIX],
+        self.db.execute(
+            "DELETE FROM fact_leases WHERE renewed < ?1 AND gateway NOT IN (SELECT id FROM gateways)",
+            params![now_secs().saturating_sub(crate::facts::LEASE_STALE_SECS)],
         )?;
+        // `relay` alone: a token of a gateway from before ids were kept. Looked for
+        // first, so that a sweep with nothing to revoke makes no gateway forget.
+        const GONE_RELAYS: &str =
+            "FROM tokens WHERE purpose = 'relay' OR (substr(purpose, 1, ?1) = ?2
+                 AND substr(purpose, ?1 + 1) NOT IN (SELECT id FROM gateways))";
+        let relays = params![RELAY_PREFIX.len(), RELAY_PREFIX];
+        let relay_tokens = if self.db.exists(&format!("SELECT 1 {GONE_RELAYS}"), relays)? {
+            self.change_facts(|tx| Ok(tx.execute(&format!("DELETE {GONE_RELAYS}"), relays)?))?
+        } else {
+            0
+        };
         let node_marks = self.db.execute(
             "UPDATE nodes SET connected = 0, gateway = '' WHERE connected != 0
                  AND gateway NOT IN (SELECT id FROM gateways)",

@@ -10,6 +10,7 @@ mod check;
 mod circles;
 mod db;
 mod error;
+mod facts;
 mod folder_zip;
 mod gateways;
 mod ids;

@@ -44,6 +44,10 @@ pub struct Site {
     /// The S3 client, made once (a client holds a connection pool; a local store is
     /// opened anew on each call, as cheap as a folder).
     pub(crate) s3_blobs: std::sync::OnceLock<ferry_media::Blobs>,
+    /// Tokens, circles and persons remembered (`facts.rs`).
+    pub(crate) facts: std::sync::Arc<crate::facts::Facts>,
+    /// The lease under which a gateway remembers them, while it runs.
+    pub(crate) keeper: std::sync::Mutex<Option<crate::facts::Keeper>>,
 }
 
 /// A project of one person (spec members M-PROJ).
@@ -79,6 +83,8 @@ impl Site {
             config,
             usage: Default::default(),
             s3_blobs: Default::default(),
+            facts: Default::default(),
+            keeper: Default::default(),
         })
     }
 
@@ -310,10 +316,14 @@ impl Site {
 
     /// Fails with [`SiteError::UnknownPerson`] unless `person` exists.
     pub fn require_person(&self, person: &str) -> Result<(), SiteError> {
+        if self.facts.person_exists(person) {
+            return Ok(());
+        }
         if self
             .db
             .exists("SELECT 1 FROM persons WHERE id = ?1", params![person])?
         {
+            self.facts.person_found(person);
             Ok(())
         } else {
             Err(SiteError::UnknownPerson(person.to_owned()))

@@ -4,6 +4,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::db::{Exec, now_secs, params};
+use crate::facts::{Recall, TokenRow, tokens};
 use crate::{Site, SiteError};
 
 /// Every token starts with this, so a leaked one is easy to recognize in a scan.
@@ -118,19 +119,25 @@ impl Site {
             return Err(SiteError::UnknownToken(prefix.to_owned()));
         }
         // Compared as a prefix, not with LIKE: `_` is a token character and a wildcard.
-        let n = self.db.execute(
-            "DELETE FROM tokens WHERE substr(prefix, 1, ?2) = ?1",
-            params![prefix, prefix.chars().count()],
-        )?;
-        if n == 0 {
-            return Err(SiteError::UnknownToken(prefix.to_owned()));
-        }
-        Ok(n)
+        // Answered once no gateway remembers the tokens any longer.
+        self.change_facts(|tx| {
+            let n = tx.execute(
+                "DELETE FROM tokens WHERE substr(prefix, 1, ?2) = ?1",
+                params![prefix, prefix.chars().count()],
+            )?;
+            if n == 0 {
+                return Err(SiteError::UnknownToken(prefix.to_owned()));
+            }
+            Ok(n)
+        })
     }
 
     /// Whether the token behind `principal` still stands as it did (not revoked, the
     /// same person and kind): a stream opened with it ends once it does not.
     pub fn still_valid(&self, principal: &Principal) -> Result<bool, SiteError> {
+        if let Recall::Known((_, person, kind)) = self.facts.recall(tokens, &principal.handle) {
+            return Ok(person == principal.person && kind == principal.kind.as_str());
+        }
         Ok(self.db.exists(
             "SELECT 1 FROM tokens WHERE prefix = ?1 AND person = ?2 AND kind = ?3",
             params![
@@ -146,7 +153,14 @@ impl Site {
         let Some(prefix) = presented_prefix(token) else {
             return Ok(None);
         };
-        let row = self.db.row(TOKEN_LOOKUP, params![prefix], token_row)?;
+        let row = match self.facts.recall(tokens, prefix) {
+            Recall::Known(row) => Some(row),
+            Recall::Ask(stamp) => {
+                let row = self.db.row(TOKEN_LOOKUP, params![prefix], token_row)?;
+                self.remember_token(stamp, prefix, &row);
+                row
+            }
+        };
         Ok(principal_of(token, prefix, row))
     }
 
@@ -156,18 +170,31 @@ impl Site {
         let Some(prefix) = presented_prefix(token) else {
             return Ok(None);
         };
-        let row = self
-            .db
-            .row_async(TOKEN_LOOKUP, params![prefix], token_row)
-            .await?;
+        let row = match self.facts.recall(tokens, prefix) {
+            Recall::Known(row) => Some(row),
+            Recall::Ask(stamp) => {
+                let row = self
+                    .db
+                    .row_async(TOKEN_LOOKUP, params![prefix], token_row)
+                    .await?;
+                self.remember_token(stamp, prefix, &row);
+                row
+            }
+        };
         Ok(principal_of(token, prefix, row))
+    }
+
+    /// Remembers the row found under `prefix` (an unknown prefix is not remembered: a
+    /// token made since is found at once).
+    fn remember_token(&self, stamp: Option<i64>, prefix: &str, row: &Option<TokenRow>) {
+        if let Some(row) = row {
+            self.facts.remember(stamp, tokens, prefix, row.clone());
+        }
     }
 }
 
 /// A token's row: its hash, person and kind.
 const TOKEN_LOOKUP: &str = "SELECT hash, person, kind FROM tokens WHERE prefix = ?1";
-
-type TokenRow = (Vec<u8>, String, String);
 
 fn token_row(r: &ferry_sql::Row) -> Result<TokenRow, SiteError> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?))

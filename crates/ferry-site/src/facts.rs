@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use ferry_sql::{Db, Engine, Exec, Tx};
 
-use crate::db::{now_secs, params};
+use crate::db::params;
 use crate::{Site, SiteError};
 
 pub(crate) const SCHEMA: &str = "
@@ -48,8 +48,8 @@ CREATE TABLE IF NOT EXISTS fact_changes (
 );
 CREATE TABLE IF NOT EXISTS fact_leases (
     -- A gateway that remembers facts: the generation it has forgotten everything up to,
-    -- and when it last renewed (seconds since the epoch, for sweeping rows of gateways
-    -- long gone).
+    -- and when it last renewed (seconds since the epoch by the database's own clock, the
+    -- one every gateway shares, for sweeping rows of gateways long gone).
     gateway TEXT PRIMARY KEY,
     seen INTEGER NOT NULL,
     renewed INTEGER NOT NULL
@@ -64,7 +64,7 @@ const TRUST: Duration = Duration::from_millis(1800);
 const RENEW_EVERY: Duration = Duration::from_millis(500);
 /// A lease unrenewed this long belongs to a gateway long gone, and is swept: its trust
 /// ended [`TRUST`] after its last renewal.
-pub(crate) const LEASE_STALE_SECS: i64 = 60;
+const LEASE_STALE_SECS: i64 = 60;
 /// The channel changes are announced on.
 const CHANNEL: &str = "ferry_facts";
 /// Entries remembered of each kind at most; past it, that kind is forgotten and filled
@@ -278,12 +278,25 @@ impl Drop for Keeper {
     }
 }
 
+/// The database's own clock, in seconds since the epoch: one clock for every gateway,
+/// whatever their machines' clocks say.
+fn database_secs(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS BIGINT)",
+        Engine::Sqlite => "CAST(strftime('%s', 'now') AS INTEGER)",
+    }
+}
+
 /// One renewal of `gateway`'s lease: acknowledges `seen`, and reads the site's generation.
 fn renew(db: &Db, gateway: &str, seen: i64) -> Result<i64, SiteError> {
     db.execute(
-        "INSERT INTO fact_leases (gateway, seen, renewed) VALUES (?1, ?2, ?3)
-         ON CONFLICT (gateway) DO UPDATE SET seen = excluded.seen, renewed = excluded.renewed",
-        params![gateway, seen, now_secs()],
+        &format!(
+            "INSERT INTO fact_leases (gateway, seen, renewed) VALUES (?1, ?2, {})
+             ON CONFLICT (gateway) DO UPDATE
+             SET seen = excluded.seen, renewed = excluded.renewed",
+            database_secs(db.engine())
+        ),
+        params![gateway, seen],
     )?;
     Ok(db
         .row(
@@ -329,6 +342,20 @@ fn keep(db: Arc<Db>, facts: Arc<Facts>, gateway: String, wake: Arc<Wake>) {
     ) {
         tracing::warn!("giving up this gateway's lease on remembered facts: {e}");
     }
+}
+
+/// Removes the leases of gateways that are not registered and have not renewed for
+/// [`LEASE_STALE_SECS`] (a gateway seen gone on its machine has its lease removed with it).
+pub(crate) fn sweep_stale_leases(db: &Db) -> Result<(), SiteError> {
+    db.execute(
+        &format!(
+            "DELETE FROM fact_leases WHERE renewed < {} - ?1
+             AND gateway NOT IN (SELECT id FROM gateways)",
+            database_secs(db.engine())
+        ),
+        params![LEASE_STALE_SECS],
+    )?;
+    Ok(())
 }
 
 impl Site {

@@ -119,10 +119,7 @@ impl Site {
                     .execute("DELETE FROM fact_leases WHERE gateway = ?1", params![&id])?;
             }
         }
-        self.db.execute(
-            "DELETE FROM fact_leases WHERE renewed < ?1 AND gateway NOT IN (SELECT id FROM gateways)",
-            params![now_secs().saturating_sub(crate::facts::LEASE_STALE_SECS)],
-        )?;
+        crate::facts::sweep_stale_leases(&self.db)?;
         // `relay` alone: a token of a gateway from before ids were kept. Looked for
         // first, so that a sweep with nothing to revoke makes no gateway forget.
         const GONE_RELAYS: &str =

@@ -129,3 +129,28 @@ fn a_gateway_that_stops_gives_its_lease_up() {
 fn taken_twice(site: &Site, token: &str) -> bool {
     (0..2).all(|_| site.authenticate(token).unwrap().is_some())
 }
+
+/// A lease unrenewed past 60 s (by the database's clock) of a gateway no longer
+/// registered is swept; a younger one is kept, as is that of the gateway renewing it.
+/// (Exactly 60 s is not tried: the clock may tick between the insert and the sweep.)
+#[test]
+fn a_lease_long_unrenewed_of_a_gateway_gone_is_swept() {
+    let p = pair();
+    let raw = raw(&p.db);
+    raw.execute(
+        "INSERT INTO fact_leases (gateway, seen, renewed) VALUES
+         ('gone', 0, CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS BIGINT) - 61),
+         ('quiet', 0, CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS BIGINT) - 59)",
+        params![],
+    )
+    .unwrap();
+    p.a.sweep_gateways().unwrap();
+    let leases: Vec<String> = raw
+        .rows(
+            "SELECT gateway FROM fact_leases ORDER BY gateway",
+            params![],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(leases, ["gateway-b", "quiet"]);
+}

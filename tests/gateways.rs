@@ -253,6 +253,68 @@ fn readyz_names_postgresql_when_the_metadata_is_gone_and_healthz_still_answers()
     }
 }
 
+/// The metadata database stops taking connections while both gateways run (its
+/// connections cut, new ones refused): requests answer `503 site_unavailable` with a
+/// clear message rather than hanging or failing as the server's fault, and once the
+/// database answers again they are served without a restart.
+#[test]
+fn requests_answer_503_while_the_metadata_is_down_and_recover_when_it_returns() {
+    let (db, a, b) = pair();
+    let admin = std::env::var(ferry_sql::testing::URL_VARIABLE).unwrap();
+    let name = db.url().rsplit('/').next().unwrap().to_owned();
+    let set_open = |open: bool| {
+        ferry_sql::testing::admin_statement(
+            &admin,
+            &format!(
+                "ALTER DATABASE {name} ALLOW_CONNECTIONS {open};
+                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = '{name}' AND pid <> pg_backend_pid();"
+            ),
+        )
+    };
+    // status_within(gateway, status): the listing's answer, asked until it is `status`.
+    let status_within = |g: &Server, want: u16| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let answer = client()
+                .get(g.url("/v1/files"))
+                .bearer_auth(&g.token)
+                .send();
+            if let Ok(answer) = answer {
+                let status = answer.status().as_u16();
+                let retry = answer.headers().get("retry-after").cloned();
+                let body: Value = answer.json().unwrap_or(Value::Null);
+                if status == want {
+                    return (body, retry);
+                }
+                assert!(
+                    status == 200 || status == 503,
+                    "neither served nor unavailable: {status} {body}\n{}",
+                    g.log()
+                );
+            }
+            assert!(Instant::now() < deadline, "no {want} within 30 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    for g in [&a, &b] {
+        status_within(g, 200);
+    }
+    set_open(false);
+    for g in [&a, &b] {
+        let (body, retry) = status_within(g, 503);
+        assert_eq!(body["error"]["code"], "site_unavailable", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("metadata database"), "{message}");
+        assert!(!message.contains("password"), "{message}");
+        assert_eq!(retry.unwrap(), "1");
+    }
+    set_open(true);
+    for g in [&a, &b] {
+        status_within(g, 200);
+    }
+}
+
 /// An agent on gateway B uses a node whose link gateway A holds: the call goes to A
 /// through the gateways' internal route, and fetch, push and a tree's fetch work as on A.
 #[test]

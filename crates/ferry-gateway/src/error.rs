@@ -120,6 +120,17 @@ impl From<ferry_exec::RequestError> for ApiError {
 
 impl From<SiteError> for ApiError {
     fn from(err: SiteError) -> ApiError {
+        if let SiteError::Db(e) = &err
+            && e.is_unreachable()
+        {
+            // The details (the server's address, the driver's words) go to the log only.
+            tracing::warn!("site: {e}");
+            return ApiError::new(
+                err.code(),
+                "the metadata database does not answer now; try again shortly",
+            )
+            .with(RETRY_AFTER_SECS, serde_json::json!(1));
+        }
         let message = err.to_string();
         ApiError::failure(err.code(), message, "site")
     }

@@ -157,7 +157,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     // What gateways remember of tokens and circles, and the leases that keep it exact.
     Migration {
         version: 8,
-        steps: &[Step::Sql(crate::facts::SCHEMA)],
+        steps: &[
+            Step::Sql(crate::facts::SCHEMA),
+            // Where a gateway's process id means something: its boot and process
+            // namespace (`gateways.rs`).
+            Step::AddColumn {
+                table: "gateways",
+                column: "machine",
+                decl: "TEXT NOT NULL DEFAULT ''",
+            },
+        ],
     },
 ];
 

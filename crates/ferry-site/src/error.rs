@@ -142,6 +142,9 @@ impl SiteError {
             SiteError::Share(e) => e.code(),
             SiteError::Fs(e) => e.code(),
             SiteError::Db(e) if e.is_disk_full() => Code::InsufficientStorage,
+            // The server is down or the connection was cut: for now, not the request's
+            // fault nor a failure of ferry's.
+            SiteError::Db(e) if e.is_unreachable() => Code::SiteUnavailable,
             // A NUL in a name, an id or a message: the request's text, never a stored one.
             SiteError::Db(e) if e.is_unstorable_parameter() => Code::BadRequest,
             SiteError::Db(_) | SiteError::Io(_) => Code::Internal,

@@ -28,8 +28,8 @@
 //! machines' times of day ([`TRUST`] is 90 % of [`LEASE`] for the clocks' rates).
 //!
 //! Persons are never removed, so that one exists is remembered without a lease. On
-//! SQLite nothing takes a lease (a lookup there is a read of the process's own page
-//! cache), so only that is remembered.
+//! SQLite the same holds without notifications: a command on the data dir (`ferry token
+//! revoke`) waits for the gateway's next renewal, half a second at most.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -65,6 +65,10 @@ const RENEW_EVERY: Duration = Duration::from_millis(500);
 /// A lease unrenewed this long belongs to a gateway long gone, and is swept: its trust
 /// ended [`TRUST`] after its last renewal.
 const LEASE_STALE_SECS: i64 = 60;
+/// The same for a gateway no longer registered (stopped, or its process seen gone): more
+/// than 3 s, counted in the database's whole seconds, is past [`TRUST`] with room for
+/// the clocks' rates.
+const GONE_LEASE_SECS: i64 = 3;
 /// The channel changes are announced on.
 const CHANNEL: &str = "ferry_facts";
 /// Entries remembered of each kind at most; past it, that kind is forgotten and filled
@@ -320,6 +324,10 @@ fn keep(db: Arc<Db>, facts: Arc<Facts>, gateway: String, wake: Arc<Wake>) {
                     tracing::info!("remembering tokens and circles again");
                     failing = false;
                 }
+                if generation > seen {
+                    // A change this renewal learned of waits for its acknowledgment.
+                    continue;
+                }
             }
             Err(e) => {
                 if !failing {
@@ -344,16 +352,18 @@ fn keep(db: Arc<Db>, facts: Arc<Facts>, gateway: String, wake: Arc<Wake>) {
     }
 }
 
-/// Removes the leases of gateways that are not registered and have not renewed for
-/// [`LEASE_STALE_SECS`] (a gateway seen gone on its machine has its lease removed with it).
+/// Removes the leases no gateway trusts under any longer: those of gateways no longer
+/// registered once unrenewed for [`GONE_LEASE_SECS`], any once unrenewed for
+/// [`LEASE_STALE_SECS`] (a gateway renews every half second, and trusts for less than
+/// [`TRUST`] after a renewal began).
 pub(crate) fn sweep_stale_leases(db: &Db) -> Result<(), SiteError> {
+    let now = database_secs(db.engine());
     db.execute(
         &format!(
-            "DELETE FROM fact_leases WHERE renewed < {} - ?1
-             AND gateway NOT IN (SELECT id FROM gateways)",
-            database_secs(db.engine())
+            "DELETE FROM fact_leases WHERE renewed < {now} - ?2
+             OR (renewed < {now} - ?1 AND gateway NOT IN (SELECT id FROM gateways))"
         ),
-        params![LEASE_STALE_SECS],
+        params![GONE_LEASE_SECS, LEASE_STALE_SECS],
     )?;
     Ok(())
 }
@@ -375,12 +385,9 @@ impl Site {
         Ok(value)
     }
 
-    /// Makes this process remember tokens and circles as gateway `gateway`, under a lease
-    /// (PostgreSQL only; nothing on SQLite). It lasts until [`Site::gateway_stopped`].
+    /// Makes this process remember tokens and circles as gateway `gateway`, under a
+    /// lease. It lasts until [`Site::gateway_stopped`].
     pub fn keep_facts(&self, gateway: &str) {
-        if self.db.engine() != Engine::Postgres {
-            return;
-        }
         let wake = Arc::new(Wake::default());
         let heard = (self.facts.clone(), wake.clone());
         let resumed = wake.clone();

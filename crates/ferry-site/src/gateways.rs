@@ -78,10 +78,18 @@ impl Site {
     pub fn gateway_seen(&self, id: &str, address: &str) -> Result<(), SiteError> {
         let me = Process::this();
         self.db.execute(
-            "INSERT INTO gateways (id, address, host, pid, pid_started, started, seen)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+            "INSERT INTO gateways (id, address, host, machine, pid, pid_started, started, seen)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
              ON CONFLICT (id) DO UPDATE SET seen = excluded.seen",
-            params![id, address, &me.host, me.pid, me.started, now_secs()],
+            params![
+                id,
+                address,
+                &me.host,
+                &me.machine,
+                me.pid,
+                me.started,
+                now_secs()
+            ],
         )?;
         Ok(())
     }
@@ -95,28 +103,30 @@ impl Site {
         Ok(())
     }
 
-    /// Forgets gateways unseen for [`GATEWAY_SILENT_SECS`], then revokes the relay tokens
-    /// and clears the node marks of every gateway that is not registered.
+    /// Forgets the gateways that are gone: of this machine (the same boot and the same
+    /// process namespace, where a process id names one process), those whose process is
+    /// no longer there; of others, those unseen for [`GATEWAY_SILENT_SECS`]. Then revokes
+    /// the relay tokens and clears the node marks of every gateway that is not registered.
     pub fn sweep_gateways(&self) -> Result<GatewaysSwept, SiteError> {
-        let mut gateways = self.db.execute(
-            "DELETE FROM gateways WHERE seen < ?1",
-            params![now_secs().saturating_sub(GATEWAY_SILENT_SECS)],
-        )?;
-        // Gateways of this machine whose process is gone go at once.
         let me = Process::this();
-        let local: Vec<(String, u32, u64)> = self.db.rows(
-            "SELECT id, pid, pid_started FROM gateways WHERE host = ?1",
-            params![&me.host],
-            |r| Ok::<_, SiteError>((r.get(0)?, r.get(1)?, r.get(2)?)),
+        let mut gateways = self.db.execute(
+            "DELETE FROM gateways WHERE seen < ?1 AND (machine = '' OR machine != ?2)",
+            params![now_secs().saturating_sub(GATEWAY_SILENT_SECS), &me.machine],
         )?;
+        let local: Vec<(String, u32, u64)> = if me.machine.is_empty() {
+            Vec::new()
+        } else {
+            self.db.rows(
+                "SELECT id, pid, pid_started FROM gateways WHERE machine = ?1",
+                params![&me.machine],
+                |r| Ok::<_, SiteError>((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?
+        };
         for (id, pid, started) in local {
             if process_started(pid) != Some(started) {
                 gateways += self
                     .db
                     .execute("DELETE FROM gateways WHERE id = ?1", params![&id])?;
-                // A process that is gone trusts nothing it remembered.
-                self.db
-                    .execute("DELETE FROM fact_leases WHERE gateway = ?1", params![&id])?;
             }
         }
         crate::facts::sweep_stale_leases(&self.db)?;
@@ -225,7 +235,12 @@ impl Site {
 
 /// A process, as the gateways table names it.
 struct Process {
+    /// The machine's name, for people to read.
     host: String,
+    /// Where the process's id names one process: the boot and the process namespace
+    /// (two containers keeping the host's name, or two machines of one name, differ
+    /// here); empty when either cannot be read, and then no process is judged by its id.
+    machine: String,
     pid: u32,
     started: u64,
 }
@@ -233,10 +248,19 @@ struct Process {
 impl Process {
     fn this() -> Process {
         let pid = std::process::id();
+        let read = |path: &str| std::fs::read_to_string(path).map(|s| s.trim().to_owned());
+        let machine = match (
+            read("/proc/sys/kernel/random/boot_id"),
+            std::fs::read_link("/proc/self/ns/pid"),
+        ) {
+            (Ok(boot), Ok(namespace)) if !boot.is_empty() => {
+                format!("{boot} {}", namespace.display())
+            }
+            _ => String::new(),
+        };
         Process {
-            host: std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|h| h.trim().to_owned())
-                .unwrap_or_default(),
+            host: read("/proc/sys/kernel/hostname").unwrap_or_default(),
+            machine,
             pid,
             started: process_started(pid).unwrap_or(0),
         }
@@ -278,10 +302,11 @@ mod tests {
         // B stops: its relay token goes with it.
         site.gateway_stopped("gwB").unwrap();
         assert!(works(&a) && !works(&b) && works(&person));
-        // A crashes: once it has been silent long enough, a sweep revokes its token.
+        // A, as seen from another machine, crashes: once it has been silent long enough,
+        // a sweep revokes its token.
         site.db
             .execute(
-                "UPDATE gateways SET seen = ?1 WHERE id = 'gwA'",
+                "UPDATE gateways SET seen = ?1, machine = 'another-boot pid:[1]' WHERE id = 'gwA'",
                 params![now_secs() - GATEWAY_SILENT_SECS + 5],
             )
             .unwrap();
@@ -313,34 +338,53 @@ mod tests {
         let me = Process::this();
         site.db
             .execute(
-                "INSERT INTO gateways (id, address, host, pid, pid_started, started, seen)
-                 VALUES ('crashed', '127.0.0.1:2', ?1, ?2, 12345, ?3, ?3)",
-                params![&me.host, gone, now_secs()],
+                "INSERT INTO gateways (id, address, host, machine, pid, pid_started, started, seen)
+                 VALUES ('crashed', '127.0.0.1:2', ?1, ?2, ?3, 12345, ?4, ?4)",
+                params![&me.host, &me.machine, gone, now_secs()],
             )
             .unwrap();
         let crashed = site.create_relay_token("ann", "crashed").unwrap();
         // This process, but not started when the row says: a reused id is not the gateway.
         site.db
             .execute(
-                "INSERT INTO gateways (id, address, host, pid, pid_started, started, seen)
-                 VALUES ('reused', '127.0.0.1:3', ?1, ?2, ?3, ?4, ?4)",
-                params![&me.host, me.pid, me.started + 1, now_secs()],
+                "INSERT INTO gateways (id, address, host, machine, pid, pid_started, started, seen)
+                 VALUES ('reused', '127.0.0.1:3', ?1, ?2, ?3, ?4, ?5, ?5)",
+                params![&me.host, &me.machine, me.pid, me.started + 1, now_secs()],
             )
             .unwrap();
-        // Another machine's gateway that beats is left alone.
+        // Another machine's gateway that beats is left alone, and so is one of the same
+        // name but another boot or process namespace (a container keeping the host's
+        // name), whose process ids say nothing here.
         site.db
             .execute(
-                "INSERT INTO gateways (id, address, host, pid, pid_started, started, seen)
-                 VALUES ('elsewhere', '10.0.0.2:8080', 'other-host', 1, 1, ?1, ?1)",
-                params![now_secs()],
+                "INSERT INTO gateways (id, address, host, machine, pid, pid_started, started, seen)
+                 VALUES ('elsewhere', '10.0.0.2:8080', 'other-host', 'b pid:[2]', 1, 1, ?1, ?1),
+                        ('twin', '127.0.0.1:4', ?2, 'another-boot pid:[1]', ?3, 12345, ?1, ?1)",
+                params![now_secs(), &me.host, gone],
+            )
+            .unwrap();
+        // A gateway of this machine whose process is there but silent (stopped, say) stays.
+        site.db
+            .execute(
+                "INSERT INTO gateways (id, address, host, machine, pid, pid_started, started, seen)
+                 VALUES ('stalled', '127.0.0.1:5', ?1, ?2, ?3, ?4, ?5, ?5)",
+                params![
+                    &me.host,
+                    &me.machine,
+                    me.pid,
+                    me.started,
+                    now_secs() - GATEWAY_SILENT_SECS - 1
+                ],
             )
             .unwrap();
         let swept = site.sweep_gateways().unwrap();
         assert_eq!((swept.gateways, swept.relay_tokens), (2, 1));
         assert!(site.authenticate(&alive).unwrap().is_some());
         assert!(site.authenticate(&crashed).unwrap().is_none());
-        let ids: Vec<String> = site.gateways().unwrap().into_iter().map(|g| g.0).collect();
-        assert_eq!(ids, ["alive", "elsewhere"]);
+        let mut ids: Vec<String> = site.gateways().unwrap().into_iter().map(|g| g.0).collect();
+        ids.sort();
+        assert_eq!(ids, ["alive", "elsewhere", "stalled", "twin"]);
+        assert!(!me.machine.is_empty());
         assert!(process_started(std::process::id()).is_some());
     }
 }

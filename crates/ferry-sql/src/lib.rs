@@ -61,7 +61,7 @@ pub enum Error {
 }
 
 /// The driver's words and, when it has them, the server's or the cause's.
-fn postgres_message(e: &postgres::Error) -> String {
+pub(crate) fn postgres_message(e: &postgres::Error) -> String {
     match std::error::Error::source(e) {
         Some(cause) => format!("{e}: {cause}"),
         None => e.to_string(),
@@ -116,10 +116,21 @@ impl Error {
     pub fn is_unreachable(&self) -> bool {
         match self {
             Error::Unreachable(_) => true,
-            Error::Postgres(e) => e.is_closed() || e.code().is_none(),
+            Error::Postgres(e) => e.is_closed() || e.code().is_none_or(is_transient_state),
             _ => false,
         }
     }
+}
+
+/// A state PostgreSQL ends a connection with when it is not the statement's fault: the
+/// connection failed (class 08), or the server is shutting down, crashed, or is not yet
+/// taking connections (an administrator's terminate among them).
+pub(crate) fn is_transient_state(code: &postgres::error::SqlState) -> bool {
+    use postgres::error::SqlState;
+    code.code().starts_with("08")
+        || *code == SqlState::ADMIN_SHUTDOWN
+        || *code == SqlState::CRASH_SHUTDOWN
+        || *code == SqlState::CANNOT_CONNECT_NOW
 }
 
 /// Which engine a database runs on.

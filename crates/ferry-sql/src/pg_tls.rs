@@ -51,16 +51,17 @@ impl Connector {
     }
 
     /// A new connection, driven by a runtime of its own.
-    pub(crate) fn connect(&self) -> Result<Client, postgres::Error> {
+    pub(crate) fn connect(&self) -> Result<Client, Error> {
         let config = postgres::Config::from(self.config.clone());
         match &self.tls {
             Some(tls) => config.connect(tls.clone()),
             None => config.connect(NoTls),
         }
+        .map_err(refused)
     }
 
     /// A new connection driven by a task of the caller's runtime, which ends with it.
-    pub(crate) async fn connect_async(&self) -> Result<tokio_postgres::Client, postgres::Error> {
+    pub(crate) async fn connect_async(&self) -> Result<tokio_postgres::Client, Error> {
         /// Drives a connection until it closes; why it failed is the next statement's error.
         async fn drive<C: std::future::Future<Output = Result<(), postgres::Error>>>(c: C) {
             if let Err(e) = c.await {
@@ -69,16 +70,34 @@ impl Connector {
         }
         match &self.tls {
             Some(tls) => {
-                let (client, connection) = self.config.connect(tls.clone()).await?;
+                let (client, connection) =
+                    self.config.connect(tls.clone()).await.map_err(refused)?;
                 tokio::spawn(drive(connection));
                 Ok(client)
             }
             None => {
-                let (client, connection) = self.config.connect(NoTls).await?;
+                let (client, connection) = self.config.connect(NoTls).await.map_err(refused)?;
                 tokio::spawn(drive(connection));
                 Ok(client)
             }
         }
+    }
+}
+
+/// A connection the server did not make. Closed to new connections for now (a database
+/// not taking them, every connection slot taken) is unreachable, as a server that is
+/// down is ([`Error::is_unreachable`]); a wrong password or a missing database stays
+/// what the server said, the configuration's fault.
+fn refused(e: postgres::Error) -> Error {
+    use postgres::error::SqlState;
+    match e.code() {
+        Some(code)
+            if *code == SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE
+                || *code == SqlState::TOO_MANY_CONNECTIONS =>
+        {
+            Error::Unreachable(crate::postgres_message(&e))
+        }
+        _ => Error::Postgres(e),
     }
 }
 

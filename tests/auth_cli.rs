@@ -430,6 +430,47 @@ fn revoked_token_is_refused_at_once() {
     );
 }
 
+/// What `ferry token revoke` takes: 6 to 12 of a token's first characters (its handle),
+/// or the whole token, checked against its hash. 5 characters, a string longer than a
+/// handle that is not a token (a handle with more after it), or a token with one
+/// character changed are refused, say what is taken, revoke nothing, and never echo
+/// more than the handle.
+#[test]
+fn a_revoke_names_tokens_by_6_to_12_characters_or_the_whole_token() {
+    let server = Server::start();
+    let alice = server.add_person("alice");
+    let bob = server.create_token("alice", "person");
+    let carol = server.create_token("alice", "person");
+    let works = |t: &str| get_json(&server.url("/v1/files"), t).0 == 200;
+    let refused = |given: &str| {
+        let out = server.ferry(&["token", "revoke", given]);
+        assert!(!out.status.success(), "{given:?} was taken");
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(said.contains("at least 6"), "{said}");
+        assert!(given.len() <= 12 || !said.contains(given), "{said}");
+    };
+    refused(&alice[..5]);
+    refused(&format!("{}ZZZZ", &alice[..12]));
+    refused(&alice[..13]);
+    let mut changed = alice.clone().into_bytes();
+    let last = changed.len() - 1;
+    changed[last] = if changed[last] == b'a' { b'b' } else { b'a' };
+    refused(&String::from_utf8(changed).unwrap());
+    assert!(works(&alice) && works(&bob) && works(&carol));
+
+    let revoke = |given: &str| {
+        let out = server.ferry(&["token", "revoke", given]);
+        assert!(out.status.success(), "{given:?}: {out:?}");
+    };
+    revoke(&alice);
+    assert!(!works(&alice) && works(&bob) && works(&carol));
+    revoke(&bob[..7]);
+    assert!(!works(&bob) && works(&carol));
+    revoke(&carol[..6]);
+    assert!(!works(&carol));
+    assert!(works(&server.token) || server.token[..6] == carol[..6]);
+}
+
 #[test]
 fn missing_unknown_and_malformed_tokens_are_401() {
     let server = Server::start();

@@ -167,7 +167,7 @@ async fn an_errno_is_coded_as_the_confined_operations_code_it() {
 
 // ----------------------------------------------------------------------------- SiteError
 
-const SITE_VARIANTS: usize = 29;
+const SITE_VARIANTS: usize = 30;
 
 fn site_variant(e: &SiteError) -> usize {
     match e {
@@ -200,6 +200,7 @@ fn site_variant(e: &SiteError) -> usize {
         SiteError::Share(_) => 26,
         SiteError::BadQuery(_) => 27,
         SiteError::TooBig(_) => 28,
+        SiteError::BadTokenPrefix(_) => 29,
     }
 }
 
@@ -257,6 +258,7 @@ fn site_samples() -> Vec<SiteError> {
             why: "is a symbolic link".into(),
         },
         SiteError::UnknownToken("fy_abc".into()),
+        SiteError::BadTokenPrefix("\"fy_ab\" cannot name a token".into()),
         SiteError::Db(ferry_sql::Error::Unreachable("down".into())),
         SiteError::Io(io::Error::other("layout")),
         SiteError::UnknownNode("\"0123\"".into()),

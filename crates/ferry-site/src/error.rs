@@ -68,6 +68,9 @@ pub enum SiteError {
     /// No token of the person has an id beginning with the given prefix.
     #[error("no token starts with {0:?}")]
     UnknownToken(String),
+    /// What was given to revoke cannot name tokens: says what can.
+    #[error("{0}")]
+    BadTokenPrefix(String),
     /// No node has this id; holds the id as a message may show it.
     #[error("there is no node {0}")]
     UnknownNode(String),
@@ -130,6 +133,7 @@ impl SiteError {
             SiteError::NoSuchFolder(_) => Code::FolderNotFound,
             SiteError::Unsafe { .. } => Code::PathEscapes,
             SiteError::UnknownToken(_) => Code::UnknownToken,
+            SiteError::BadTokenPrefix(_) => Code::InvalidId,
             SiteError::UnknownNode(_) => Code::UnknownNode,
             SiteError::BadNodeHello(_) => Code::BadHello,
             SiteError::NodeKeyMismatch(_) => Code::BadProof,

@@ -302,6 +302,11 @@ fn renew(db: &Db, gateway: &str, seen: i64) -> Result<i64, SiteError> {
         ),
         params![gateway, seen],
     )?;
+    current_generation(db)
+}
+
+/// The site's fact generation now.
+fn current_generation(db: &Db) -> Result<i64, SiteError> {
     Ok(db
         .row(
             "SELECT generation FROM fact_changes WHERE id = 1",
@@ -383,6 +388,14 @@ impl Site {
         self.facts.forget(generation);
         await_forgotten(&self.db, generation);
         Ok(value)
+    }
+
+    /// Waits until no gateway uses what the changes made so far made stale (at most
+    /// [`LEASE`]).
+    pub(crate) fn await_current_forgotten(&self) {
+        if let Ok(generation) = current_generation(&self.db) {
+            await_forgotten(&self.db, generation);
+        }
     }
 
     /// Makes this process remember tokens and circles as gateway `gateway`, under a

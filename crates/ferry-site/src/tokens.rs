@@ -105,22 +105,41 @@ impl Site {
         Ok(token)
     }
 
-    /// Revokes every token whose clear prefix starts with `prefix` (at least 6 characters,
-    /// so that one keystroke cannot revoke them all); returns how many.
-    pub fn revoke_tokens(&self, prefix: &str) -> Result<usize, SiteError> {
-        let prefix = prefix
-            .get(..TOKEN_PREFIX_CHARS.min(prefix.len()))
-            .unwrap_or(prefix);
-        if prefix.len() < 6
-            || !prefix
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
-            return Err(SiteError::UnknownToken(prefix.to_owned()));
+    /// Revokes every token whose clear prefix (its first 12 characters, its handle)
+    /// starts with `given`, at least 6 characters so that one keystroke cannot revoke them
+    /// all; or exactly the token `given` is, when the whole token is given. Returns how
+    /// many, once no gateway takes them any longer.
+    pub fn revoke_tokens(&self, given: &str) -> Result<usize, SiteError> {
+        const HOW: &str = "give at least 6 of a token's first 12 characters, or the whole token";
+        let chars = given.chars().count();
+        if chars < 6 || !given.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(SiteError::BadTokenPrefix(format!(
+                "{given:?} cannot name a token: {HOW}"
+            )));
         }
+        let prefix = if chars <= TOKEN_PREFIX_CHARS {
+            given
+        } else {
+            // Longer than a handle: only the whole token, checked against its hash, names
+            // one; anything else is refused without echoing what may be a secret.
+            let handle = &given[..TOKEN_PREFIX_CHARS];
+            let whole = presented_prefix(given)
+                .map(|prefix| {
+                    let row = self.db.row(TOKEN_LOOKUP, params![prefix], token_row)?;
+                    Ok::<_, SiteError>(principal_of(given, prefix, row).is_some())
+                })
+                .transpose()?
+                .unwrap_or(false);
+            if !whole {
+                return Err(SiteError::BadTokenPrefix(format!(
+                    "{handle}… is longer than a token's handle and is not a token of this \
+                     site: {HOW}"
+                )));
+            }
+            handle
+        };
         // Compared as a prefix, not with LIKE: `_` is a token character and a wildcard.
-        // Answered once no gateway remembers the tokens any longer.
-        self.change_facts(|tx| {
+        let revoked = self.change_facts(|tx| {
             let n = tx.execute(
                 "DELETE FROM tokens WHERE substr(prefix, 1, ?2) = ?1",
                 params![prefix, prefix.chars().count()],
@@ -129,7 +148,13 @@ impl Site {
                 return Err(SiteError::UnknownToken(prefix.to_owned()));
             }
             Ok(n)
-        })
+        });
+        if let Err(SiteError::UnknownToken(_)) = revoked {
+            // Perhaps revoked a moment ago by another command still waiting: this one
+            // too answers only once no gateway takes what was revoked.
+            self.await_current_forgotten();
+        }
+        revoked
     }
 
     /// Whether the token behind `principal` still stands as it did (not revoked, the

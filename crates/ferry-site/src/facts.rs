@@ -28,8 +28,8 @@
 //! machines' times of day ([`TRUST`] is 90 % of [`LEASE`] for the clocks' rates).
 //!
 //! Persons are never removed, so that one exists is remembered without a lease. On
-//! SQLite the same holds without notifications: a command on the data dir (`ferry token
-//! revoke`) waits for the gateway's next renewal, half a second at most.
+//! SQLite nothing takes a lease: a lookup there is a statement on the gateway's own page
+//! cache, and remembering measured no faster (`bench/README.md`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -399,8 +399,12 @@ impl Site {
     }
 
     /// Makes this process remember tokens and circles as gateway `gateway`, under a
-    /// lease. It lasts until [`Site::gateway_stopped`].
+    /// lease (PostgreSQL only; nothing on SQLite). It lasts until
+    /// [`Site::gateway_stopped`].
     pub fn keep_facts(&self, gateway: &str) {
+        if self.db.engine() != Engine::Postgres {
+            return;
+        }
         let wake = Arc::new(Wake::default());
         let heard = (self.facts.clone(), wake.clone());
         let resumed = wake.clone();

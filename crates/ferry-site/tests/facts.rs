@@ -1,7 +1,7 @@
-//! What a gateway remembers of tokens and circles (`facts.rs`, spec S-GATEWAYS): two
-//! sites open on one database stand for two gateways (or for a gateway and a command on
-//! the data dir). What one changes, the other sees at the next call, though it
-//! remembers, and a gateway that stops gives its lease up. On both engines.
+//! What a gateway remembers of tokens and circles on PostgreSQL (`facts.rs`, spec
+//! S-GATEWAYS): two sites open on one database stand for two gateways (or for a gateway
+//! and a command on the data dir). What one changes, the other sees at the next call,
+//! though it remembers, and a gateway that stops gives its lease up.
 
 use std::time::{Duration, Instant};
 
@@ -10,10 +10,10 @@ use ferry_site::{Site, TokenKind};
 use ferry_sql::testing::PostgresDatabase;
 use ferry_sql::{Db, Exec, params};
 
-/// Gateway-like sites `a` and `b` on one fresh database; `b` remembers.
+/// Gateway-like sites `a` and `b` on one fresh PostgreSQL database; `b` remembers.
 struct Pair {
-    pg: Option<PostgresDatabase>,
-    tmp: tempfile::TempDir,
+    pg: PostgresDatabase,
+    _tmp: tempfile::TempDir,
     a: Site,
     b: Site,
 }
@@ -21,22 +21,24 @@ struct Pair {
 impl Pair {
     /// The database opened beside the sites, to change it behind their back.
     fn raw(&self) -> Db {
-        match &self.pg {
-            Some(pg) => Db::postgres(pg.url(), None).unwrap(),
-            None => Db::sqlite(&self.tmp.path().join(".ferry").join(ferry_site::DB_FILE)).unwrap(),
-        }
+        Db::postgres(self.pg.url(), None).unwrap()
     }
 }
 
-fn pair(postgres: bool) -> Pair {
-    let pg = postgres.then(PostgresDatabase::create);
+fn pair() -> Pair {
+    let pg = PostgresDatabase::create();
     let tmp = tempfile::tempdir().unwrap();
     let mut config = Config::default();
-    config.metadata.url = pg.as_ref().map(|pg| pg.url().to_owned());
+    config.metadata.url = Some(pg.url().to_owned());
     let a = Site::open(tmp.path(), config.clone()).unwrap();
     let b = Site::open(tmp.path(), config).unwrap();
     b.keep_facts("gateway-b");
-    let pair = Pair { pg, tmp, a, b };
+    let pair = Pair {
+        pg,
+        _tmp: tmp,
+        a,
+        b,
+    };
     // Its lease is taken by its first renewal.
     let raw = pair.raw();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -54,52 +56,44 @@ fn pair(postgres: bool) -> Pair {
     pair
 }
 
-/// Runs `test` on SQLite and on PostgreSQL.
-fn on_both(test: impl Fn(Pair)) {
-    test(pair(false));
-    test(pair(true));
-}
-
 #[test]
 fn a_revoke_through_one_is_refused_by_the_other_at_its_next_call() {
-    on_both(|p| {
-        p.a.add_person("ann").unwrap();
-        p.a.add_person("bob").unwrap();
-        let ann = p.a.create_token("ann", TokenKind::Person).unwrap();
-        let bob = p.a.create_token("bob", TokenKind::Admin).unwrap();
-        assert!(p.b.authenticate(&ann).unwrap().is_some());
-        assert!(taken_twice(&p.b, &bob));
-        // Bob's row goes behind ferry's back: `b` still takes his token, so it answers from
-        // what it remembers, not from the database.
-        p.raw()
-            .execute("DELETE FROM tokens WHERE prefix = ?1", params![&bob[..12]])
-            .unwrap();
-        assert!(
-            p.b.authenticate(&bob).unwrap().is_some(),
-            "b does not remember tokens"
-        );
-        // Ann's revoke through `a` makes `b` forget everything before it returns.
-        assert_eq!(p.a.revoke_tokens(&ann[..12]).unwrap(), 1);
-        assert_eq!(p.b.authenticate(&ann).unwrap(), None);
-        assert_eq!(p.b.authenticate(&bob).unwrap(), None);
-    });
+    let p = pair();
+    p.a.add_person("ann").unwrap();
+    p.a.add_person("bob").unwrap();
+    let ann = p.a.create_token("ann", TokenKind::Person).unwrap();
+    let bob = p.a.create_token("bob", TokenKind::Admin).unwrap();
+    assert!(p.b.authenticate(&ann).unwrap().is_some());
+    assert!(taken_twice(&p.b, &bob));
+    // Bob's row goes behind ferry's back: `b` still takes his token, so it answers from
+    // what it remembers, not from the database.
+    p.raw()
+        .execute("DELETE FROM tokens WHERE prefix = ?1", params![&bob[..12]])
+        .unwrap();
+    assert!(
+        p.b.authenticate(&bob).unwrap().is_some(),
+        "b does not remember tokens"
+    );
+    // Ann's revoke through `a` makes `b` forget everything before it returns.
+    assert_eq!(p.a.revoke_tokens(&ann[..12]).unwrap(), 1);
+    assert_eq!(p.b.authenticate(&ann).unwrap(), None);
+    assert_eq!(p.b.authenticate(&bob).unwrap(), None);
 }
 
 #[test]
 fn a_member_added_through_one_is_in_the_circle_for_the_other_at_its_next_call() {
-    on_both(|p| {
-        p.a.add_person("ann").unwrap();
-        p.a.add_circle("team", &[]).unwrap();
-        assert!(p.b.circles_of("ann").unwrap().is_empty());
-        assert!(p.b.circles_of("ann").unwrap().is_empty());
-        p.a.add_circle("team", &["ann".to_owned()]).unwrap();
-        assert_eq!(p.b.circles_of("ann").unwrap(), ["team"]);
-    });
+    let p = pair();
+    p.a.add_person("ann").unwrap();
+    p.a.add_circle("team", &[]).unwrap();
+    assert!(p.b.circles_of("ann").unwrap().is_empty());
+    assert!(p.b.circles_of("ann").unwrap().is_empty());
+    p.a.add_circle("team", &["ann".to_owned()]).unwrap();
+    assert_eq!(p.b.circles_of("ann").unwrap(), ["team"]);
 }
 
 #[test]
 fn a_revoke_is_refused_though_the_notification_never_arrives() {
-    let p = pair(true);
+    let p = pair();
     p.a.add_person("ann").unwrap();
     let ann = p.a.create_token("ann", TokenKind::Person).unwrap();
     assert!(taken_twice(&p.b, &ann));
@@ -117,22 +111,21 @@ fn a_revoke_is_refused_though_the_notification_never_arrives() {
 
 #[test]
 fn a_gateway_that_stops_gives_its_lease_up() {
-    on_both(|p| {
-        p.b.gateway_stopped("gateway-b").unwrap();
-        assert!(
-            !p.raw()
-                .exists("SELECT 1 FROM fact_leases", params![])
-                .unwrap()
-        );
-        // And it asks the database again: a token revoked behind its back is refused.
-        p.a.add_person("ann").unwrap();
-        let ann = p.a.create_token("ann", TokenKind::Person).unwrap();
-        assert!(p.b.authenticate(&ann).unwrap().is_some());
-        p.raw()
-            .execute("DELETE FROM tokens WHERE prefix = ?1", params![&ann[..12]])
-            .unwrap();
-        assert_eq!(p.b.authenticate(&ann).unwrap(), None);
-    });
+    let p = pair();
+    p.b.gateway_stopped("gateway-b").unwrap();
+    assert!(
+        !p.raw()
+            .exists("SELECT 1 FROM fact_leases", params![])
+            .unwrap()
+    );
+    // And it asks the database again: a token revoked behind its back is refused.
+    p.a.add_person("ann").unwrap();
+    let ann = p.a.create_token("ann", TokenKind::Person).unwrap();
+    assert!(p.b.authenticate(&ann).unwrap().is_some());
+    p.raw()
+        .execute("DELETE FROM tokens WHERE prefix = ?1", params![&ann[..12]])
+        .unwrap();
+    assert_eq!(p.b.authenticate(&ann).unwrap(), None);
 }
 
 /// Authenticates `token` twice (the first fills what is remembered); whether both took it.
@@ -146,7 +139,7 @@ fn taken_twice(site: &Site, token: &str) -> bool {
 /// insert and the sweep; one second either side is.)
 #[test]
 fn leases_no_gateway_trusts_under_are_swept() {
-    let p = pair(true);
+    let p = pair();
     let raw = p.raw();
     p.a.register_gateway("young", "127.0.0.1:1").unwrap();
     p.a.register_gateway("old", "127.0.0.1:2").unwrap();

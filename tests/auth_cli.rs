@@ -447,10 +447,14 @@ fn a_revoke_names_tokens_by_6_to_12_characters_or_the_whole_token() {
         assert!(!out.status.success(), "{given:?} was taken");
         let said = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(said.contains("at least 6"), "{said}");
-        assert!(given.len() <= 12 || !said.contains(given), "{said}");
+        assert!(given.len() <= 12 || !said.contains(&given[..13]), "{said}");
     };
     refused(&alice[..5]);
     refused(&format!("{}ZZZZ", &alice[..12]));
+    // Characters no token has, after a handle or after the whole token: refused, and
+    // the token itself is not shown.
+    refused(&format!("{}ZZZZ-not-this-token", &alice[..12]));
+    refused(&format!("{alice} "));
     refused(&alice[..13]);
     let mut changed = alice.clone().into_bytes();
     let last = changed.len() - 1;

@@ -113,8 +113,15 @@ impl Site {
         const HOW: &str = "give at least 6 of a token's first 12 characters, or the whole token";
         let chars = given.chars().count();
         if chars < 6 || !given.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            // At most a handle's worth is shown: the rest may be a secret.
+            let shown: String = given.chars().take(TOKEN_PREFIX_CHARS).collect();
+            let cut = if chars > TOKEN_PREFIX_CHARS {
+                "…"
+            } else {
+                ""
+            };
             return Err(SiteError::BadTokenPrefix(format!(
-                "{given:?} cannot name a token: {HOW}"
+                "{shown:?}{cut} cannot name a token: {HOW}"
             )));
         }
         let prefix = if chars <= TOKEN_PREFIX_CHARS {

@@ -130,14 +130,7 @@ impl Site {
             // Longer than a handle: only the whole token, checked against its hash, names
             // one; anything else is refused without echoing what may be a secret.
             let handle = &given[..TOKEN_PREFIX_CHARS];
-            let whole = presented_prefix(given)
-                .map(|prefix| {
-                    let row = self.db.row(TOKEN_LOOKUP, params![prefix], token_row)?;
-                    Ok::<_, SiteError>(principal_of(given, prefix, row).is_some())
-                })
-                .transpose()?
-                .unwrap_or(false);
-            if !whole {
+            if self.authenticate(given)?.is_none() {
                 return Err(SiteError::BadTokenPrefix(format!(
                     "{handle}… is longer than a token's handle and is not a token of this \
                      site: {HOW}"

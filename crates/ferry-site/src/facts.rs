@@ -242,15 +242,23 @@ pub(crate) struct Keeper {
 /// What the lease's thread waits on: a notification to act on, or the stop.
 #[derive(Default)]
 struct Wake {
-    flags: Mutex<(bool, bool)>,
+    flags: Mutex<Flags>,
     bell: Condvar,
+}
+
+#[derive(Default)]
+struct Flags {
+    /// Rung since the thread last woke.
+    rung: bool,
+    /// The thread is to stop.
+    stop: bool,
 }
 
 impl Wake {
     fn ring(&self, stop: bool) {
         let mut flags = self.flags.lock().unwrap_or_else(|e| e.into_inner());
-        flags.0 = true;
-        flags.1 |= stop;
+        flags.rung = true;
+        flags.stop |= stop;
         self.bell.notify_all();
     }
 
@@ -259,10 +267,10 @@ impl Wake {
         let flags = self.flags.lock().unwrap_or_else(|e| e.into_inner());
         let (mut flags, _) = self
             .bell
-            .wait_timeout_while(flags, timeout, |f| !f.0)
+            .wait_timeout_while(flags, timeout, |f| !f.rung)
             .unwrap_or_else(|e| e.into_inner());
-        flags.0 = false;
-        flags.1
+        flags.rung = false;
+        flags.stop
     }
 }
 

@@ -50,14 +50,15 @@ impl Site {
                 "INSERT INTO circles (id, created) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
                 params![id, now_secs()],
             )?;
+            let mut joined = 0;
             for person in members {
-                tx.execute(
+                joined += tx.execute(
                     "INSERT INTO circle_members (circle, person) VALUES (?1, ?2)
                      ON CONFLICT DO NOTHING",
                     params![id, person],
                 )?;
             }
-            Ok::<_, SiteError>(())
+            Ok(joined)
         })?;
         self.make_dir(&crate::layout::circle(id), CIRCLE_DIR_MODE, None)?;
         // Circles are never removed, so the one just written is there.

@@ -382,20 +382,24 @@ pub(crate) fn sweep_stale_leases(db: &Db) -> Result<(), SiteError> {
 }
 
 impl Site {
-    /// Runs `change` in one transaction with a raise of the fact generation; once that
-    /// is committed, waits until no gateway uses what the change made stale (at most
-    /// [`LEASE`]).
-    pub(crate) fn change_facts<T>(
+    /// Runs `change` in one transaction; when it changed rows (it returns how many), the
+    /// fact generation is raised in the same transaction and, once committed, this waits
+    /// until no gateway uses what the change made stale (at most [`LEASE`]). A change of
+    /// nothing makes no gateway forget.
+    pub(crate) fn change_facts(
         &self,
-        mut change: impl FnMut(&Tx<'_>) -> Result<T, SiteError>,
-    ) -> Result<T, SiteError> {
-        let (value, generation) = self.db.transaction(|tx| {
-            let value = change(tx)?;
-            Ok::<_, SiteError>((value, raise(tx)?))
+        mut change: impl FnMut(&Tx<'_>) -> Result<usize, SiteError>,
+    ) -> Result<usize, SiteError> {
+        let (changed, generation) = self.db.transaction(|tx| {
+            let changed = change(tx)?;
+            let generation = if changed > 0 { Some(raise(tx)?) } else { None };
+            Ok::<_, SiteError>((changed, generation))
         })?;
-        self.facts.forget(generation);
-        await_forgotten(&self.db, generation);
-        Ok(value)
+        if let Some(generation) = generation {
+            self.facts.forget(generation);
+            await_forgotten(&self.db, generation);
+        }
+        Ok(changed)
     }
 
     /// Waits until no gateway uses what the changes made so far made stale (at most

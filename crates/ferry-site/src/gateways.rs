@@ -130,17 +130,14 @@ impl Site {
             }
         }
         crate::facts::sweep_stale_leases(&self.db)?;
-        // `relay` alone: a token of a gateway from before ids were kept. Looked for
-        // first, so that a sweep with nothing to revoke makes no gateway forget.
-        const GONE_RELAYS: &str =
-            "FROM tokens WHERE purpose = 'relay' OR (substr(purpose, 1, ?1) = ?2
-                 AND substr(purpose, ?1 + 1) NOT IN (SELECT id FROM gateways))";
-        let relays = params![RELAY_PREFIX.len(), RELAY_PREFIX];
-        let relay_tokens = if self.db.exists(&format!("SELECT 1 {GONE_RELAYS}"), relays)? {
-            self.change_facts(|tx| Ok(tx.execute(&format!("DELETE {GONE_RELAYS}"), relays)?))?
-        } else {
-            0
-        };
+        // `relay` alone: a token of a gateway from before ids were kept.
+        let relay_tokens = self.change_facts(|tx| {
+            Ok(tx.execute(
+                "DELETE FROM tokens WHERE purpose = 'relay' OR (substr(purpose, 1, ?1) = ?2
+                     AND substr(purpose, ?1 + 1) NOT IN (SELECT id FROM gateways))",
+                params![RELAY_PREFIX.len(), RELAY_PREFIX],
+            )?)
+        })?;
         let node_marks = self.db.execute(
             "UPDATE nodes SET connected = 0, gateway = '' WHERE connected != 0
                  AND gateway NOT IN (SELECT id FROM gateways)",

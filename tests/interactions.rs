@@ -54,10 +54,9 @@ fn answer(server: &Server, token: &str, id: &str, approve: bool) -> (u16, Value)
     )
 }
 
-/// Uploads `bytes` as `name` to a pick's link (`/v1/picks/…`), with no token, on a
-/// connection of its own: a refusal answered before the body arrived closes the
-/// connection (the server will not wait for a body it refused), and a pooled connection
-/// reused just as it closes would fail the next request before it is sent.
+/// Uploads `bytes` as `name` to a pick's link (`/v1/picks/…`), with no token. A refusal
+/// answered from the link alone still reads a small body to its end (`LINGER_*` limits),
+/// so the refusal arrives whole and the pooled connection stays usable.
 fn upload_to(server: &Server, link: &str, name: &str, bytes: &[u8]) -> (u16, Value) {
     let form = Form::new().part(
         "file",
@@ -66,21 +65,18 @@ fn upload_to(server: &Server, link: &str, name: &str, bytes: &[u8]) -> (u16, Val
     json_answer(
         client()
             .post(server.url(link))
-            .header("connection", "close")
             .multipart(form)
             .send()
             .unwrap(),
     )
 }
 
-/// Posts a hand-made body to a pick's link, on a connection of its own (as
-/// [`upload_to`]).
+/// Posts a hand-made body to a pick's link (as [`upload_to`]).
 fn post_raw(server: &Server, link: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
     json_answer(
         client()
             .post(server.url(link))
             .header("Content-Type", content_type)
-            .header("connection", "close")
             .body(body)
             .send()
             .unwrap(),

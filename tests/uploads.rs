@@ -1203,6 +1203,115 @@ fn unauthorized_oversized_upload_is_401_not_read() {
     assert_alive(&mut server);
 }
 
+/// The bound up to which an early answer waits for the rest of a declared body.
+const LINGER: usize = ferry_config::limits::LINGER_BODY_MAX_BYTES as usize;
+
+/// A request body that arrives in two halves, a pause apart: a client still sending when
+/// a route has already answered from the request's head.
+struct TwoHalves {
+    body: std::io::Cursor<Vec<u8>>,
+    half: u64,
+    paused: bool,
+}
+
+impl Read for TwoHalves {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let at = self.body.position();
+        if at == self.half && !self.paused {
+            self.paused = true;
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let room = if at < self.half {
+            buf.len().min((self.half - at) as usize)
+        } else {
+            buf.len()
+        };
+        self.body.read(&mut buf[..room])
+    }
+}
+
+/// An upload with `token`, its body `total` bytes of multipart sent in two halves.
+fn upload_in_two_halves(server: &Server, token: &str, total: usize) -> (u16, Value) {
+    let framing = file_body("late.txt", b"").len();
+    let body = file_body("late.txt", &vec![b'l'; total - framing]);
+    assert_eq!(body.len(), total);
+    let half = (total / 2) as u64;
+    let reader = TwoHalves {
+        body: std::io::Cursor::new(body),
+        half,
+        paused: false,
+    };
+    let response = http()
+        .post(server.url("/v1/media"))
+        .bearer_auth(token)
+        .header("Content-Type", content_type())
+        .body(reqwest::blocking::Body::sized(reader, total as u64))
+        .send()
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+#[test]
+fn a_refusal_from_the_head_reaches_a_client_still_sending_a_small_body() {
+    let mut server = Server::start();
+    let harness = server.create_token("me", "harness");
+    // The route refuses on the head; the client is still sending. Without the wait the
+    // late half meets a closed socket and the client reports a reset, not the refusal.
+    for total in [LINGER - 1, LINGER] {
+        let (status, json) = upload_in_two_halves(&server, &harness, total);
+        assert_error(status, &json, 401, "unauthorized");
+    }
+    // And a body that is taken still lands whole.
+    let (status, json) = upload_in_two_halves(&server, &server.token, LINGER);
+    assert_eq!(status, 201, "{json}");
+    let landed = std::fs::metadata(public_dir(&server).join("late.txt")).unwrap();
+    assert_eq!(
+        landed.len() as usize,
+        LINGER - file_body("late.txt", b"").len()
+    );
+    assert_no_temporaries(&server);
+    assert_alive(&mut server);
+}
+
+/// Sends `request` on `stream`, then reads one response off it.
+fn send_and_read(stream: &mut TcpStream, request: &[u8]) -> String {
+    stream.write_all(request).unwrap();
+    read_one_response(stream)
+}
+
+#[test]
+fn a_small_body_refused_early_is_read_and_its_connection_kept() {
+    let mut server = Server::start();
+    let harness = server.create_token("me", "harness");
+    let healthz = format!("GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", server.addr);
+    for length in [LINGER - 1, LINGER] {
+        let mut stream = TcpStream::connect(&server.addr).unwrap();
+        stream.set_read_timeout(Some(RAW_READ_TIMEOUT)).unwrap();
+        stream
+            .write_all(&head(&server, &harness, Some(length)))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let refusal = send_and_read(&mut stream, &vec![b'x'; length]);
+        assert_eq!(support::status_of(&refusal), 401, "{refusal}");
+        // The body was read to its end, so the connection serves the next request.
+        let next = send_and_read(&mut stream, healthz.as_bytes());
+        assert_eq!(support::status_of(&next), 200, "at {length}: {next}");
+    }
+    // Past the bound the body is not waited for: the refusal comes on the head alone,
+    // and the connection closes after it.
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    stream.set_read_timeout(Some(RAW_READ_TIMEOUT)).unwrap();
+    let refusal = send_and_read(&mut stream, &head(&server, &harness, Some(LINGER + 1)));
+    assert_eq!(support::status_of(&refusal), 401, "{refusal}");
+    assert_eq!(
+        stream.read(&mut [0u8; 64]).unwrap(),
+        0,
+        "the connection stays open"
+    );
+    assert_alive(&mut server);
+}
+
 // ---------------------------------------------------------------------------------------
 // Slow clients
 // ---------------------------------------------------------------------------------------

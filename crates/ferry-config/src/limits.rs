@@ -16,6 +16,12 @@ pub const BODY_IDLE_TIMEOUT_SECS: u64 = 30;
 /// Average bytes per second a request body must sustain once the idle grace period is
 /// over (`server.body_min_bytes_per_sec`).
 pub const BODY_MIN_BYTES_PER_SEC: u64 = 1024;
+/// The largest declared request body whose rest an early answer (a refusal from the
+/// request's head alone) waits for, so the client still sending reads that answer rather
+/// than a reset connection.
+pub const LINGER_BODY_MAX_BYTES: u64 = 64 * 1024;
+/// Seconds an early answer waits, at most, for the rest of such a body.
+pub const LINGER_SECS: u64 = 1;
 /// Seconds a client has to send the request headers (`server.header_read_timeout_secs`).
 pub const HEADER_READ_TIMEOUT_SECS: u64 = 30;
 /// Seconds a stopping gateway lets requests in flight finish (`server.shutdown_grace_secs`).

@@ -20,6 +20,7 @@ mod files;
 mod find;
 mod forward;
 mod interactions;
+mod linger;
 mod mcp;
 mod mcp_http;
 mod mcp_relay;
@@ -475,6 +476,8 @@ pub fn router(state: AppState) -> Router {
                 // no_agent, 507 trash_full).
                 .on_failure(()),
         )
+        // Inside the access log, so that a refusal's logged time includes its wait.
+        .layer(axum::middleware::from_fn(linger::finish_small_bodies))
         .layer(axum::middleware::from_fn(access_log::access_log))
         .with_state(state);
     // Around the whole router, to see each answer after axum's method routing is done

@@ -211,12 +211,16 @@ async fn fetch(
         return Err(err);
     }
     let filled = sink.finish().await?;
+    // The delivery's record is made by its caller, which also records failures before
+    // anything was staged.
     let written = crate::member::commit_filled(
+        state,
         filled,
         request.project.clone(),
         PublicPlace::Attachments,
         name.clone(),
         Existing::Replace,
+        None,
     )
     .await?;
     crate::events::announce_attachments(

@@ -231,30 +231,23 @@ pub async fn upload(
     } = incoming
         .ok_or_else(|| ApiError::new(Code::MissingFile, "send the file in a part named 'file'"))?;
     let place = folder.unwrap_or(PublicPlace::Public);
+    let path = place.display(&name);
+    let entry = AuditEntry::new(&who.person, who.kind.as_str(), AuditAction::Upload, &path)
+        .project(project.as_deref());
     let committed = crate::member::commit_filled(
+        &state,
         filled,
         project.clone(),
         place.clone(),
         name.clone(),
         existing,
+        Some(entry),
     )
     .await;
-    let path = place.display(&name);
-    let entry = AuditEntry::new(&who.person, who.kind.as_str(), AuditAction::Upload, &path)
-        .project(project.as_deref());
     let written = match committed {
         Ok(written) => written,
-        Err(e) => {
-            let e = kept(&state, &who.person, project, &place, &name, e).await;
-            crate::audit::record(&state, entry.failed(e.code.as_str())).await;
-            return Err(e);
-        }
+        Err(e) => return Err(kept(&state, &who.person, project, &place, &name, e).await),
     };
-    crate::audit::record(
-        &state,
-        entry.bytes(written.size, Some(&written.sha256_hex())),
-    )
-    .await;
     state
         .events
         .publish(&who.person, project.as_deref(), vec![path.clone()]);

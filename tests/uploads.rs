@@ -400,6 +400,47 @@ fn cap_refuses_limit_plus_one_with_413_and_keeps_the_previous_file() {
 }
 
 #[test]
+fn files_held_in_memory_and_files_streamed_land_the_same() {
+    // Up to 256 KiB a file part is held in memory and placed in one go; past that it is
+    // staged and streamed. Both sides of the bound land whole, with their hash.
+    let mut server = Server::start();
+    const HELD: usize = 256 * 1024;
+    for size in [0, 1, HELD - 1, HELD, HELD + 1, STREAMED] {
+        let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        let name = format!("held{size}.txt");
+        let (status, json) = upload(&server, &name, &bytes);
+        assert_eq!(status, 201, "{size} bytes: {json}");
+        assert_eq!(json["size"], size);
+        assert_eq!(json["sha256"], sha256_hex(&bytes));
+        assert_eq!(
+            std::fs::read(public_dir(&server).join(&name)).unwrap(),
+            bytes
+        );
+    }
+    assert_no_temporaries(&server);
+    assert_alive(&mut server);
+}
+
+#[test]
+fn a_cap_past_what_is_held_in_memory_holds_at_its_limit() {
+    let cap = STREAMED;
+    let mut server = Server::start_with_env(&[("FERRY_MEDIA__MAX_UPLOAD_BYTES", &cap.to_string())]);
+    for size in [cap - 1, cap] {
+        let (status, json) = upload(&server, "capped.txt", &vec![b'c'; size]);
+        assert_eq!(status, 201, "{size} bytes: {json}");
+        assert_eq!(json["size"], size);
+    }
+    let (status, json) = upload(&server, "capped.txt", &vec![b'd'; cap + 1]);
+    assert_error(status, &json, 413, "too_large");
+    assert_eq!(
+        std::fs::read(public_dir(&server).join("capped.txt")).unwrap(),
+        vec![b'c'; cap]
+    );
+    assert_no_temporaries(&server);
+    assert_alive(&mut server);
+}
+
+#[test]
 fn honest_content_length_over_cap_is_413_before_the_body_is_sent() {
     let mut server = Server::start_with_env(&[
         ("FERRY_MEDIA__MAX_UPLOAD_BYTES", &CAP.to_string()),
@@ -917,11 +958,17 @@ fn link_in_the_main_public_does_not_block_an_upload_into_a_project() {
     assert_alive(&mut server);
 }
 
+/// A file part past what an upload holds in memory (256 KiB): it is staged as soon as it
+/// outgrows that, before the fields after it are read.
+const STREAMED: usize = 600_000;
+
 #[test]
 fn symlinked_main_public_refuses_only_a_staged_upload_into_a_project() {
-    // With the project first, the file goes straight to the project. With the file first,
-    // it is staged in the main public/ (where the spec wants temporaries), which is a link
-    // here: the upload is refused and nothing is written through the link.
+    // With the project first, the file goes straight to the project, and so does a small
+    // file with the project last (it is held in memory until the form is read). A large
+    // file with the project last is staged in the main public/ before the project is
+    // known, which is a link here: that upload is refused and nothing is written through
+    // the link.
     let mut server = Server::start();
     create_project(&server, &server.token, "q2");
     let outside = tempfile::tempdir().unwrap();
@@ -942,10 +989,17 @@ fn symlinked_main_public_refuses_only_a_staged_upload_into_a_project() {
     );
 
     let (status, json) = post_body(&server, x_txt_into_q2(b"project last", false));
+    assert_eq!(status, 201, "{json}");
+    assert_eq!(
+        std::fs::read(project_public(&server, "q2").join("x.txt")).unwrap(),
+        b"project last"
+    );
+
+    let (status, json) = post_body(&server, x_txt_into_q2(&vec![b'l'; STREAMED], false));
     assert_error(status, &json, 400, "path_escapes");
     assert_eq!(
         std::fs::read(project_public(&server, "q2").join("x.txt")).unwrap(),
-        b"project first"
+        b"project last"
     );
 
     assert_eq!(support::tree(outside.path()), before, "written outside");
@@ -1408,7 +1462,7 @@ fn temporary_of_an_upload_in_progress_is_hidden_and_removed_when_the_client_leav
     let mut server = Server::start_with_env(&[("FERRY_SERVER__BODY_IDLE_TIMEOUT_SECS", "30")]);
     let (status, _) = upload(&server, "wip.txt", b"previous");
     assert_eq!(status, 201);
-    let body = file_body("wip.txt", &vec![b'w'; 100_000]);
+    let body = file_body("wip.txt", &vec![b'w'; STREAMED]);
     let mut stream = TcpStream::connect(&server.addr).unwrap();
     stream.set_read_timeout(Some(RAW_READ_TIMEOUT)).unwrap();
     stream
@@ -1444,7 +1498,7 @@ fn a_public_moved_away_mid_upload_leaves_no_temporary_anywhere() {
     let public = public_dir(&server);
     for (n, client_finishes) in [true, false].into_iter().enumerate() {
         let moved = server.home("me").join(format!("public.old{n}"));
-        let (name, bytes) = (format!("moved{n}.txt"), vec![b'm'; 200_000]);
+        let (name, bytes) = (format!("moved{n}.txt"), vec![b'm'; STREAMED]);
         let body = file_body(&name, &bytes);
         let mut stream = TcpStream::connect(&server.addr).unwrap();
         stream.set_read_timeout(Some(RAW_READ_TIMEOUT)).unwrap();

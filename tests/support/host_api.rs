@@ -911,11 +911,14 @@ pub fn raw_upload(gw: &HostGateway, token: &str, name: &str, len: usize) -> (Tcp
     (stream, tail)
 }
 
-/// Starts an upload of `name` that holds its worker: the head and the first byte of the
-/// body are sent, the rest waits for [`finish_upload`].
+/// Starts an upload of `name` that holds its worker: the head and all but the last byte
+/// of the file are sent, the rest waits for [`finish_upload`]. The file is larger than
+/// what an upload holds in memory (256 KiB), so it is staged (its worker leased) while
+/// it streams; a smaller one is staged only once whole.
 fn held_upload(gw: &HostGateway, token: &str, name: &str) -> (TcpStream, String) {
-    let (mut stream, tail) = raw_upload(gw, token, name, 2);
-    stream.write_all(b"h").unwrap();
+    const HELD: usize = 300 * 1024;
+    let (mut stream, tail) = raw_upload(gw, token, name, HELD);
+    stream.write_all(&vec![b'h'; HELD - 1]).unwrap();
     (stream, format!("h{tail}"))
 }
 

@@ -118,6 +118,11 @@ pub struct Filled<W> {
 }
 
 impl<W: AsMut<ByteSink>> Filled<W> {
+    /// `pending`, all of a body held in memory, for `writer`.
+    pub fn buffered(writer: W, pending: BytesMut) -> Filled<W> {
+        Filled { writer, pending }
+    }
+
     /// Writes what is still in memory (blocking) and hands back the writer, uncommitted.
     pub fn complete(self) -> Result<W, FsError> {
         let mut writer = self.writer;

@@ -541,7 +541,7 @@ async fn read_pick_body(
                 let raw_name = field.file_name().unwrap_or_default().to_owned();
                 let (site, pick) = (state.site.clone(), claim.pick()?);
                 let (writer, name) = blocking(move || site.pick_writer(&pick, &raw_name)).await?;
-                incoming = Some((receive_file(&mut field, writer).await?, name));
+                incoming = Some((receive_file(&mut field, writer, Vec::new()).await?, name));
             }
             Some("file") => {
                 return Err(ApiError::new(

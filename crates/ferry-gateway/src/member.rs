@@ -10,7 +10,7 @@ use ferry_exec::Staging;
 use ferry_exec::member::{Existing, MemberAction, MemberReply};
 use ferry_exec::ops::{Op, Reply};
 use ferry_fs::Written;
-use ferry_site::{AttachmentsState, AuditEntry, PublicPlace, SiteError};
+use ferry_site::{AttachmentsState, AuditEntry, PublicPlace, Site, SiteError};
 
 use crate::body::Filled;
 use crate::{ApiError, AppState, blocking};
@@ -87,24 +87,34 @@ pub(crate) async fn commit_filled(
     record: Option<AuditEntry>,
 ) -> Result<Written, ApiError> {
     let site = state.site.clone();
-    blocking(move || {
-        let committed = filled
-            .complete()
-            .map_err(|e| ApiError::from(SiteError::from(e)))
-            .and_then(|staging| {
-                staging
-                    .commit(project.as_deref(), place, &name, existing)
-                    .map_err(ApiError::from)
-            });
-        if let Some(entry) = record {
-            site.audit(&match &committed {
-                Ok(written) => entry.bytes(written.size, Some(&written.sha256_hex())),
-                Err(e) => entry.failed(e.code.as_str()),
-            });
-        }
-        committed
-    })
-    .await
+    blocking(move || commit_now(&site, filled, project, place, &name, existing, record)).await
+}
+
+/// [`commit_filled`] on this thread, which may block.
+pub(crate) fn commit_now(
+    site: &Site,
+    filled: Filled<Staging>,
+    project: Option<String>,
+    place: PublicPlace,
+    name: &str,
+    existing: Existing,
+    record: Option<AuditEntry>,
+) -> Result<Written, ApiError> {
+    let committed = filled
+        .complete()
+        .map_err(|e| ApiError::from(SiteError::from(e)))
+        .and_then(|staging| {
+            staging
+                .commit(project.as_deref(), place, name, existing)
+                .map_err(ApiError::from)
+        });
+    if let Some(entry) = record {
+        site.audit(&match &committed {
+            Ok(written) => entry.bytes(written.size, Some(&written.sha256_hex())),
+            Err(e) => entry.failed(e.code.as_str()),
+        });
+    }
+    committed
 }
 
 /// The person's requester answered with a reply of another operation.

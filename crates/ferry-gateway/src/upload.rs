@@ -1,7 +1,10 @@
 //! `POST /v1/media`: a member uploads one file into a workspace's public/ (spec M-UP).
 //!
-//! The body streams from the socket through multer into an atomic writer on a blocking
-//! thread; at no point is more than a few chunks of it in memory. With `?overwrite=false`
+//! A file part of at most 256 KiB (`SINK_MEMORY_BYTES`) is held in memory until the form
+//! has been read, then staged, written, placed and recorded in one trip to the blocking
+//! pool (a small upload's cost is mostly such hand-offs). A larger one is staged as soon as
+//! it outgrows that and streams from the socket through multer into the staged file on a
+//! blocking thread; at no point is more than 256 KiB of it in memory. With `?overwrite=false`
 //! a file already at the name is kept and the answer is `409 exists` with its size and
 //! time (M-DAILY); the placement decides, in one rename that never replaces.
 //!
@@ -12,12 +15,12 @@
 use axum::Json;
 use axum::extract::{Query, Request, State};
 use axum::http::{StatusCode, header};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use ferry_codes::Code;
 use ferry_exec::Staging;
 use ferry_exec::member::{Existing, MemberAction, MemberReply};
 use ferry_fs::ByteSink;
-use ferry_site::PublicPlace;
+use ferry_site::{Principal, PublicPlace, SiteError};
 use multer::{Constraints, Multipart, SizeLimit};
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::{RefOr, Schema, schema};
@@ -25,7 +28,7 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 use utoipa_axum::routes;
 
 use crate::auth::Member;
-use crate::body::{BodyError, Filled, Pace, Sink, paced};
+use crate::body::{BodyError, Filled, Pace, SINK_MEMORY_BYTES, Sink, paced};
 use crate::openapi::ApiRouter;
 use crate::rate::Rate;
 use crate::{ApiError, AppState, blocking};
@@ -106,11 +109,23 @@ impl PartialSchema for UploadForm {
 
 impl ToSchema for UploadForm {}
 
-/// The file part: staged in its workspace, or in the main one until the project is
-/// known (the commit then moves it into the project and its folder).
+/// The file part as it was read.
+enum FilePart {
+    /// The whole part, small enough to be held in memory ([`SINK_MEMORY_BYTES`]): staged,
+    /// written, placed and recorded in one trip to the blocking pool once the form has
+    /// been read, where its project and folder are known.
+    Whole(BytesMut),
+    /// A larger part, staged as soon as it outgrew memory and streamed to disk: in its
+    /// workspace, or in the main one until the project is known (the commit then moves
+    /// it into the project and its folder).
+    Staged {
+        filled: Box<Filled<Staging>>,
+        name: String,
+    },
+}
+
 struct Incoming {
-    filled: Filled<Staging>,
-    name: String,
+    part: FilePart,
     /// The name as the client sent it.
     given: String,
 }
@@ -166,28 +181,37 @@ pub async fn upload(
                         "send exactly one part named 'file'",
                     ));
                 }
-                let raw_name = field.file_name().unwrap_or_default().to_owned();
-                let started = start_upload(
-                    &state,
-                    &who.person,
-                    project.clone(),
-                    folder.clone(),
-                    raw_name.clone(),
-                    existing,
-                )
-                .await;
-                let (staging, name) = match started {
-                    Ok(started) => started,
-                    Err(e) => {
-                        let place = folder.unwrap_or(PublicPlace::Public);
-                        return Err(kept(&state, &who.person, project, &place, &raw_name, e).await);
+                let given = field.file_name().unwrap_or_default().to_owned();
+                let part = match read_small(&mut field).await? {
+                    (whole, None) => FilePart::Whole(whole),
+                    (head, Some(next)) => {
+                        let started = start_upload(
+                            &state,
+                            &who.person,
+                            project.clone(),
+                            folder.clone(),
+                            given.clone(),
+                            existing,
+                        )
+                        .await;
+                        let (staging, name) = match started {
+                            Ok(started) => started,
+                            Err(e) => {
+                                let place = folder.unwrap_or(PublicPlace::Public);
+                                return Err(
+                                    kept(&state, &who.person, project, &place, &given, e).await
+                                );
+                            }
+                        };
+                        let already = vec![head.freeze(), next];
+                        let filled = receive_file(&mut field, staging, already).await?;
+                        FilePart::Staged {
+                            filled: Box::new(filled),
+                            name,
+                        }
                     }
                 };
-                incoming = Some(Incoming {
-                    filled: receive_file(&mut field, staging).await?,
-                    name,
-                    given: raw_name,
-                });
+                incoming = Some(Incoming { part, given });
             }
             Some("project") => {
                 if project.is_some() {
@@ -224,30 +248,63 @@ pub async fn upload(
             }
         }
     }
-    let Incoming {
-        filled,
-        name,
-        given,
-    } = incoming
+    let Incoming { part, given } = incoming
         .ok_or_else(|| ApiError::new(Code::MissingFile, "send the file in a part named 'file'"))?;
-    let place = folder.unwrap_or(PublicPlace::Public);
-    let path = place.display(&name);
-    let entry = AuditEntry::new(&who.person, who.kind.as_str(), AuditAction::Upload, &path)
-        .project(project.as_deref());
-    let committed = crate::member::commit_filled(
-        &state,
-        filled,
-        project.clone(),
-        place.clone(),
-        name.clone(),
-        existing,
-        Some(entry),
-    )
-    .await;
-    let written = match committed {
-        Ok(written) => written,
-        Err(e) => return Err(kept(&state, &who.person, project, &place, &name, e).await),
+    let place = folder.clone().unwrap_or(PublicPlace::Public);
+    let placed = match part {
+        FilePart::Whole(bytes) => {
+            let (state, who, project, place, given) = (
+                state.clone(),
+                who.clone(),
+                project.clone(),
+                place.clone(),
+                given.clone(),
+            );
+            blocking(move || {
+                let (mut staging, name) = stage_upload(
+                    &state,
+                    &who.person,
+                    project.clone(),
+                    folder,
+                    given,
+                    existing,
+                )?;
+                // Refused as a streamed part over the cap is, before anything is written
+                // (and, like it, not recorded).
+                (staging.sink().check_room(bytes.len() as u64))
+                    .map_err(|e| ApiError::from(SiteError::from(e)))?;
+                let entry = upload_record(&who, project.as_deref(), &place, &name);
+                let filled = Filled::buffered(staging, bytes);
+                crate::member::commit_now(
+                    &state.site,
+                    filled,
+                    project,
+                    place,
+                    &name,
+                    existing,
+                    Some(entry),
+                )
+                .map(|written| (written, name))
+            })
+            .await
+        }
+        FilePart::Staged { filled, name } => crate::member::commit_filled(
+            &state,
+            *filled,
+            project.clone(),
+            place.clone(),
+            name.clone(),
+            existing,
+            Some(upload_record(&who, project.as_deref(), &place, &name)),
+        )
+        .await
+        .map(|written| (written, name)),
     };
+    let (written, name) = match placed {
+        Ok(placed) => placed,
+        Err(e) => return Err(kept(&state, &who.person, project, &place, &given, e).await),
+    };
+    let path = place.display(&name);
     state
         .events
         .publish(&who.person, project.as_deref(), vec![path.clone()]);
@@ -261,6 +318,17 @@ pub async fn upload(
             renamed_from: (given != name).then_some(given),
         }),
     ))
+}
+
+/// The audit record of `who`'s upload to `name` in `place`.
+fn upload_record(
+    who: &Principal,
+    project: Option<&str>,
+    place: &PublicPlace,
+    name: &str,
+) -> AuditEntry {
+    let path = place.display(name);
+    AuditEntry::new(&who.person, who.kind.as_str(), AuditAction::Upload, &path).project(project)
 }
 
 /// `e`, and when it is `exists` (an upload with `overwrite=false` found a file at its
@@ -355,49 +423,79 @@ async fn start_upload(
     existing: Existing,
 ) -> Result<(Staging, String), ApiError> {
     let (state, person) = (state.clone(), person.to_owned());
-    blocking(move || {
-        let workspace = state.site.workspace(&person, project.as_deref())?;
-        let name = workspace.upload_name(&raw_name)?;
-        // The workspace was just checked: the toolbox alone, not a second check.
-        let toolbox = state.toolbox(&person).map_err(ApiError::from_tool)?;
-        let stage = |place: PublicPlace, check: Option<&str>| {
-            Staging::start(
-                toolbox.shared_requester(),
-                project.as_deref(),
-                place,
-                check,
-                existing,
-            )
-            .map_err(ApiError::from)
-        };
-        // Staged in the main workspace's public/ until the project is known: no target
-        // to check yet (the commit moves it into the project and its folder). A folder
-        // may still follow the file: a target refused in public/ itself is then no
-        // answer yet, and the placement decides.
-        let mut staging = match (project.is_some(), folder) {
-            (false, _) => stage(PublicPlace::Public, None)?,
-            (true, Some(folder)) => stage(folder, Some(&name))?,
-            (true, None) => match stage(PublicPlace::Public, Some(&name)) {
-                Ok(staging) => staging,
-                Err(_) => stage(PublicPlace::Public, None)?,
-            },
-        };
-        staging.sink().set_limit(workspace.max_upload_bytes());
-        let quota = toolbox.quota_claim().map_err(ApiError::from_tool)?;
-        staging.sink().set_budget(Some(Box::new(quota)));
-        Ok::<_, ApiError>((staging, name))
-    })
-    .await
+    blocking(move || stage_upload(&state, &person, project, folder, raw_name, existing)).await
 }
 
-/// Streams one file part into `writer`; what is left to write and commit comes back.
+/// [`start_upload`] on this thread, which may block.
+fn stage_upload(
+    state: &AppState,
+    person: &str,
+    project: Option<String>,
+    folder: Option<PublicPlace>,
+    raw_name: String,
+    existing: Existing,
+) -> Result<(Staging, String), ApiError> {
+    let workspace = state.site.workspace(person, project.as_deref())?;
+    let name = workspace.upload_name(&raw_name)?;
+    // The workspace was just checked: the toolbox alone, not a second check.
+    let toolbox = state.toolbox(person).map_err(ApiError::from_tool)?;
+    let stage = |place: PublicPlace, check: Option<&str>| {
+        Staging::start(
+            toolbox.shared_requester(),
+            project.as_deref(),
+            place,
+            check,
+            existing,
+        )
+        .map_err(ApiError::from)
+    };
+    // Staged in the main workspace's public/ until the project is known: no target
+    // to check yet (the commit moves it into the project and its folder). A folder
+    // may still follow the file: a target refused in public/ itself is then no
+    // answer yet, and the placement decides.
+    let mut staging = match (project.is_some(), folder) {
+        (false, _) => stage(PublicPlace::Public, None)?,
+        (true, Some(folder)) => stage(folder, Some(&name))?,
+        (true, None) => match stage(PublicPlace::Public, Some(&name)) {
+            Ok(staging) => staging,
+            Err(_) => stage(PublicPlace::Public, None)?,
+        },
+    };
+    staging.sink().set_limit(workspace.max_upload_bytes());
+    let quota = toolbox.quota_claim().map_err(ApiError::from_tool)?;
+    staging.sink().set_budget(Some(Box::new(quota)));
+    Ok((staging, name))
+}
+
+/// Reads a file part into memory while it fits in [`SINK_MEMORY_BYTES`]: the whole part,
+/// or what fitted and the chunk that did not.
+async fn read_small(field: &mut multer::Field<'_>) -> Result<(BytesMut, Option<Bytes>), ApiError> {
+    let mut head = BytesMut::new();
+    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+        if head.len() + chunk.len() > SINK_MEMORY_BYTES {
+            return Ok((head, Some(chunk)));
+        }
+        head.extend_from_slice(&chunk);
+    }
+    Ok((head, None))
+}
+
+/// Streams one file part into `writer`, after the chunks of it `already` read; what is
+/// left to write and commit comes back.
 pub(crate) async fn receive_file<W: AsMut<ByteSink> + Send + 'static>(
     field: &mut multer::Field<'_>,
     writer: W,
+    already: Vec<Bytes>,
 ) -> Result<Filled<W>, ApiError> {
     let mut sink = Sink::new(writer);
     let mut refused = false;
     let streamed = async {
+        for chunk in already {
+            if !sink.send(chunk).await {
+                refused = true;
+                return Ok(());
+            }
+        }
         while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
             if !sink.send(chunk).await {
                 refused = true;

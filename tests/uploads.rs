@@ -421,6 +421,89 @@ fn files_held_in_memory_and_files_streamed_land_the_same() {
     assert_alive(&mut server);
 }
 
+/// `ferry_uploads_held_bytes` as `/metrics` shows it now.
+fn held_bytes(server: &Server) -> usize {
+    let text = http()
+        .get(server.url("/metrics"))
+        .bearer_auth(&server.token)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix("ferry_uploads_held_bytes "))
+        .map_or(0, |value| value.trim().parse::<f64>().unwrap() as usize)
+}
+
+#[test]
+fn small_uploads_held_in_memory_are_bounded_across_uploads() {
+    // Small file parts wait in memory for the end of their form, up to
+    // `UPLOADS_HELD_MAX_BYTES` across all uploads; a part that finds no room streams to
+    // a staged file instead, and every upload still lands.
+    const HELD_MAX: usize = ferry_config::limits::UPLOADS_HELD_MAX_BYTES;
+    const PART: usize = 256 * 1024;
+    let mut server = Server::start_with_env(&[("FERRY_LIMITS__UPLOADS_PER_MINUTE", "0")]);
+    let public = public_dir(&server);
+    // An upload of a `PART`-byte file of which the first `send` bytes are sent; the rest
+    // is sent when it is finished.
+    let hold = |name: &str, send: usize| {
+        let body = file_body(name, &vec![b'h'; PART]);
+        let at = body.len() - PART - (BOUNDARY.len() + 8) + send;
+        let mut stream = TcpStream::connect(&server.addr).unwrap();
+        stream.set_read_timeout(Some(RAW_READ_TIMEOUT)).unwrap();
+        stream
+            .write_all(&head(&server, &server.token, Some(body.len())))
+            .unwrap();
+        stream.write_all(&body[..at]).unwrap();
+        (stream, body[at..].to_vec())
+    };
+    let finish = |(mut stream, rest): (TcpStream, Vec<u8>)| {
+        stream.write_all(&rest).unwrap();
+        support::status_of(&read_one_response(&mut stream))
+    };
+    let count = HELD_MAX / PART;
+    let mut held: Vec<_> = (0..count)
+        .map(|n| hold(&format!("held{n}.txt"), PART - 1))
+        .collect();
+    assert!(eventually(|| held_bytes(&server) == count * (PART - 1)));
+    // Room for one byte less than what is left (the limit − 1, then the limit): held.
+    let left = HELD_MAX - count * (PART - 1);
+    held.push(hold("fits.txt", left - 1));
+    assert!(eventually(|| held_bytes(&server) == HELD_MAX - 1));
+    assert!(
+        temporaries(&public).is_empty(),
+        "{:?}",
+        temporaries(&public)
+    );
+    // Two bytes where one is left (the limit + 1): staged and streamed.
+    held.push(hold("over.txt", 2));
+    assert!(
+        eventually(|| temporaries(&public).len() == 1),
+        "the part past the room was not staged: {:?}",
+        temporaries(&public)
+    );
+    assert_eq!(held_bytes(&server), HELD_MAX - 1);
+    for (n, upload) in held.into_iter().enumerate() {
+        assert_eq!(finish(upload), 201, "upload {n}");
+    }
+    assert_eq!(held_bytes(&server), 0);
+    let (status, json) = upload(&server, "after.txt", b"after");
+    assert_eq!(status, 201, "{json}");
+    let landed = std::fs::read_dir(&public)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "txt")
+        })
+        .count();
+    assert_eq!(landed, count + 3);
+    assert_no_temporaries(&server);
+    assert_alive(&mut server);
+}
+
 #[test]
 fn a_cap_past_what_is_held_in_memory_holds_at_its_limit() {
     let cap = STREAMED;

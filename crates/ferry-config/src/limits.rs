@@ -22,6 +22,10 @@ pub const BODY_MIN_BYTES_PER_SEC: u64 = 1024;
 pub const LINGER_BODY_MAX_BYTES: u64 = 64 * 1024;
 /// Seconds an early answer waits, at most, for the rest of such a body.
 pub const LINGER_SECS: u64 = 1;
+/// The bytes of small uploads' file parts held in memory at once, across all uploads,
+/// until each form has been read (they are then placed in one go); an upload arriving
+/// past it streams to a staged file from its start instead.
+pub const UPLOADS_HELD_MAX_BYTES: usize = 64 * 1024 * 1024;
 /// Seconds a client has to send the request headers (`server.header_read_timeout_secs`).
 pub const HEADER_READ_TIMEOUT_SECS: u64 = 30;
 /// Seconds a stopping gateway lets requests in flight finish (`server.shutdown_grace_secs`).

@@ -104,6 +104,9 @@ pub struct AppState {
     /// Each person's uploads, deliveries and tool calls of the last minute (`[limits]`),
     /// as this gateway counted them.
     rates: Arc<rate::Limiter>,
+    /// Room for small uploads' file parts held in memory until their form has been read
+    /// (`UPLOADS_HELD_MAX_BYTES`, in bytes): past it, a part streams from its start.
+    held_uploads: Arc<tokio::sync::Semaphore>,
 }
 
 /// Why the gateway could not be set up.
@@ -152,6 +155,9 @@ impl AppState {
             gateway_key: Arc::default(),
             forwarded: Arc::default(),
             rates,
+            held_uploads: Arc::new(tokio::sync::Semaphore::new(
+                ferry_config::limits::UPLOADS_HELD_MAX_BYTES,
+            )),
         })
     }
 

@@ -116,6 +116,11 @@ fn describe() {
     );
     describe_gauge!("ferry_nodes_connected", "nodes whose link is up now");
     describe_gauge!(
+        "ferry_uploads_held_bytes",
+        Unit::Bytes,
+        "bytes of small uploads' files held in memory until their form has been read"
+    );
+    describe_gauge!(
         "ferry_media_store_bytes",
         Unit::Bytes,
         "bytes of the blobs the media store's records hold"
@@ -305,6 +310,7 @@ pub(crate) async fn metrics(_: Admin, State(state): State<AppState>) -> Result<R
         ));
     };
     metrics::gauge!("ferry_nodes_connected").set(state.nodes.hub.connected().len() as f64);
+    metrics::gauge!("ferry_uploads_held_bytes").set(state.uploads_held_bytes() as f64);
     let site = state.site.clone();
     let (bytes, blobs) = blocking(move || site.media_stored()).await?;
     metrics::gauge!("ferry_media_store_bytes").set(bytes as f64);

@@ -15,6 +15,8 @@
 use axum::Json;
 use axum::extract::{Query, Request, State};
 use axum::http::{StatusCode, header};
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 use ferry_codes::Code;
 use ferry_exec::Staging;
@@ -23,6 +25,7 @@ use ferry_fs::ByteSink;
 use ferry_site::{Principal, PublicPlace, SiteError};
 use multer::{Constraints, Multipart, SizeLimit};
 use serde::{Deserialize, Serialize};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use utoipa::openapi::{RefOr, Schema, schema};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 use utoipa_axum::routes;
@@ -34,6 +37,7 @@ use crate::rate::Rate;
 use crate::{ApiError, AppState, blocking};
 use ferry_config::limits::{
     FOLDER_FIELD_MAX_BYTES, MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES,
+    UPLOADS_HELD_MAX_BYTES,
 };
 use ferry_site::{AuditAction, AuditEntry};
 
@@ -114,7 +118,7 @@ enum FilePart {
     /// The whole part, small enough to be held in memory ([`SINK_MEMORY_BYTES`]): staged,
     /// written, placed and recorded in one trip to the blocking pool once the form has
     /// been read, where its project and folder are known.
-    Whole(BytesMut),
+    Whole(BytesMut, OwnedSemaphorePermit),
     /// A larger part, staged as soon as it outgrew memory and streamed to disk: in its
     /// workspace, or in the main one until the project is known (the commit then moves
     /// it into the project and its folder).
@@ -182,9 +186,9 @@ pub async fn upload(
                     ));
                 }
                 let given = field.file_name().unwrap_or_default().to_owned();
-                let part = match read_small(&mut field).await? {
-                    (whole, None) => FilePart::Whole(whole),
-                    (head, Some(next)) => {
+                let part = match read_small(&mut field, &state.held_uploads).await? {
+                    Small::Whole(whole, held) => FilePart::Whole(whole, held),
+                    Small::Outgrown(head, next) => {
                         let started = start_upload(
                             &state,
                             &who.person,
@@ -203,7 +207,10 @@ pub async fn upload(
                                 );
                             }
                         };
-                        let already = vec![head.freeze(), next];
+                        let already = [head.freeze(), next]
+                            .into_iter()
+                            .filter(|chunk| !chunk.is_empty())
+                            .collect();
                         let filled = receive_file(&mut field, staging, already).await?;
                         FilePart::Staged {
                             filled: Box::new(filled),
@@ -252,7 +259,7 @@ pub async fn upload(
         .ok_or_else(|| ApiError::new(Code::MissingFile, "send the file in a part named 'file'"))?;
     let place = folder.clone().unwrap_or(PublicPlace::Public);
     let placed = match part {
-        FilePart::Whole(bytes) => {
+        FilePart::Whole(bytes, held) => {
             let (state, who, project, place, given) = (
                 state.clone(),
                 who.clone(),
@@ -275,7 +282,7 @@ pub async fn upload(
                     .map_err(|e| ApiError::from(SiteError::from(e)))?;
                 let entry = upload_record(&who, project.as_deref(), &place, &name);
                 let filled = Filled::buffered(staging, bytes);
-                crate::member::commit_now(
+                let placed = crate::member::commit_now(
                     &state.site,
                     filled,
                     project,
@@ -283,8 +290,9 @@ pub async fn upload(
                     &name,
                     existing,
                     Some(entry),
-                )
-                .map(|written| (written, name))
+                );
+                drop(held);
+                placed.map(|written| (written, name))
             })
             .await
         }
@@ -467,17 +475,43 @@ fn stage_upload(
     Ok((staging, name))
 }
 
-/// Reads a file part into memory while it fits in [`SINK_MEMORY_BYTES`]: the whole part,
-/// or what fitted and the chunk that did not.
-async fn read_small(field: &mut multer::Field<'_>) -> Result<(BytesMut, Option<Bytes>), ApiError> {
+impl AppState {
+    /// The bytes of small uploads' file parts held in memory now.
+    pub(crate) fn uploads_held_bytes(&self) -> usize {
+        UPLOADS_HELD_MAX_BYTES.saturating_sub(self.held_uploads.available_permits())
+    }
+}
+
+/// A file part as [`read_small`] left it.
+enum Small {
+    /// All of it, with the room it takes in memory.
+    Whole(BytesMut, OwnedSemaphorePermit),
+    /// What was read of a part that outgrew what it may hold, and the chunk that did not
+    /// fit (empty when there was no room at all).
+    Outgrown(BytesMut, Bytes),
+}
+
+/// Reads a file part into memory while it fits in [`SINK_MEMORY_BYTES`] and in the room
+/// `held` has left for all uploads.
+async fn read_small(
+    field: &mut multer::Field<'_>,
+    held: &Arc<Semaphore>,
+) -> Result<Small, ApiError> {
     let mut head = BytesMut::new();
+    let Ok(mut room) = held.clone().try_acquire_many_owned(0) else {
+        return Ok(Small::Outgrown(head, Bytes::new()));
+    };
     while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-        if head.len() + chunk.len() > SINK_MEMORY_BYTES {
-            return Ok((head, Some(chunk)));
+        let more = u32::try_from(chunk.len())
+            .ok()
+            .filter(|_| head.len() + chunk.len() <= SINK_MEMORY_BYTES);
+        match more.map(|n| held.clone().try_acquire_many_owned(n)) {
+            Some(Ok(taken)) => room.merge(taken),
+            _ => return Ok(Small::Outgrown(head, chunk)),
         }
         head.extend_from_slice(&chunk);
     }
-    Ok((head, None))
+    Ok(Small::Whole(head, room))
 }
 
 /// Streams one file part into `writer`, after the chunks of it `already` read; what is

@@ -189,14 +189,11 @@ pub async fn upload(
                 let part = match read_small(&mut field, &state.held_uploads).await? {
                     Small::Whole(whole, held) => FilePart::Whole(whole, held),
                     Small::Outgrown(head, next) => {
-                        let started = start_upload(
-                            &state,
-                            &who.person,
-                            project.clone(),
-                            folder.clone(),
-                            given.clone(),
-                            existing,
-                        )
+                        let (staged_by, person) = (state.clone(), who.person.clone());
+                        let (into, at, raw) = (project.clone(), folder.clone(), given.clone());
+                        let started = blocking(move || {
+                            stage_upload(&staged_by, &person, into, at, raw, existing)
+                        })
                         .await;
                         let (staging, name) = match started {
                             Ok(started) => started,
@@ -421,20 +418,7 @@ pub(crate) fn open_multipart(
 
 /// Checks an upload's workspace, name, cap and quota, then has the person stage it in
 /// `public/` (of `project`, once known; in `folder`, once known); the staging and the
-/// safe name come back.
-async fn start_upload(
-    state: &AppState,
-    person: &str,
-    project: Option<String>,
-    folder: Option<PublicPlace>,
-    raw_name: String,
-    existing: Existing,
-) -> Result<(Staging, String), ApiError> {
-    let (state, person) = (state.clone(), person.to_owned());
-    blocking(move || stage_upload(&state, &person, project, folder, raw_name, existing)).await
-}
-
-/// [`start_upload`] on this thread, which may block.
+/// safe name come back. Blocks.
 fn stage_upload(
     state: &AppState,
     person: &str,

@@ -477,6 +477,38 @@ fn max_connections_serves_up_to_its_limit_and_refuses_one_more() {
 }
 
 #[test]
+fn an_http2_connection_carries_a_few_requests_at_once() {
+    let _one = one_at_a_time();
+    let server = gateway("");
+    let rt = support::node::runtime();
+    rt.block_on(async {
+        let mut stream = tokio::net::TcpStream::connect(&server.addr).await.unwrap();
+        stream
+            .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .await
+            .unwrap();
+        // The server's first frame is its SETTINGS: 9 bytes of frame head (length,
+        // type 4), then entries of a 16-bit id and a 32-bit value.
+        let mut frame_head = [0u8; 9];
+        let read =
+            tokio::time::timeout(Duration::from_secs(30), stream.read_exact(&mut frame_head)).await;
+        assert!(matches!(read, Ok(Ok(_))), "{read:?}");
+        assert_eq!(frame_head[3], 4, "not a SETTINGS frame: {frame_head:?}");
+        let length = u32::from_be_bytes([0, frame_head[0], frame_head[1], frame_head[2]]);
+        let mut entries = vec![0u8; length as usize];
+        stream.read_exact(&mut entries).await.unwrap();
+        let streams = entries.chunks(6).find_map(|entry| {
+            (u16::from_be_bytes([entry[0], entry[1]]) == 3)
+                .then(|| u32::from_be_bytes([entry[2], entry[3], entry[4], entry[5]]))
+        });
+        assert_eq!(
+            streams,
+            Some(ferry_config::limits::HTTP2_STREAMS_PER_CONNECTION)
+        );
+    });
+}
+
+#[test]
 fn a_connection_that_never_says_its_protocol_or_answers_pings_is_closed() {
     let _one = one_at_a_time();
     let server = gateway("[server]\nheader_read_timeout_secs = 1\n");

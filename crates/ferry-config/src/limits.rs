@@ -26,6 +26,10 @@ pub const LINGER_SECS: u64 = 1;
 /// until each form has been read (they are then placed in one go); an upload arriving
 /// past it streams to a staged file from its start instead.
 pub const UPLOADS_HELD_MAX_BYTES: usize = 64 * 1024 * 1024;
+/// Requests one HTTP/2 connection may have open at once (its `SETTINGS_MAX_CONCURRENT_STREAMS`):
+/// a connection's slot (`server.max_connections`) then holds at most this many uploads,
+/// not the protocol's default hundreds.
+pub const HTTP2_STREAMS_PER_CONNECTION: u32 = 8;
 /// Seconds a client has to send the request headers (`server.header_read_timeout_secs`).
 pub const HEADER_READ_TIMEOUT_SECS: u64 = 30;
 /// Seconds a stopping gateway lets requests in flight finish (`server.shutdown_grace_secs`).
@@ -120,6 +124,10 @@ pub const FOLDER_ZIP_MAX_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 /// Room for the multipart framing around the file's bytes (boundaries, part headers,
 /// the project field) when judging a declared `Content-Length`.
 pub const MULTIPART_ALLOWANCE_BYTES: u64 = 64 * 1024;
+/// The most bytes the text before a multipart form's first part, or the headers of one
+/// part, may hold (besides one read's chunk, which may also hold data): the parser keeps
+/// them in memory until they end, which only the whole body's cap would bound otherwise.
+pub const MULTIPART_HEAD_MAX_BYTES: u64 = 64 * 1024;
 /// The longest value the `project` field of an upload may have, in bytes.
 pub const PROJECT_FIELD_MAX_BYTES: usize = 1024;
 /// The longest display name of a project, in bytes of UTF-8 (NFC).

@@ -32,6 +32,11 @@ pub enum BodyError {
     TooSlow(u64),
     #[error("the request body could not be read: {0}")]
     Read(String),
+    #[error(
+        "the multipart form's text before its first part, or a part's headers, are longer \
+         than {0} bytes"
+    )]
+    PartHeadTooLong(u64),
 }
 
 impl From<BodyError> for ApiError {
@@ -41,6 +46,7 @@ impl From<BodyError> for ApiError {
                 ApiError::new(Code::BodyTimeout, err.to_string())
             }
             BodyError::Read(_) => ApiError::new(Code::BadBody, err.to_string()),
+            BodyError::PartHeadTooLong(_) => ApiError::new(Code::BadMultipart, err.to_string()),
         }
     }
 }

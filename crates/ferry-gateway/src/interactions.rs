@@ -532,7 +532,7 @@ async fn upload_pick(
 async fn read_pick_body(
     state: &AppState,
     claim: &Claim,
-    multipart: &mut multer::Multipart<'static>,
+    multipart: &mut crate::upload::Form,
 ) -> Result<(Filled<AtomicWriter>, String), ApiError> {
     let mut incoming = None;
     while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {

@@ -63,7 +63,7 @@ pub use error::ApiError;
 
 /// The most a connection buffers from its socket: bounds memory per connection while
 /// keeping reads large enough for full speed.
-const READ_BUFFER_MAX_BYTES: usize = 256 * 1024;
+pub(crate) const READ_BUFFER_MAX_BYTES: usize = 256 * 1024;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -530,7 +530,10 @@ pub async fn serve(
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(header_read_timeout)
-        .keep_alive_timeout(header_read_timeout);
+        .keep_alive_timeout(header_read_timeout)
+        // Each stream may hold an upload, with its file and buffers: a connection counts
+        // once against `max_connections`, so it carries no more than a few.
+        .max_concurrent_streams(ferry_config::limits::HTTP2_STREAMS_PER_CONNECTION);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {

@@ -16,6 +16,7 @@ use axum::Json;
 use axum::extract::{Query, Request, State};
 use axum::http::{StatusCode, header};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use ferry_codes::Code;
@@ -23,6 +24,7 @@ use ferry_exec::Staging;
 use ferry_exec::member::{Existing, MemberAction, MemberReply};
 use ferry_fs::ByteSink;
 use ferry_site::{Principal, PublicPlace, SiteError};
+use futures_util::StreamExt;
 use multer::{Constraints, Multipart, SizeLimit};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -36,8 +38,8 @@ use crate::openapi::ApiRouter;
 use crate::rate::Rate;
 use crate::{ApiError, AppState, blocking};
 use ferry_config::limits::{
-    FOLDER_FIELD_MAX_BYTES, MULTIPART_ALLOWANCE_BYTES, PROJECT_FIELD_MAX_BYTES,
-    UPLOADS_HELD_MAX_BYTES,
+    FOLDER_FIELD_MAX_BYTES, MULTIPART_ALLOWANCE_BYTES, MULTIPART_HEAD_MAX_BYTES,
+    PROJECT_FIELD_MAX_BYTES, UPLOADS_HELD_MAX_BYTES,
 };
 use ferry_site::{AuditAction, AuditEntry};
 
@@ -186,6 +188,9 @@ pub async fn upload(
                     ));
                 }
                 let given = field.file_name().unwrap_or_default().to_owned();
+                // The name first, as for a part staged at once: its refusal does not wait
+                // for the part's bytes, whatever its size.
+                state.site.upload_name(&given)?;
                 let part = match read_small(&mut field, &state.held_uploads).await? {
                     Small::Whole(whole, held) => FilePart::Whole(whole, held),
                     Small::Outgrown(head, next) => {
@@ -383,11 +388,7 @@ pub(crate) async fn kept(
 /// Opens a multipart body whose file may hold `max` bytes: a declared `Content-Length`
 /// over that (plus the framing allowance) is refused before anything is read, and the
 /// stream is cut off at it while reading.
-pub(crate) fn open_multipart(
-    request: Request,
-    max: u64,
-    pace: Pace,
-) -> Result<Multipart<'static>, ApiError> {
+pub(crate) fn open_multipart(request: Request, max: u64, pace: Pace) -> Result<Form, ApiError> {
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -407,13 +408,48 @@ pub(crate) fn open_multipart(
                 "send multipart/form-data with a boundary, with the file in a part named 'file'",
             )
         })?;
-    let stream = paced(request.into_body(), pace);
+    let heads = Arc::new(AtomicU64::new(u64::MAX));
+    let watched = Arc::clone(&heads);
+    let stream = paced(request.into_body(), pace).map(move |chunk| {
+        let chunk = chunk?;
+        let left = watched.load(Ordering::Relaxed);
+        if left != u64::MAX {
+            let taken = left
+                .checked_sub(chunk.len() as u64)
+                .ok_or(BodyError::PartHeadTooLong(MULTIPART_HEAD_MAX_BYTES))?;
+            watched.store(taken, Ordering::Relaxed);
+        }
+        Ok::<_, BodyError>(chunk)
+    });
     let limits = SizeLimit::new().whole_stream(max + MULTIPART_ALLOWANCE_BYTES);
-    Ok(Multipart::with_constraints(
-        stream,
-        boundary,
-        Constraints::new().size_limit(limits),
-    ))
+    let parts =
+        Multipart::with_constraints(stream, boundary, Constraints::new().size_limit(limits));
+    Ok(Form { parts, heads })
+}
+
+/// A multipart form read part by part, whose preamble and part headers are bounded by
+/// [`MULTIPART_HEAD_MAX_BYTES`]: while the next part's head is looked for, the body may give
+/// that much and one read's chunk (which may also hold the end of the last part and the
+/// start of the next one's data) before the form is refused.
+pub(crate) struct Form {
+    parts: Multipart<'static>,
+    /// What the body may still give before the head being read is refused;
+    /// `u64::MAX` while a part's data is read.
+    heads: Arc<AtomicU64>,
+}
+
+impl Form {
+    /// The next part, once its head has been read. Each part before it must have been
+    /// read to its end: what is left of it would count against the head's bound.
+    pub(crate) async fn next_field(
+        &mut self,
+    ) -> Result<Option<multer::Field<'static>>, multer::Error> {
+        let bound = MULTIPART_HEAD_MAX_BYTES + crate::READ_BUFFER_MAX_BYTES as u64;
+        self.heads.store(bound, Ordering::Relaxed);
+        let next = self.parts.next_field().await;
+        self.heads.store(u64::MAX, Ordering::Relaxed);
+        next
+    }
 }
 
 /// Checks an upload's workspace, name, cap and quota, then has the person stage it in
@@ -486,14 +522,18 @@ async fn read_small(
         return Ok(Small::Outgrown(head, Bytes::new()));
     };
     while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-        let more = u32::try_from(chunk.len())
-            .ok()
-            .filter(|_| head.len() + chunk.len() <= SINK_MEMORY_BYTES);
-        match more.map(|n| held.clone().try_acquire_many_owned(n)) {
-            Some(Ok(taken)) => room.merge(taken),
-            _ => return Ok(Small::Outgrown(head, chunk)),
+        if head.len() + chunk.len() > SINK_MEMORY_BYTES {
+            return Ok(Small::Outgrown(head, chunk));
         }
+        // The room counts the memory held (the buffer's capacity), not only the bytes in
+        // it: a growing buffer may hold up to twice what it was given.
+        let before = head.capacity();
         head.extend_from_slice(&chunk);
+        let grown = u32::try_from(head.capacity() - before).unwrap_or(u32::MAX);
+        match held.clone().try_acquire_many_owned(grown) {
+            Ok(taken) => room.merge(taken),
+            Err(_) => return Ok(Small::Outgrown(head, Bytes::new())),
+        }
     }
     Ok(Small::Whole(head, room))
 }

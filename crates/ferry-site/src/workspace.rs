@@ -35,6 +35,23 @@ impl Site {
             owner: self.config().agent_ids(person),
         })
     }
+
+    /// The safe name of an upload (M-UP), refused unless its extension is allowed: the
+    /// same in every workspace, so it can be told before any is opened.
+    pub fn upload_name(&self, raw_name: &str) -> Result<String, SiteError> {
+        let name = safe_name(raw_name)?;
+        let media = &self.config().media;
+        let extension = name
+            .rsplit_once('.')
+            .map(|(_, ext)| ext.to_ascii_lowercase());
+        let allowed = extension
+            .as_deref()
+            .is_some_and(|ext| media.allowed_extensions.iter().any(|a| a == ext));
+        if !allowed {
+            return Err(SiteError::ExtensionNotAllowed(name));
+        }
+        Ok(name)
+    }
 }
 
 impl Workspace<'_> {
@@ -77,18 +94,7 @@ impl Workspace<'_> {
 
     /// The safe name of an upload (M-UP), refused unless its extension is allowed.
     pub fn upload_name(&self, raw_name: &str) -> Result<String, SiteError> {
-        let name = safe_name(raw_name)?;
-        let media = &self.site.config().media;
-        let extension = name
-            .rsplit_once('.')
-            .map(|(_, ext)| ext.to_ascii_lowercase());
-        let allowed = extension
-            .as_deref()
-            .is_some_and(|ext| media.allowed_extensions.iter().any(|a| a == ext));
-        if !allowed {
-            return Err(SiteError::ExtensionNotAllowed(name));
-        }
-        Ok(name)
+        self.site.upload_name(raw_name)
     }
 }
 

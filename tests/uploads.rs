@@ -573,7 +573,10 @@ fn a_file_held_in_memory_is_refused_as_a_streamed_one_is() {
                 "extension_not_allowed",
             ),
             (
-                &[("file", Some("x.exe"), &bytes), ("file", Some("y.txt"), b"y")],
+                &[
+                    ("file", Some("x.exe"), &bytes),
+                    ("file", Some("y.txt"), b"y"),
+                ],
                 "extension_not_allowed",
             ),
             (

@@ -506,8 +506,9 @@ impl AppState {
 enum Small {
     /// All of it, with the room it takes in memory.
     Whole(BytesMut, OwnedSemaphorePermit),
-    /// What was read of a part that outgrew what it may hold, and the chunk that did not
-    /// fit (empty when there was no room at all).
+    /// What was read of a part that outgrew what it may hold, and the chunk that was
+    /// not added to it (empty when there was no room at all, or when the chunk was
+    /// added but the buffer's growth found no room).
     Outgrown(BytesMut, Bytes),
 }
 

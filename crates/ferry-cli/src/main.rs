@@ -223,6 +223,7 @@ fn end_quietly_on_a_closed_pipe(command: &Command) {
 }
 
 fn main() -> ExitCode {
+    heap_returns_large_buffers();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -237,6 +238,24 @@ fn main() -> ExitCode {
             eprintln!("ferry: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Makes every buffer of a mebibyte or more go back to the system when it is freed.
+///
+/// glibc raises its mapping threshold to the size of each mapped buffer that is freed
+/// (up to 32 MiB), so after the first large one the next ones of that size are carved
+/// from the heap of whichever thread made them, and each of those threads' heaps keeps
+/// its high-water mark. A gateway making a chat turn's megabytes of history on its
+/// blocking threads grew by 40 to 70 MB over 25 turns that way, against 15 to 25 MB
+/// with a fixed threshold. The transfers' own buffers are at most 256 KiB and are
+/// unaffected. Called first, before any thread exists.
+fn heap_returns_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a glibc tunable; it is called before any other thread
+    // runs, and a refusal (0) leaves the default, which is only less frugal.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1024 * 1024);
     }
 }
 

@@ -47,6 +47,7 @@ import anyio
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "mcp"))
 import driver  # noqa: E402 - the tests' session code, so both measure the same client
+import thin_client  # noqa: E402 - beside this file: the bare JSON-RPC client
 
 PERSON = "alice"
 # Host mode: a person id no real site is likely to use, its POSIX user, and the
@@ -326,7 +327,9 @@ def tool_result(result):
 
 
 async def call(contender, name, arguments):
-    return driver.dump(await contender.client.call_tool(name, arguments))
+    result = await contender.client.call_tool(name, arguments)
+    # The thin client answers with the server's JSON already; the SDK with its objects.
+    return result if isinstance(result, dict) else driver.dump(result)
 
 
 async def ping(contender):
@@ -648,12 +651,30 @@ async def run(args, ferry, host_server):
                 c.tools = {tool.name for tool in await driver.list_all_tools(c.client)}
                 log(f"{c.label}: {c.info.get('name')} {c.info.get('version')}, {len(c.tools)} tools")
             rows = await measure(contenders, folders, args.calls, args.warmup)
+        thin_rows = await measure_thin(contenders, folders, args, errlog)
         fresh = None
         if host_server is not None:
             racing = [c for c in contenders if c.label in ("ferry", "ferry host")]
             log(f"first calls: {args.fresh_sessions} fresh sessions each of local and host ferry")
             fresh = await first_calls(racing, args.fresh_sessions, errlog)
-    return rows, contenders, fresh
+    return rows, thin_rows, contenders, fresh
+
+
+async def measure_thin(contenders, folders, args, errlog):
+    """The same operations through the bare JSON-RPC client: the same servers started
+    again, each taking over its SDK run's tools and its count of edits (which word the
+    next edit flips)."""
+    log("the same calls again through a bare JSON-RPC client (no SDK)")
+    thin = [Contender(c.label, c.server, c.path, tools=c.tools, edits=c.edits, info=c.info) for c in contenders]
+    async with AsyncExitStack() as stack:
+        for c in thin:
+            try:
+                c.client, _ = await stack.enter_async_context(
+                    thin_client.session(c.server["stdio"]["command"], errlog)
+                )
+            except Exception as e:
+                die(f"{c.label} did not start for the bare client: {e}")
+        return await measure(thin, folders, args.calls, args.warmup)
 
 
 def interrupted(signum, _frame):
@@ -729,7 +750,7 @@ def main():
                 helper = args.helper or str(Path(args.ferry).with_name("ferry-posix-helper"))
                 host_server = (host.prepare(ferry, helper), host.folder)
                 log(f"host mode: site at {host.data}, person {HOST_PERSON} ({HOST_USER})")
-            rows, contenders, fresh = anyio.run(run, args, ferry, host_server)
+            rows, thin_rows, contenders, fresh = anyio.run(run, args, ferry, host_server)
         finally:
             if host:
                 left = host.cleanup()
@@ -768,7 +789,16 @@ def main():
             "commands in the default sandbox (`auto`), so \"default − none\" is what that sandbox "
             "costs per call."
         )
-    lines += ["", table(rows, contenders), ""]
+    lines += [
+        "",
+        table(rows, contenders),
+        "",
+        "The same calls through a bare JSON-RPC client (`bench/mcp/thin_client.py`: one line "
+        "out, one line back, no SDK objects): the servers' own latency.",
+        "",
+        table(thin_rows, contenders),
+        "",
+    ]
     if fresh is not None:
         lines += [first_call_table(fresh), ""]
     report = "\n".join(lines)

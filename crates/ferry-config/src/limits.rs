@@ -26,6 +26,10 @@ pub const LINGER_SECS: u64 = 1;
 /// until each form has been read (they are then placed in one go); an upload arriving
 /// past it streams to a staged file from its start instead.
 pub const UPLOADS_HELD_MAX_BYTES: usize = 64 * 1024 * 1024;
+/// Uploads and deliveries a gateway places at once (their fsync, rename and audit
+/// record), per core: more wait their turn. Past a few per core, placements into one
+/// folder spend their time spinning on its lock and switching threads, not writing.
+pub const PLACEMENTS_PER_CORE: usize = 4;
 /// Requests one HTTP/2 connection may have open at once (its `SETTINGS_MAX_CONCURRENT_STREAMS`):
 /// a connection's slot (`server.max_connections`) then holds at most this many uploads,
 /// not the protocol's default hundreds.

@@ -107,6 +107,8 @@ pub struct AppState {
     /// Room for small uploads' file parts held in memory until their form has been read
     /// (`UPLOADS_HELD_MAX_BYTES`, in bytes): past it, a part streams from its start.
     held_uploads: Arc<tokio::sync::Semaphore>,
+    /// Turns to place an upload or a delivery (`PLACEMENTS_PER_CORE` per core).
+    placements: Arc<tokio::sync::Semaphore>,
 }
 
 /// Why the gateway could not be set up.
@@ -157,6 +159,10 @@ impl AppState {
             rates,
             held_uploads: Arc::new(tokio::sync::Semaphore::new(
                 ferry_config::limits::UPLOADS_HELD_MAX_BYTES,
+            )),
+            placements: Arc::new(tokio::sync::Semaphore::new(
+                ferry_config::limits::PLACEMENTS_PER_CORE
+                    * std::thread::available_parallelism().map_or(1, usize::from),
             )),
         })
     }

@@ -262,16 +262,16 @@ pub async fn upload(
     let place = folder.clone().unwrap_or(PublicPlace::Public);
     let placed = match part {
         FilePart::Whole(bytes, held) => {
-            let (state, who, project, place, given) = (
+            let (acting, who, project, place, given) = (
                 state.clone(),
                 who.clone(),
                 project.clone(),
                 place.clone(),
                 given.clone(),
             );
-            blocking(move || {
+            crate::member::placing(&state, move || {
                 let (mut staging, name) = stage_upload(
-                    &state,
+                    &acting,
                     &who.person,
                     project.clone(),
                     folder,
@@ -285,7 +285,7 @@ pub async fn upload(
                 let entry = upload_record(&who, project.as_deref(), &place, &name);
                 let filled = Filled::buffered(staging, bytes);
                 let placed = crate::member::commit_now(
-                    &state.site,
+                    &acting.site,
                     filled,
                     project,
                     place,

@@ -97,17 +97,24 @@ pub(crate) async fn commit_filled(
 /// `PLACEMENTS_PER_CORE` per core at once). Uploads replacing files in one folder all
 /// take its lock: 64 at once measured half the placements a second of 8 at once, at
 /// twice the CPU each (bench/README.md). A request that goes away while it waits has
-/// placed nothing.
+/// placed nothing; one that goes away once its placement runs leaves the turn taken
+/// until the placement ends, since the placement goes on without it.
 pub(crate) async fn placing<T: Send + 'static>(
     state: &AppState,
     place: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let _turn = state
+    let turn = state
         .placements
-        .acquire()
+        .clone()
+        .acquire_owned()
         .await
         .map_err(|e| ApiError::internal("placements", e))?;
-    blocking(place).await
+    blocking(move || {
+        let placed = place();
+        drop(turn);
+        placed
+    })
+    .await
 }
 
 /// [`commit_filled`] on this thread, which may block.
@@ -157,7 +164,8 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn placements_take_turns_and_one_given_up_while_waiting_places_nothing() {
+    async fn placements_take_turns_held_until_they_end_and_one_given_up_while_waiting_places_nothing()
+     {
         let tmp = tempfile::tempdir().unwrap();
         let site = Site::open(tmp.path(), ferry_config::Config::default()).unwrap();
         let state = AppState::new(Arc::new(site)).unwrap();
@@ -185,9 +193,9 @@ mod tests {
             let (state, work) = (state.clone(), place(running.clone(), gate.clone()));
             tokio::spawn(async move { placing(&state, work).await })
         };
-        // One placement more than the turns. Each running one waits on the gate: the
-        // first holds it, the others wait for its lock.
-        let tasks: Vec<_> = (0..=turns).map(|_| start()).collect();
+        // As many placements as turns. Each waits on the gate: the first holds it, the
+        // others wait for its lock.
+        let mut tasks: Vec<_> = (0..turns).map(|_| start()).collect();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while running.now.load(Ordering::SeqCst) < turns {
             assert!(
@@ -196,23 +204,38 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        // Then one more, given up while it waits for its turn.
+        // The request of a running placement goes away: the placement goes on, and
+        // keeps its turn until it ends.
+        let left = tasks.remove(0);
+        left.abort();
+        assert!(left.await.unwrap_err().is_cancelled());
+        // One more waits for a turn, and another is given up while it waits.
+        let waiting = start();
         let given_up = start();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(running.now.load(Ordering::SeqCst), turns);
         assert_eq!(state.placements.available_permits(), 0);
-        assert!(!given_up.is_finished());
+        assert!(!waiting.is_finished() && !given_up.is_finished());
         given_up.abort();
         assert!(given_up.await.unwrap_err().is_cancelled());
-        // Let them through one by one: the one past the turns runs once one ends.
+        // Let them through one by one: the waiting one runs once one ends.
         for _ in 0..=turns {
             release.send(()).unwrap();
         }
+        tasks.push(waiting);
         for task in tasks {
             task.await.unwrap().unwrap();
         }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        // The left one gives its turn back once it has ended.
+        while state.placements.available_permits() < turns {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a turn was not given back"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         assert_eq!(running.done.load(Ordering::SeqCst), turns + 1);
         assert_eq!(running.most.load(Ordering::SeqCst), turns);
-        assert_eq!(state.placements.available_permits(), turns);
     }
 }

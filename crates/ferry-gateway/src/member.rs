@@ -153,6 +153,7 @@ pub(crate) fn out_of_turn() -> ApiError {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc::Receiver;
     use std::time::Duration;
 
     /// Counts the placements running, and the most that ever ran at once.
@@ -176,14 +177,12 @@ mod tests {
         let running = Arc::new(Running::default());
         let (release, gate) = std::sync::mpsc::channel::<()>();
         let gate = Arc::new(std::sync::Mutex::new(gate));
-        let place = |running: Arc<Running>, gate: Arc<std::sync::Mutex<_>>| {
+        let place = |running: Arc<Running>, gate: Arc<std::sync::Mutex<Receiver<()>>>| {
             move || {
                 let now = running.now.fetch_add(1, Ordering::SeqCst) + 1;
                 running.most.fetch_max(now, Ordering::SeqCst);
-                let gate: std::sync::MutexGuard<std::sync::mpsc::Receiver<()>> =
-                    gate.lock().unwrap();
-                gate.recv().unwrap();
-                drop(gate);
+                // Held while waiting: the others wait for the lock.
+                gate.lock().unwrap().recv().unwrap();
                 running.now.fetch_sub(1, Ordering::SeqCst);
                 running.done.fetch_add(1, Ordering::SeqCst);
                 Ok::<_, ApiError>(())
